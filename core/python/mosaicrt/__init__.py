@@ -1,0 +1,51 @@
+"""mosaicrt: a multi-execution-provider ONNX inference runtime.
+
+The API follows onnxruntime's: ``InferenceSession``, ``SessionOptions``,
+``get_available_providers``. Everything runs in the native core through its C ABI.
+"""
+
+from __future__ import annotations
+
+from ._capi import lib as _lib
+from ._capi import library_path as _library_path
+from ._errors import (
+    InternalError,
+    InvalidArgument,
+    InvalidModel,
+    MosaicrtError,
+    NoSuchFile,
+    NotImplementedInRuntime,
+    OutOfMemory,
+    RuntimeFailure,
+)
+from ._session import InferenceSession, NodeArg, SessionOptions, get_available_providers, get_device
+
+__version__: str = _lib.MrtGetVersionString().decode()
+
+
+def get_build_info() -> dict[str, str]:
+    """Facts about the native build: version, target arch, SIMD kernels, library path."""
+    info = dict(item.split("=", 1) for item in _lib.MrtGetBuildInfo().decode().split(",") if "=" in item)
+    info["library"] = _library_path
+    abi = _lib.MrtGetAbiVersion()
+    info["abi"] = f"{abi >> 16}.{abi & 0xFFFF}"
+    return info
+
+
+__all__ = [
+    "InferenceSession",
+    "InternalError",
+    "InvalidArgument",
+    "InvalidModel",
+    "MosaicrtError",
+    "NoSuchFile",
+    "NodeArg",
+    "NotImplementedInRuntime",
+    "OutOfMemory",
+    "RuntimeFailure",
+    "SessionOptions",
+    "__version__",
+    "get_available_providers",
+    "get_build_info",
+    "get_device",
+]

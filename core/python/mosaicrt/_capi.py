@@ -1,0 +1,134 @@
+"""ctypes bindings to the mosaicrt C ABI (include/mosaicrt/mosaicrt.h).
+
+The shared library is looked up next to this file (the wheel layout) unless the
+``MOSAICRT_LIBRARY`` environment variable names another one (development builds).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import sys
+from pathlib import Path
+
+from ._errors import raise_for_code
+
+ABI_MAJOR = 1  # the C ABI major version this package speaks
+
+
+def _library_names() -> list[str]:
+    if sys.platform == "win32":
+        return ["libmosaicrt.dll", "mosaicrt.dll"]
+    if sys.platform == "darwin":
+        return ["libmosaicrt.dylib"]
+    return ["libmosaicrt.so"]
+
+
+def _find_library() -> str:
+    override = os.environ.get("MOSAICRT_LIBRARY")
+    if override:
+        if not Path(override).is_file():
+            raise ImportError(f"MOSAICRT_LIBRARY={override!r} does not name a file")
+        return override
+    here = Path(__file__).resolve().parent
+    for name in _library_names():
+        candidate = here / name
+        if candidate.is_file():
+            return str(candidate)
+    raise ImportError(
+        f"the mosaicrt native library ({' or '.join(_library_names())}) is missing from {here}; "
+        "reinstall the mosaicrt wheel or set MOSAICRT_LIBRARY to a development build"
+    )
+
+
+class Status(ctypes.Structure):
+    pass
+
+
+class SessionOptionsHandle(ctypes.Structure):
+    pass
+
+
+class SessionHandle(ctypes.Structure):
+    pass
+
+
+class ValueHandle(ctypes.Structure):
+    pass
+
+
+StatusP = ctypes.POINTER(Status)
+SessionOptionsP = ctypes.POINTER(SessionOptionsHandle)
+SessionP = ctypes.POINTER(SessionHandle)
+ValueP = ctypes.POINTER(ValueHandle)
+c_size_p = ctypes.POINTER(ctypes.c_size_t)
+c_char_pp = ctypes.POINTER(ctypes.c_char_p)
+
+IO_INPUT = 0
+IO_OUTPUT = 1
+
+
+def _declare(lib: ctypes.CDLL) -> None:
+    def fn(name: str, restype: object, *argtypes: object) -> None:
+        f = getattr(lib, name)
+        f.restype = restype
+        f.argtypes = list(argtypes)
+
+    fn("MrtGetAbiVersion", ctypes.c_uint32)
+    fn("MrtGetVersionString", ctypes.c_char_p)
+    fn("MrtGetBuildInfo", ctypes.c_char_p)
+    fn("MrtStatusGetCode", ctypes.c_int, StatusP)
+    fn("MrtStatusGetMessage", ctypes.c_char_p, StatusP)
+    fn("MrtReleaseStatus", None, StatusP)
+    fn("MrtCreateSessionOptions", StatusP, ctypes.POINTER(SessionOptionsP))
+    fn("MrtReleaseSessionOptions", None, SessionOptionsP)
+    fn("MrtSessionOptionsSetIntraOpNumThreads", StatusP, SessionOptionsP, ctypes.c_int32)
+    fn("MrtSessionOptionsSetConfigEntry", StatusP, SessionOptionsP, ctypes.c_char_p, ctypes.c_char_p)
+    fn("MrtCreateSession", StatusP, ctypes.c_char_p, SessionOptionsP, ctypes.POINTER(SessionP))
+    fn("MrtCreateSessionFromBytes", StatusP, ctypes.c_void_p, ctypes.c_size_t, SessionOptionsP,
+       ctypes.POINTER(SessionP))
+    fn("MrtReleaseSession", None, SessionP)
+    fn("MrtSessionGetIoCount", StatusP, SessionP, ctypes.c_int, c_size_p)
+    fn("MrtSessionGetIoInfo", StatusP, SessionP, ctypes.c_int, ctypes.c_size_t, c_char_pp,
+       ctypes.POINTER(ctypes.c_int32), c_size_p)
+    fn("MrtSessionGetIoDim", StatusP, SessionP, ctypes.c_int, ctypes.c_size_t, ctypes.c_size_t,
+       ctypes.POINTER(ctypes.c_int64), c_char_pp)
+    fn("MrtRun", StatusP, SessionP, c_char_pp, ctypes.POINTER(ValueP), ctypes.c_size_t, c_char_pp,
+       ctypes.c_size_t, ctypes.POINTER(ValueP))
+    fn("MrtCreateTensor", StatusP, ctypes.c_int32, ctypes.POINTER(ctypes.c_int64), ctypes.c_size_t,
+       ctypes.c_void_p, ctypes.c_size_t, ctypes.POINTER(ValueP))
+    fn("MrtCreateTensorBorrowed", StatusP, ctypes.c_int32, ctypes.POINTER(ctypes.c_int64), ctypes.c_size_t,
+       ctypes.c_void_p, ctypes.c_size_t, ctypes.POINTER(ValueP))
+    fn("MrtValueGetInfo", StatusP, ValueP, ctypes.POINTER(ctypes.c_int32), c_size_p,
+       ctypes.POINTER(ctypes.POINTER(ctypes.c_int64)), ctypes.POINTER(ctypes.c_void_p), c_size_p)
+    fn("MrtReleaseValue", None, ValueP)
+
+
+def _load() -> ctypes.CDLL:
+    path = _find_library()
+    try:
+        lib = ctypes.CDLL(path)
+    except OSError as exc:
+        raise ImportError(f"cannot load the mosaicrt native library {path}: {exc}") from exc
+    _declare(lib)
+    abi = lib.MrtGetAbiVersion()
+    if abi >> 16 != ABI_MAJOR:
+        raise ImportError(
+            f"the mosaicrt native library {path} has C ABI {abi >> 16}.{abi & 0xFFFF} but this Python "
+            f"package needs ABI {ABI_MAJOR}.x; reinstall mosaicrt so both come from one wheel"
+        )
+    return lib
+
+
+lib = _load()
+library_path: str = lib._name
+
+
+def check(status: ctypes._Pointer[Status] | None) -> None:  # type: ignore[name-defined]
+    """Raise the matching Python exception for a non-NULL MrtStatus (and release it)."""
+    if not status:
+        return
+    code = lib.MrtStatusGetCode(status)
+    message = lib.MrtStatusGetMessage(status).decode("utf-8", "replace")
+    lib.MrtReleaseStatus(status)
+    raise_for_code(code, message)

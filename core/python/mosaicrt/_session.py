@@ -1,0 +1,259 @@
+"""InferenceSession and SessionOptions, shaped like onnxruntime's Python API."""
+
+from __future__ import annotations
+
+import ctypes
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from . import _capi
+from ._capi import check, lib
+from ._errors import InvalidArgument
+
+# ONNX element type code -> (numpy dtype, onnxruntime-style type string)
+_ELEM_TYPES: dict[int, tuple[Any, str]] = {
+    1: (np.float32, "tensor(float)"),
+    2: (np.uint8, "tensor(uint8)"),
+    3: (np.int8, "tensor(int8)"),
+    4: (np.uint16, "tensor(uint16)"),
+    5: (np.int16, "tensor(int16)"),
+    6: (np.int32, "tensor(int32)"),
+    7: (np.int64, "tensor(int64)"),
+    8: (None, "tensor(string)"),
+    9: (np.bool_, "tensor(bool)"),
+    10: (np.float16, "tensor(float16)"),
+    11: (np.float64, "tensor(double)"),
+    12: (np.uint32, "tensor(uint32)"),
+    13: (np.uint64, "tensor(uint64)"),
+    14: (np.complex64, "tensor(complex64)"),
+    15: (np.complex128, "tensor(complex128)"),
+    16: (None, "tensor(bfloat16)"),
+}
+_CODE_OF_DTYPE: dict[np.dtype[Any], int] = {
+    np.dtype(t): code for code, (t, _) in _ELEM_TYPES.items() if t is not None and code not in (14, 15)
+}
+
+CPU_PROVIDER = "CPUExecutionProvider"
+
+
+def get_available_providers() -> list[str]:
+    """Execution providers this installation can run (the CPU EP is always present)."""
+    return [CPU_PROVIDER]
+
+
+def get_device() -> str:
+    return "CPU"
+
+
+class SessionOptions:
+    """Options for InferenceSession (the subset of onnxruntime's that mosaicrt honours)."""
+
+    def __init__(self) -> None:
+        self.intra_op_num_threads: int = 0
+        self.inter_op_num_threads: int = 0  # accepted for compatibility; nodes run in order
+        self.log_severity_level: int = 2
+        self._config: dict[str, str] = {}
+
+    def add_session_config_entry(self, key: str, value: str) -> None:
+        self._config[str(key)] = str(value)
+
+    def get_session_config_entry(self, key: str) -> str:
+        return self._config[key]
+
+    def _handle(self) -> Any:
+        handle = _capi.SessionOptionsP()
+        check(lib.MrtCreateSessionOptions(ctypes.byref(handle)))
+        try:
+            threads = int(self.intra_op_num_threads)
+            check(lib.MrtSessionOptionsSetIntraOpNumThreads(handle, threads))
+            for key, value in self._config.items():
+                check(lib.MrtSessionOptionsSetConfigEntry(handle, key.encode(), value.encode()))
+        except BaseException:
+            lib.MrtReleaseSessionOptions(handle)
+            raise
+        return handle
+
+
+@dataclass(frozen=True)
+class NodeArg:
+    """Name, type string ("tensor(float)") and shape (ints, symbolic names or None) of a model input/output."""
+
+    name: str
+    type: str
+    shape: list[int | str | None] | None
+
+
+def _normalize_providers(providers: Sequence[Any] | None) -> list[str]:
+    if providers is None:
+        return [CPU_PROVIDER]
+    names: list[str] = []
+    for p in providers:
+        name = p[0] if isinstance(p, tuple) else p
+        if not isinstance(name, str):
+            raise InvalidArgument(f"provider entries must be names or (name, options) tuples, got {p!r}")
+        if name not in get_available_providers():
+            raise InvalidArgument(
+                f"execution provider {name!r} is not available; available: {get_available_providers()}"
+            )
+        names.append(name)
+    if CPU_PROVIDER not in names:
+        names.append(CPU_PROVIDER)  # nodes no other EP takes fall back to the CPU EP
+    return names
+
+
+class InferenceSession:
+    """Loads an ONNX model (path or bytes) and runs it.
+
+    >>> sess = InferenceSession("model.onnx")
+    >>> outputs = sess.run(None, {"input": array})
+    """
+
+    def __init__(
+        self,
+        path_or_bytes: str | bytes | os.PathLike[str],
+        sess_options: SessionOptions | None = None,
+        providers: Sequence[Any] | None = None,
+        provider_options: Sequence[Mapping[str, Any]] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        self._handle = None
+        self._providers = _normalize_providers(providers)
+        options = sess_options or SessionOptions()
+        self._sess_options = options
+        opts = options._handle()
+        handle = _capi.SessionP()
+        try:
+            if isinstance(path_or_bytes, (bytes, bytearray, memoryview)):
+                data = bytes(path_or_bytes)
+                self._model_path: str | None = None
+                check(lib.MrtCreateSessionFromBytes(data, len(data), opts, ctypes.byref(handle)))
+            elif isinstance(path_or_bytes, (str, os.PathLike)):
+                self._model_path = os.fspath(path_or_bytes)
+                check(lib.MrtCreateSession(os.fsencode(self._model_path), opts, ctypes.byref(handle)))
+            else:
+                raise TypeError(
+                    f"InferenceSession needs a model path or the model's bytes, got {type(path_or_bytes).__name__}"
+                )
+        finally:
+            lib.MrtReleaseSessionOptions(opts)
+        self._handle = handle
+        self._inputs = self._io_list(_capi.IO_INPUT)
+        self._outputs = self._io_list(_capi.IO_OUTPUT)
+
+    def __del__(self) -> None:
+        handle = getattr(self, "_handle", None)
+        if handle:
+            lib.MrtReleaseSession(handle)
+            self._handle = None
+
+    def _io_list(self, kind: int) -> list[NodeArg]:
+        count = ctypes.c_size_t()
+        check(lib.MrtSessionGetIoCount(self._handle, kind, ctypes.byref(count)))
+        result = []
+        for i in range(count.value):
+            name = ctypes.c_char_p()
+            elem = ctypes.c_int32()
+            rank = ctypes.c_size_t()
+            check(lib.MrtSessionGetIoInfo(self._handle, kind, i, ctypes.byref(name), ctypes.byref(elem),
+                                          ctypes.byref(rank)))
+            shape: list[int | str | None] | None = None
+            if rank.value != ctypes.c_size_t(-1).value:
+                shape = []
+                for d in range(rank.value):
+                    value = ctypes.c_int64()
+                    symbol = ctypes.c_char_p()
+                    check(lib.MrtSessionGetIoDim(self._handle, kind, i, d, ctypes.byref(value),
+                                                 ctypes.byref(symbol)))
+                    sym = (symbol.value or b"").decode()
+                    shape.append(value.value if value.value >= 0 else (sym or None))
+            type_str = _ELEM_TYPES.get(elem.value, (None, f"tensor(unknown:{elem.value})"))[1]
+            result.append(NodeArg((name.value or b"").decode(), type_str, shape))
+        return result
+
+    def get_inputs(self) -> list[NodeArg]:
+        return list(self._inputs)
+
+    def get_outputs(self) -> list[NodeArg]:
+        return list(self._outputs)
+
+    def get_providers(self) -> list[str]:
+        return list(self._providers)
+
+    def get_session_options(self) -> SessionOptions:
+        return self._sess_options
+
+    def run(
+        self,
+        output_names: Iterable[str] | None,
+        input_feed: Mapping[str, Any],
+        run_options: Any = None,
+    ) -> list[np.ndarray[Any, Any]]:
+        """Run the model; returns one numpy array per requested output (all outputs when None)."""
+        if not isinstance(input_feed, Mapping):
+            raise InvalidArgument(f"input_feed must be a dict of name -> array, got {type(input_feed).__name__}")
+        keep_alive: list[np.ndarray[Any, Any]] = []
+        values: list[Any] = []
+        names: list[bytes] = []
+        try:
+            for name, value in input_feed.items():
+                arr = _as_input_array(name, value)
+                keep_alive.append(arr)
+                names.append(str(name).encode())
+                values.append(_borrow(arr))
+            outs = list(output_names) if output_names is not None else []
+            n_out = len(outs) if outs else len(self._outputs)
+            out_buf = (_capi.ValueP * max(n_out, 1))()
+            in_names = (ctypes.c_char_p * max(len(names), 1))(*names)
+            in_vals = (_capi.ValueP * max(len(values), 1))(*values)
+            out_names = (ctypes.c_char_p * max(len(outs), 1))(*[str(o).encode() for o in outs])
+            check(lib.MrtRun(self._handle, in_names, in_vals, len(values), out_names if outs else None, len(outs),
+                             out_buf))
+            try:
+                return [_to_numpy(out_buf[i]) for i in range(n_out)]
+            finally:
+                for i in range(n_out):
+                    lib.MrtReleaseValue(out_buf[i])
+        finally:
+            for v in values:
+                lib.MrtReleaseValue(v)
+
+
+def _as_input_array(name: str, value: Any) -> np.ndarray[Any, Any]:
+    arr = np.asarray(value)
+    if arr.dtype == object or arr.dtype.kind in "USO":
+        raise InvalidArgument(f"input {name!r}: string/object arrays are not supported (dtype {arr.dtype})")
+    if arr.dtype not in _CODE_OF_DTYPE:
+        raise InvalidArgument(f"input {name!r}: numpy dtype {arr.dtype} is not supported")
+    # (np.ascontiguousarray would turn 0-d arrays into 1-d ones)
+    return arr if arr.flags.c_contiguous else arr.copy(order="C")
+
+
+def _borrow(arr: np.ndarray[Any, Any]) -> Any:
+    code = _CODE_OF_DTYPE[arr.dtype]
+    shape = (ctypes.c_int64 * max(arr.ndim, 1))(*arr.shape)
+    handle = _capi.ValueP()
+    check(lib.MrtCreateTensorBorrowed(code, shape, arr.ndim, arr.ctypes.data if arr.size else None, arr.nbytes,
+                                      ctypes.byref(handle)))
+    return handle
+
+
+def _to_numpy(value: Any) -> np.ndarray[Any, Any]:
+    elem = ctypes.c_int32()
+    rank = ctypes.c_size_t()
+    shape_p = ctypes.POINTER(ctypes.c_int64)()
+    data = ctypes.c_void_p()
+    nbytes = ctypes.c_size_t()
+    check(lib.MrtValueGetInfo(value, ctypes.byref(elem), ctypes.byref(rank), ctypes.byref(shape_p),
+                              ctypes.byref(data), ctypes.byref(nbytes)))
+    np_type = _ELEM_TYPES.get(elem.value, (None, ""))[0]
+    if np_type is None:
+        raise InvalidArgument(f"output element type {elem.value} cannot be converted to numpy")
+    shape = tuple(shape_p[i] for i in range(rank.value))
+    out = np.empty(shape, dtype=np_type)
+    if nbytes.value:
+        ctypes.memmove(out.ctypes.data, data.value, nbytes.value)
+    return out

@@ -1,0 +1,268 @@
+// The C ABI: every exported function converts C++ exceptions into an MrtStatus.
+#include <cstring>
+#include <new>
+#include <string>
+#include <thread>
+
+#include "mosaicrt/mosaicrt.h"
+#include "gemm/sgemm.h"
+#include "session.h"
+
+struct MrtStatus {
+  MrtErrorCode code;
+  std::string message;
+};
+struct MrtSessionOptions {
+  mrt::SessionOptions options;
+};
+struct MrtSession {
+  std::unique_ptr<mrt::Session> session;
+};
+struct MrtValue {
+  mrt::Tensor tensor;
+};
+
+namespace {
+
+// Returned when even the status object cannot be allocated; never deleted.
+MrtStatus g_oom_status{MRT_OUT_OF_MEMORY, "out of memory"};
+
+MrtStatus* make_status(MrtErrorCode code, const std::string& msg) {
+  try {
+    return new MrtStatus{code, msg};
+  } catch (...) {
+    return &g_oom_status;
+  }
+}
+
+template <class F>
+MrtStatus* guarded(F&& f) {
+  try {
+    f();
+    return nullptr;
+  } catch (const mrt::Error& e) {
+    return make_status(e.code(), e.what());
+  } catch (const std::bad_alloc&) {
+    return make_status(MRT_OUT_OF_MEMORY, "out of memory");
+  } catch (const std::exception& e) {
+    return make_status(MRT_RUNTIME_ERROR, e.what());
+  } catch (...) {
+    return make_status(MRT_INTERNAL, "unknown exception");
+  }
+}
+
+#define MRT_REQUIRE_ARG(p) \
+  if (!(p)) ::mrt::fail(MRT_INVALID_ARGUMENT, #p " must not be NULL")
+
+const mrt::ValueInfo& io_info(const MrtSession* s, MrtIoKind kind, size_t index) {
+  const auto& list = kind == MRT_IO_INPUT ? s->session->inputs() : s->session->outputs();
+  if (kind != MRT_IO_INPUT && kind != MRT_IO_OUTPUT) mrt::fail(MRT_INVALID_ARGUMENT, "invalid io kind");
+  if (index >= list.size())
+    mrt::fail(MRT_INVALID_ARGUMENT, kind == MRT_IO_INPUT ? "input" : "output", " index ", index, " out of range (",
+              list.size(), ")");
+  return list[index];
+}
+
+mrt::Shape to_shape(const int64_t* shape, size_t rank) {
+  if (rank && !shape) mrt::fail(MRT_INVALID_ARGUMENT, "shape must not be NULL when rank > 0");
+  return mrt::Shape(shape, shape + rank);
+}
+
+void check_type_and_bytes(int32_t elem_type, const mrt::Shape& shape, size_t data_bytes) {
+  if (!mrt::dtype_is_known(elem_type) || !mrt::dtype_is_storable(static_cast<mrt::DType>(elem_type)))
+    mrt::fail(MRT_NOT_IMPLEMENTED, "element type ", mrt::dtype_name(static_cast<mrt::DType>(elem_type)), " (", elem_type,
+              ") is not supported");
+  int64_t n = mrt::shape_size(shape);
+  size_t want = static_cast<size_t>(n) * mrt::dtype_size(static_cast<mrt::DType>(elem_type));
+  if (want != data_bytes)
+    mrt::fail(MRT_INVALID_ARGUMENT, "tensor data has ", data_bytes, " bytes but shape ", mrt::shape_str(shape), " of ",
+              mrt::dtype_name(static_cast<mrt::DType>(elem_type)), " needs ", want);
+}
+
+std::string build_info() {
+  std::string s = "version=" MOSAICRT_VERSION_STRING;
+#if defined(__x86_64__) || defined(_M_X64)
+  s += ",arch=x86_64";
+#elif defined(__aarch64__) || defined(_M_ARM64)
+  s += ",arch=arm64";
+#elif defined(__arm__)
+  s += ",arch=armv7";
+#else
+  s += ",arch=other";
+#endif
+#if defined(MOSAICRT_X86_SIMD)
+  s += ",x86_simd=on";
+#endif
+#if defined(MOSAICRT_ARM64_KERNELS)
+  s += ",arm64_kernels=on";
+#endif
+  s += std::string(",sgemm=") + mrt::sgemm_kernel_name();
+  s += ",hardware_threads=" + std::to_string(std::thread::hardware_concurrency());
+  return s;
+}
+
+}  // namespace
+
+extern "C" {
+
+MRT_API uint32_t MrtGetAbiVersion(void) { return (MRT_ABI_VERSION_MAJOR << 16) | MRT_ABI_VERSION_MINOR; }
+MRT_API const char* MrtGetVersionString(void) { return MOSAICRT_VERSION_STRING; }
+MRT_API const char* MrtGetBuildInfo(void) {
+  static const std::string info = build_info();
+  return info.c_str();
+}
+
+MRT_API MrtErrorCode MrtStatusGetCode(const MrtStatus* status) { return status ? status->code : MRT_OK; }
+MRT_API const char* MrtStatusGetMessage(const MrtStatus* status) { return status ? status->message.c_str() : ""; }
+MRT_API void MrtReleaseStatus(MrtStatus* status) {
+  if (status != &g_oom_status) delete status;
+}
+
+MRT_API MrtStatus* MrtCreateSessionOptions(MrtSessionOptions** out) {
+  return guarded([&] {
+    MRT_REQUIRE_ARG(out);
+    *out = new MrtSessionOptions();
+  });
+}
+MRT_API void MrtReleaseSessionOptions(MrtSessionOptions* options) { delete options; }
+MRT_API MrtStatus* MrtSessionOptionsSetIntraOpNumThreads(MrtSessionOptions* options, int32_t threads) {
+  return guarded([&] {
+    MRT_REQUIRE_ARG(options);
+    if (threads < 0) mrt::fail(MRT_INVALID_ARGUMENT, "intra_op_num_threads must be >= 0, got ", threads);
+    if (threads > 1024) mrt::fail(MRT_INVALID_ARGUMENT, "intra_op_num_threads must be <= 1024, got ", threads);
+    options->options.intra_op_num_threads = threads;
+  });
+}
+MRT_API MrtStatus* MrtSessionOptionsSetConfigEntry(MrtSessionOptions* options, const char* key, const char* value) {
+  return guarded([&] {
+    MRT_REQUIRE_ARG(options);
+    MRT_REQUIRE_ARG(key);
+    MRT_REQUIRE_ARG(value);
+    options->options.config[key] = value;
+  });
+}
+
+MRT_API MrtStatus* MrtCreateSession(const char* model_path, const MrtSessionOptions* options, MrtSession** out) {
+  return guarded([&] {
+    MRT_REQUIRE_ARG(model_path);
+    MRT_REQUIRE_ARG(out);
+    mrt::SessionOptions o = options ? options->options : mrt::SessionOptions();
+    auto s = mrt::Session::from_path(model_path, o);
+    *out = new MrtSession{std::move(s)};
+  });
+}
+
+MRT_API MrtStatus* MrtCreateSessionFromBytes(const void* model_data, size_t model_size,
+                                             const MrtSessionOptions* options, MrtSession** out) {
+  return guarded([&] {
+    MRT_REQUIRE_ARG(out);
+    if (!model_data && model_size) mrt::fail(MRT_INVALID_ARGUMENT, "model_data must not be NULL");
+    mrt::SessionOptions o = options ? options->options : mrt::SessionOptions();
+    auto s = mrt::Session::from_bytes(static_cast<const uint8_t*>(model_data), model_size, o);
+    *out = new MrtSession{std::move(s)};
+  });
+}
+MRT_API void MrtReleaseSession(MrtSession* session) { delete session; }
+
+MRT_API MrtStatus* MrtSessionGetIoCount(const MrtSession* session, MrtIoKind kind, size_t* count) {
+  return guarded([&] {
+    MRT_REQUIRE_ARG(session);
+    MRT_REQUIRE_ARG(count);
+    *count = kind == MRT_IO_INPUT ? session->session->inputs().size() : session->session->outputs().size();
+  });
+}
+
+MRT_API MrtStatus* MrtSessionGetIoInfo(const MrtSession* session, MrtIoKind kind, size_t index, const char** name,
+                                       int32_t* elem_type, size_t* rank) {
+  return guarded([&] {
+    MRT_REQUIRE_ARG(session);
+    const auto& v = io_info(session, kind, index);
+    if (name) *name = v.name.c_str();
+    if (elem_type) *elem_type = static_cast<int32_t>(v.elem_type);
+    if (rank) *rank = v.has_shape ? v.dims.size() : SIZE_MAX;
+  });
+}
+
+MRT_API MrtStatus* MrtSessionGetIoDim(const MrtSession* session, MrtIoKind kind, size_t index, size_t dim,
+                                      int64_t* value, const char** symbol) {
+  return guarded([&] {
+    MRT_REQUIRE_ARG(session);
+    const auto& v = io_info(session, kind, index);
+    if (!v.has_shape || dim >= v.dims.size())
+      mrt::fail(MRT_INVALID_ARGUMENT, "dimension ", dim, " out of range for '", v.name, "'");
+    if (value) *value = v.dims[dim].value;
+    if (symbol) *symbol = v.dims[dim].param.c_str();
+  });
+}
+
+MRT_API MrtStatus* MrtRun(MrtSession* session, const char* const* input_names, const MrtValue* const* inputs,
+                          size_t n_inputs, const char* const* output_names, size_t n_outputs, MrtValue** outputs) {
+  return guarded([&] {
+    MRT_REQUIRE_ARG(session);
+    MRT_REQUIRE_ARG(outputs);
+    if (n_inputs && (!input_names || !inputs)) mrt::fail(MRT_INVALID_ARGUMENT, "input arrays must not be NULL");
+    if (n_outputs && !output_names) mrt::fail(MRT_INVALID_ARGUMENT, "output_names must not be NULL");
+    std::vector<std::string> in_names;
+    std::vector<mrt::Tensor> in_values;
+    for (size_t i = 0; i < n_inputs; ++i) {
+      if (!input_names[i] || !inputs[i]) mrt::fail(MRT_INVALID_ARGUMENT, "input ", i, " name or value is NULL");
+      in_names.emplace_back(input_names[i]);
+      in_values.push_back(inputs[i]->tensor);
+    }
+    std::vector<std::string> out_names;
+    for (size_t i = 0; i < n_outputs; ++i) {
+      if (!output_names[i]) mrt::fail(MRT_INVALID_ARGUMENT, "output name ", i, " is NULL");
+      out_names.emplace_back(output_names[i]);
+    }
+    std::vector<mrt::Tensor> result = session->session->run(in_names, in_values, out_names);
+    std::vector<MrtValue*> made;
+    try {
+      for (auto& t : result) made.push_back(new MrtValue{std::move(t)});
+    } catch (...) {
+      for (auto* v : made) delete v;
+      throw;
+    }
+    for (size_t i = 0; i < made.size(); ++i) outputs[i] = made[i];
+  });
+}
+
+MRT_API MrtStatus* MrtCreateTensor(int32_t elem_type, const int64_t* shape, size_t rank, const void* data,
+                                   size_t data_bytes, MrtValue** out) {
+  return guarded([&] {
+    MRT_REQUIRE_ARG(out);
+    mrt::Shape s = to_shape(shape, rank);
+    check_type_and_bytes(elem_type, s, data_bytes);
+    if (data_bytes && !data) mrt::fail(MRT_INVALID_ARGUMENT, "data must not be NULL");
+    mrt::Tensor t(static_cast<mrt::DType>(elem_type), s);
+    if (data_bytes) std::memcpy(t.raw(), data, data_bytes);
+    *out = new MrtValue{std::move(t)};
+  });
+}
+
+MRT_API MrtStatus* MrtCreateTensorBorrowed(int32_t elem_type, const int64_t* shape, size_t rank, void* data,
+                                           size_t data_bytes, MrtValue** out) {
+  return guarded([&] {
+    MRT_REQUIRE_ARG(out);
+    mrt::Shape s = to_shape(shape, rank);
+    check_type_and_bytes(elem_type, s, data_bytes);
+    if (data_bytes && !data) mrt::fail(MRT_INVALID_ARGUMENT, "data must not be NULL");
+    *out = new MrtValue{mrt::Tensor::borrow(static_cast<mrt::DType>(elem_type), s, data)};
+  });
+}
+
+MRT_API MrtStatus* MrtValueGetInfo(const MrtValue* value, int32_t* elem_type, size_t* rank, const int64_t** shape,
+                                   const void** data, size_t* data_bytes) {
+  return guarded([&] {
+    MRT_REQUIRE_ARG(value);
+    const mrt::Tensor& t = value->tensor;
+    if (elem_type) *elem_type = static_cast<int32_t>(t.dtype());
+    if (rank) *rank = t.rank();
+    if (shape) *shape = t.shape().data();
+    if (data) *data = t.raw();
+    if (data_bytes) *data_bytes = t.nbytes();
+  });
+}
+
+MRT_API void MrtReleaseValue(MrtValue* value) { delete value; }
+
+}  // extern "C"

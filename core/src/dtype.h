@@ -1,0 +1,131 @@
+// Element types. Values are ONNX TensorProto.DataType codes so they pass through
+// the C ABI and the model decoder unchanged.
+#pragma once
+#include <cstdint>
+#include <cstring>
+#include <string>
+
+#include "error.h"
+
+namespace mrt {
+
+enum class DType : int32_t {
+  kUndefined = 0,
+  kFloat = 1,
+  kUInt8 = 2,
+  kInt8 = 3,
+  kUInt16 = 4,
+  kInt16 = 5,
+  kInt32 = 6,
+  kInt64 = 7,
+  kString = 8,
+  kBool = 9,
+  kFloat16 = 10,
+  kDouble = 11,
+  kUInt32 = 12,
+  kUInt64 = 13,
+  kComplex64 = 14,
+  kComplex128 = 15,
+  kBFloat16 = 16,
+};
+
+// Storage types for the 16-bit floats (bit patterns; convert with the helpers below).
+struct Float16 { uint16_t bits; };
+struct BFloat16 { uint16_t bits; };
+
+// Size in bytes of one element; 0 for types the core cannot store (string, complex).
+size_t dtype_size(DType t);
+// "float32", "int64", ... (numpy-style names used in messages and the Python API).
+const char* dtype_name(DType t);
+bool dtype_is_known(int32_t code);
+bool dtype_is_storable(DType t);
+inline bool dtype_is_float(DType t) {
+  return t == DType::kFloat || t == DType::kDouble || t == DType::kFloat16 || t == DType::kBFloat16;
+}
+
+float half_to_float(uint16_t h);
+uint16_t float_to_half(float f);  // round to nearest even
+inline float bfloat16_to_float(uint16_t b) {
+  uint32_t u = static_cast<uint32_t>(b) << 16;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+uint16_t float_to_bfloat16(float f);  // round to nearest even, NaN preserved
+
+template <class T> struct DTypeOf;
+template <> struct DTypeOf<float> { static constexpr DType value = DType::kFloat; };
+template <> struct DTypeOf<double> { static constexpr DType value = DType::kDouble; };
+template <> struct DTypeOf<int8_t> { static constexpr DType value = DType::kInt8; };
+template <> struct DTypeOf<int16_t> { static constexpr DType value = DType::kInt16; };
+template <> struct DTypeOf<int32_t> { static constexpr DType value = DType::kInt32; };
+template <> struct DTypeOf<int64_t> { static constexpr DType value = DType::kInt64; };
+template <> struct DTypeOf<uint8_t> { static constexpr DType value = DType::kUInt8; };
+template <> struct DTypeOf<uint16_t> { static constexpr DType value = DType::kUInt16; };
+template <> struct DTypeOf<uint32_t> { static constexpr DType value = DType::kUInt32; };
+template <> struct DTypeOf<uint64_t> { static constexpr DType value = DType::kUInt64; };
+template <> struct DTypeOf<bool> { static constexpr DType value = DType::kBool; };
+template <> struct DTypeOf<Float16> { static constexpr DType value = DType::kFloat16; };
+template <> struct DTypeOf<BFloat16> { static constexpr DType value = DType::kBFloat16; };
+
+}  // namespace mrt
+
+// Type dispatch: MRT_DISPATCH_<SET>(dtype, T, { body using T }) runs body with T bound
+// to the C++ type, or throws a NOT_IMPLEMENTED error naming the type.
+#define MRT_DTYPE_CASE(ENUM, TYPE, ...) \
+  case ::mrt::DType::ENUM: {            \
+    using T = TYPE;                     \
+    __VA_ARGS__;                        \
+    break;                              \
+  }
+
+#define MRT_DISPATCH_FAIL(dt, what)                                                     \
+  default:                                                                              \
+    ::mrt::fail(MRT_NOT_IMPLEMENTED, what, ": element type ", ::mrt::dtype_name(dt), \
+                " is not supported")
+
+// float and double
+#define MRT_DISPATCH_FLOATING(dt, what, ...)           \
+  switch (dt) {                                        \
+    MRT_DTYPE_CASE(kFloat, float, __VA_ARGS__)         \
+    MRT_DTYPE_CASE(kDouble, double, __VA_ARGS__)       \
+    MRT_DISPATCH_FAIL(dt, what);                       \
+  }
+
+// signed/unsigned integers (no bool)
+#define MRT_DISPATCH_INTEGER_CASES(...)              \
+  MRT_DTYPE_CASE(kInt8, int8_t, __VA_ARGS__)         \
+  MRT_DTYPE_CASE(kInt16, int16_t, __VA_ARGS__)       \
+  MRT_DTYPE_CASE(kInt32, int32_t, __VA_ARGS__)       \
+  MRT_DTYPE_CASE(kInt64, int64_t, __VA_ARGS__)       \
+  MRT_DTYPE_CASE(kUInt8, uint8_t, __VA_ARGS__)       \
+  MRT_DTYPE_CASE(kUInt16, uint16_t, __VA_ARGS__)     \
+  MRT_DTYPE_CASE(kUInt32, uint32_t, __VA_ARGS__)     \
+  MRT_DTYPE_CASE(kUInt64, uint64_t, __VA_ARGS__)
+
+#define MRT_DISPATCH_INTEGER(dt, what, ...)  \
+  switch (dt) {                              \
+    MRT_DISPATCH_INTEGER_CASES(__VA_ARGS__)  \
+    MRT_DISPATCH_FAIL(dt, what);             \
+  }
+
+// float, double and all integers (the "numeric" set of most arithmetic ops)
+#define MRT_DISPATCH_NUMERIC(dt, what, ...)          \
+  switch (dt) {                                      \
+    MRT_DTYPE_CASE(kFloat, float, __VA_ARGS__)       \
+    MRT_DTYPE_CASE(kDouble, double, __VA_ARGS__)     \
+    MRT_DISPATCH_INTEGER_CASES(__VA_ARGS__)          \
+    MRT_DISPATCH_FAIL(dt, what);                     \
+  }
+
+// every storable fixed-size type, including bool and 16-bit floats (for data movement)
+#define MRT_DISPATCH_ALL(dt, what, ...)                 \
+  switch (dt) {                                         \
+    MRT_DTYPE_CASE(kFloat, float, __VA_ARGS__)          \
+    MRT_DTYPE_CASE(kDouble, double, __VA_ARGS__)        \
+    MRT_DTYPE_CASE(kBool, bool, __VA_ARGS__)            \
+    MRT_DTYPE_CASE(kFloat16, ::mrt::Float16, __VA_ARGS__)   \
+    MRT_DTYPE_CASE(kBFloat16, ::mrt::BFloat16, __VA_ARGS__) \
+    MRT_DISPATCH_INTEGER_CASES(__VA_ARGS__)             \
+    MRT_DISPATCH_FAIL(dt, what);                        \
+  }

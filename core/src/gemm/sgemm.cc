@@ -1,0 +1,442 @@
+// Blocked, packed SGEMM driver.
+//
+// Loop structure (row-major C = alpha * op(A) * op(B) + beta * C):
+//   for jc over N in steps of nc            B block columns
+//     for pc over K in steps of kc          one rank-kc update (beta applies on the first)
+//       pack op(B)[pc:pc+kc, jc:jc+nc] into nr-wide panels (shared by all threads)
+//       parallel over tasks (M block of mc rows x a share of the B panels):
+//         pack op(A)[ic:ic+mc, pc:pc+kc] into mr-high panels (per thread)
+//         for each B panel (kc x nr, stays in L1): for each A panel: micro-kernel
+// Pre-packed operands (PackedA/PackedB) skip their packing step; their panels hold the
+// whole K, so a kc block is an offset into them.
+#include "sgemm.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "../error.h"
+#include "../threadpool.h"
+#include "sgemm_kernels.h"
+
+namespace mrt {
+
+namespace {
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// ---------------------------------------------------------------------------------------
+// Portable micro-kernel (plain C++, auto-vectorized by the compiler where it can).
+
+constexpr int kPortableMr = 4;
+constexpr int kPortableNr = 16;
+
+template <int M>
+void portable_micro(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, int64_t n, float alpha,
+                    float beta) {
+  float acc[M][kPortableNr];
+  for (int i = 0; i < M; ++i)
+    for (int j = 0; j < kPortableNr; ++j) acc[i][j] = 0.f;
+  for (int64_t k = 0; k < kc; ++k) {
+    const float* bk = b + k * kPortableNr;
+    const float* ak = a + k * kPortableMr;
+    for (int i = 0; i < M; ++i) {
+      const float ai = ak[i];
+      for (int j = 0; j < kPortableNr; ++j) acc[i][j] += ai * bk[j];
+    }
+  }
+  for (int i = 0; i < M; ++i) {
+    float* ci = c + i * ldc;
+    if (beta == 0.f) {
+      for (int64_t j = 0; j < n; ++j) ci[j] = alpha * acc[i][j];
+    } else {
+      for (int64_t j = 0; j < n; ++j) ci[j] = alpha * acc[i][j] + beta * ci[j];
+    }
+  }
+}
+
+const SgemmKernel kPortable = {
+    "portable", kPortableMr, kPortableNr, 256, 128, 4096,
+    {nullptr, portable_micro<1>, portable_micro<2>, portable_micro<3>, portable_micro<4>}};
+
+// ---------------------------------------------------------------------------------------
+// Packing.
+
+// op(A)[i0:i0+mc, k0:k0+kc] -> panels of mr rows; panel r starts at dst + r*panel_stride
+// and holds kc groups of mr values (rows past mc are zero).
+void pack_a(int mr, bool trans_a, const float* A, int64_t lda, int64_t i0, int64_t mc, int64_t k0, int64_t kc,
+            float* dst, int64_t panel_stride) {
+  for (int64_t r = 0; r * mr < mc; ++r) {
+    float* p = dst + r * panel_stride;
+    const int64_t rows = std::min<int64_t>(mr, mc - r * mr);
+    const int64_t row0 = i0 + r * mr;
+    if (trans_a) {  // A is [K, M]: A(i,k) = A[k*lda + i], mr values contiguous per k
+      for (int64_t k = 0; k < kc; ++k) {
+        const float* src = A + (k0 + k) * lda + row0;
+        float* d = p + k * mr;
+        int64_t i = 0;
+        for (; i < rows; ++i) d[i] = src[i];
+        for (; i < mr; ++i) d[i] = 0.f;
+      }
+    } else {  // A is [M, K]: each row contiguous over k
+      for (int64_t i = 0; i < rows; ++i) {
+        const float* src = A + (row0 + i) * lda + k0;
+        for (int64_t k = 0; k < kc; ++k) p[k * mr + i] = src[k];
+      }
+      for (int64_t i = rows; i < mr; ++i)
+        for (int64_t k = 0; k < kc; ++k) p[k * mr + i] = 0.f;
+    }
+  }
+}
+
+// op(B)[k0:k0+kc, j0:j0+nc] panels q in [q0, q1) of nr columns; panel q starts at
+// dst + (q - q0)*panel_stride and holds kc groups of nr values (columns past nc are zero).
+void pack_b(int nr, bool trans_b, const float* B, int64_t ldb, int64_t k0, int64_t kc, int64_t j0, int64_t nc,
+            int64_t q0, int64_t q1, float* dst, int64_t panel_stride) {
+  for (int64_t q = q0; q < q1; ++q) {
+    float* p = dst + (q - q0) * panel_stride;
+    const int64_t cols = std::min<int64_t>(nr, nc - q * nr);
+    const int64_t col0 = j0 + q * nr;
+    if (!trans_b) {  // B is [K, N]: nr values contiguous per k
+      for (int64_t k = 0; k < kc; ++k) {
+        const float* src = B + (k0 + k) * ldb + col0;
+        float* d = p + k * nr;
+        std::memcpy(d, src, sizeof(float) * cols);
+        for (int64_t j = cols; j < nr; ++j) d[j] = 0.f;
+      }
+    } else {  // B is [N, K]: B(k,j) = B[j*ldb + k]
+      for (int64_t j = 0; j < cols; ++j) {
+        const float* src = B + (col0 + j) * ldb + k0;
+        for (int64_t k = 0; k < kc; ++k) p[k * nr + j] = src[k];
+      }
+      for (int64_t j = cols; j < nr; ++j)
+        for (int64_t k = 0; k < kc; ++k) p[k * nr + j] = 0.f;
+    }
+  }
+}
+
+// Grow-only scratch owned by the calling thread.
+float* scratch(std::vector<float>& buf, size_t n) {
+  if (buf.size() < n) buf.resize(n);
+  return buf.data();
+}
+
+void scale_c(int64_t M, int64_t N, float beta, float* C, int64_t ldc) {
+  for (int64_t i = 0; i < M; ++i) {
+    float* c = C + i * ldc;
+    if (beta == 0.f) {
+      std::fill(c, c + N, 0.f);
+    } else if (beta != 1.f) {
+      for (int64_t j = 0; j < N; ++j) c[j] *= beta;
+    }
+  }
+}
+
+bool use_threads(ThreadPool* pool, double flops) { return pool != nullptr && pool->size() > 1 && flops >= 2.0e5; }
+
+// One operand: either raw memory (p, ld, trans) or a pre-packed operand.
+struct OperandA {
+  const float* p = nullptr;
+  int64_t ld = 0;
+  bool trans = false;
+  const PackedA* packed = nullptr;
+};
+struct OperandB {
+  const float* p = nullptr;
+  int64_t ld = 0;
+  bool trans = false;
+  const PackedB* packed = nullptr;
+};
+
+// C[0,:] = alpha * a . op(B) + beta * C[0,:] for M == 1 (matrix-vector), without packing.
+void gemv_row(int64_t N, int64_t K, float alpha, const float* a, int64_t a_stride, const OperandB& B, float beta,
+              float* C, ThreadPool* pool) {
+  std::vector<float> av(static_cast<size_t>(K));
+  for (int64_t k = 0; k < K; ++k) av[k] = a[k * a_stride];
+  auto run = [&](int64_t j0, int64_t j1) {
+    if (!B.trans) {
+      std::vector<float> acc(static_cast<size_t>(j1 - j0), 0.f);
+      float* ac = acc.data();
+      for (int64_t k = 0; k < K; ++k) {
+        const float ak = av[k];
+        const float* bk = B.p + k * B.ld + j0;
+        for (int64_t j = 0; j < j1 - j0; ++j) ac[j] += ak * bk[j];
+      }
+      for (int64_t j = j0; j < j1; ++j) C[j] = alpha * ac[j - j0] + (beta == 0.f ? 0.f : beta * C[j]);
+    } else {
+      for (int64_t j = j0; j < j1; ++j) {
+        const float* bj = B.p + j * B.ld;
+        float part[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+        int64_t k = 0;
+        for (; k + 8 <= K; k += 8)
+          for (int u = 0; u < 8; ++u) part[u] += av[k + u] * bj[k + u];
+        float s = 0.f;
+        for (; k < K; ++k) s += av[k] * bj[k];
+        s += ((part[0] + part[1]) + (part[2] + part[3])) + ((part[4] + part[5]) + (part[6] + part[7]));
+        C[j] = alpha * s + (beta == 0.f ? 0.f : beta * C[j]);
+      }
+    }
+  };
+  if (use_threads(pool, 2.0 * N * K) && N >= 64) {
+    pool->parallel_for(N, 32, run);
+  } else {
+    run(0, N);
+  }
+}
+
+// C[:,0] = alpha * op(A) . b + beta * C[:,0] for N == 1 (matrix-vector), without packing.
+void gemv_col(int64_t M, int64_t K, float alpha, const OperandA& A, const float* b, int64_t b_stride, float beta,
+              float* C, int64_t ldc, ThreadPool* pool) {
+  std::vector<float> bv(static_cast<size_t>(K));
+  for (int64_t k = 0; k < K; ++k) bv[k] = b[k * b_stride];
+  auto run = [&](int64_t i0, int64_t i1) {
+    if (!A.trans) {
+      for (int64_t i = i0; i < i1; ++i) {
+        const float* ai = A.p + i * A.ld;
+        float part[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+        int64_t k = 0;
+        for (; k + 8 <= K; k += 8)
+          for (int u = 0; u < 8; ++u) part[u] += ai[k + u] * bv[k + u];
+        float s = 0.f;
+        for (; k < K; ++k) s += ai[k] * bv[k];
+        s += ((part[0] + part[1]) + (part[2] + part[3])) + ((part[4] + part[5]) + (part[6] + part[7]));
+        C[i * ldc] = alpha * s + (beta == 0.f ? 0.f : beta * C[i * ldc]);
+      }
+    } else {  // A is [K, M]: accumulate rows of A scaled by b[k]
+      std::vector<float> acc(static_cast<size_t>(i1 - i0), 0.f);
+      float* ac = acc.data();
+      for (int64_t k = 0; k < K; ++k) {
+        const float bk = bv[k];
+        const float* ak = A.p + k * A.ld + i0;
+        for (int64_t i = 0; i < i1 - i0; ++i) ac[i] += bk * ak[i];
+      }
+      for (int64_t i = i0; i < i1; ++i)
+        C[i * ldc] = alpha * ac[i - i0] + (beta == 0.f ? 0.f : beta * C[i * ldc]);
+    }
+  };
+  if (use_threads(pool, 2.0 * M * K) && M >= 64) {
+    pool->parallel_for(M, 32, run);
+  } else {
+    run(0, M);
+  }
+}
+
+void gemm_driver(const SgemmKernel& kr, int64_t M, int64_t N, int64_t K, float alpha, const OperandA& A,
+                 const OperandB& B, float beta, float* C, int64_t ldc, ThreadPool* pool) {
+  MRT_ENFORCE(M >= 0 && N >= 0 && K >= 0, MRT_INTERNAL, "sgemm: negative size M=", M, " N=", N, " K=", K);
+  if (M == 0 || N == 0) return;
+  if (K == 0 || alpha == 0.f) {
+    scale_c(M, N, beta, C, ldc);
+    return;
+  }
+  if (M == 1 && !A.packed && !B.packed) {
+    gemv_row(N, K, alpha, A.p, A.trans ? A.ld : 1, B, beta, C, pool);
+    return;
+  }
+  if (N == 1 && !A.packed && !B.packed) {
+    gemv_col(M, K, alpha, A, B.p, B.trans ? 1 : B.ld, beta, C, ldc, pool);
+    return;
+  }
+  const int64_t mr = kr.mr, nr = kr.nr;
+  const int threads = pool ? pool->size() : 1;
+  const bool parallel = use_threads(pool, 2.0 * M * N * K);
+
+  // Even out the M blocks: n_mb blocks of mc rows (a multiple of mr, at most kr.mc).
+  const int64_t n_mb = ceil_div(M, kr.mc);
+  const int64_t mc = std::min(kr.mc, ceil_div(ceil_div(M, n_mb), mr) * mr);
+  const int64_t n_mblocks = ceil_div(M, mc);
+
+  thread_local std::vector<float> b_scratch;
+  float* bbuf = nullptr;
+  if (!B.packed) bbuf = scratch(b_scratch, static_cast<size_t>(std::min(kr.kc, K) * ceil_div(std::min(kr.nc, N), nr) * nr));
+
+  for (int64_t jc = 0; jc < N; jc += kr.nc) {
+    const int64_t nc = std::min(kr.nc, N - jc);
+    const int64_t npanels = ceil_div(nc, nr);
+    // Split the B panels among tasks when there are fewer M blocks than useful tasks.
+    int64_t nsplit = 1;
+    if (parallel) {
+      const int64_t want = 2 * static_cast<int64_t>(threads);
+      if (n_mblocks < want) nsplit = std::min(npanels, ceil_div(want, n_mblocks));
+    }
+    const int64_t ntasks = n_mblocks * nsplit;
+
+    for (int64_t pc = 0; pc < K; pc += kr.kc) {
+      const int64_t kc = std::min(kr.kc, K - pc);
+      const float beta_k = pc == 0 ? beta : 1.f;
+      if (!B.packed) {
+        auto pack = [&](int64_t q0, int64_t q1) {
+          pack_b(static_cast<int>(nr), B.trans, B.p, B.ld, pc, kc, jc, nc, q0, q1, bbuf + q0 * kc * nr, kc * nr);
+        };
+        if (parallel && kc * nc >= 32768) {
+          pool->parallel_for(npanels, 4, pack);
+        } else {
+          pack(0, npanels);
+        }
+      }
+      auto b_panel = [&](int64_t q) -> const float* {
+        if (B.packed) return B.packed->data.data() + ((jc / nr + q) * K + pc) * nr;
+        return bbuf + q * kc * nr;
+      };
+
+      auto task = [&](int64_t t0, int64_t t1) {
+        thread_local std::vector<float> a_scratch;
+        float* abuf = A.packed ? nullptr : scratch(a_scratch, static_cast<size_t>(ceil_div(mc, mr) * mr * kc));
+        int64_t packed_block = -1;
+        for (int64_t t = t0; t < t1; ++t) {
+          const int64_t ib = t / nsplit, js = t % nsplit;
+          const int64_t ic = ib * mc;
+          const int64_t mcb = std::min(mc, M - ic);
+          if (!A.packed && ib != packed_block) {
+            pack_a(static_cast<int>(mr), A.trans, A.p, A.ld, ic, mcb, pc, kc, abuf, kc * mr);
+            packed_block = ib;
+          }
+          const int64_t q0 = js * npanels / nsplit, q1 = (js + 1) * npanels / nsplit;
+          for (int64_t q = q0; q < q1; ++q) {
+            const int64_t j = jc + q * nr;
+            const int64_t n = std::min(nr, N - j);
+            const float* bp = b_panel(q);
+            for (int64_t r = 0; r * mr < mcb; ++r) {
+              const int64_t i = ic + r * mr;
+              const int64_t m = std::min(mr, M - i);
+              const float* ap = A.packed ? A.packed->data.data() + ((i / mr) * K + pc) * mr : abuf + r * kc * mr;
+              kr.rows[m](kc, ap, bp, C + i * ldc + j, ldc, n, alpha, beta_k);
+            }
+          }
+        }
+      };
+      if (parallel && ntasks > 1) {
+        pool->parallel_for(ntasks, 1, task);
+      } else {
+        task(0, ntasks);
+      }
+    }
+  }
+}
+
+bool cpu_has(const char* what) {
+#if defined(MOSAICRT_X86_SIMD) && defined(__GNUC__)
+  __builtin_cpu_init();
+  std::string w(what);
+  if (w == "avx2") return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  if (w == "avx512")
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
+           __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") &&
+           __builtin_cpu_supports("fma");
+#else
+  (void)what;
+#endif
+  return false;
+}
+
+const SgemmKernel* choose_kernel() {
+  // Best first; MOSAICRT_SGEMM_KERNEL starts the search lower.
+  const char* order[] = {"avx512", "avx2", "portable"};
+  size_t start = 0;
+  if (const char* env = std::getenv("MOSAICRT_SGEMM_KERNEL")) {
+    for (size_t i = 0; i < 3; ++i)
+      if (std::string(env) == order[i]) start = i;
+  }
+  for (size_t i = start; i < 3; ++i)
+    if (const SgemmKernel* k = sgemm_find_kernel(order[i])) return k;
+  return &kPortable;
+}
+
+}  // namespace
+
+const SgemmKernel& sgemm_portable_kernel() { return kPortable; }
+
+const SgemmKernel* sgemm_find_kernel(const char* name) {
+  std::string n(name);
+  if (n == "portable") return &kPortable;
+#if defined(MOSAICRT_X86_SIMD)
+  if (n == "avx2" && cpu_has("avx2")) return &sgemm_avx2_kernel();
+  if (n == "avx512" && cpu_has("avx512")) return &sgemm_avx512_kernel();
+#endif
+  return nullptr;
+}
+
+const SgemmKernel& sgemm_active_kernel() {
+  static const SgemmKernel* const kernel = choose_kernel();
+  return *kernel;
+}
+
+const char* sgemm_kernel_name() { return sgemm_active_kernel().name; }
+
+void sgemm_with_kernel(const SgemmKernel& kernel, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
+                       float alpha, const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C,
+                       int64_t ldc, ThreadPool* pool) {
+  OperandA a;
+  a.p = A;
+  a.ld = lda;
+  a.trans = trans_a;
+  OperandB b;
+  b.p = B;
+  b.ld = ldb;
+  b.trans = trans_b;
+  gemm_driver(kernel, M, N, K, alpha, a, b, beta, C, ldc, pool);
+}
+
+PackedA sgemm_pack_a_with_kernel(const SgemmKernel& kernel, bool trans_a, int64_t M, int64_t K, const float* A,
+                                 int64_t lda) {
+  PackedA p;
+  p.M = M;
+  p.K = K;
+  p.kernel = &kernel;
+  const int64_t panels = ceil_div(M, kernel.mr);
+  p.data.assign(static_cast<size_t>(panels * K * kernel.mr), 0.f);
+  if (M > 0 && K > 0) pack_a(kernel.mr, trans_a, A, lda, 0, M, 0, K, p.data.data(), K * kernel.mr);
+  return p;
+}
+
+PackedB sgemm_pack_b_with_kernel(const SgemmKernel& kernel, bool trans_b, int64_t K, int64_t N, const float* B,
+                                 int64_t ldb) {
+  PackedB p;
+  p.K = K;
+  p.N = N;
+  p.kernel = &kernel;
+  const int64_t panels = ceil_div(N, kernel.nr);
+  p.data.assign(static_cast<size_t>(panels * K * kernel.nr), 0.f);
+  if (N > 0 && K > 0) pack_b(kernel.nr, trans_b, B, ldb, 0, K, 0, N, 0, panels, p.data.data(), K * kernel.nr);
+  return p;
+}
+
+void sgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
+           const float* B, int64_t ldb, float beta, float* C, int64_t ldc, ThreadPool* pool) {
+  sgemm_with_kernel(sgemm_active_kernel(), trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, pool);
+}
+
+PackedA sgemm_pack_a(bool trans_a, int64_t M, int64_t K, const float* A, int64_t lda) {
+  return sgemm_pack_a_with_kernel(sgemm_active_kernel(), trans_a, M, K, A, lda);
+}
+
+PackedB sgemm_pack_b(bool trans_b, int64_t K, int64_t N, const float* B, int64_t ldb) {
+  return sgemm_pack_b_with_kernel(sgemm_active_kernel(), trans_b, K, N, B, ldb);
+}
+
+void sgemm_packed_a(const PackedA& A, bool trans_b, int64_t N, float alpha, const float* B, int64_t ldb, float beta,
+                    float* C, int64_t ldc, ThreadPool* pool) {
+  MRT_ENFORCE(A.kernel != nullptr, MRT_INTERNAL, "sgemm_packed_a: operand was not packed");
+  OperandA a;
+  a.packed = &A;
+  OperandB b;
+  b.p = B;
+  b.ld = ldb;
+  b.trans = trans_b;
+  gemm_driver(*A.kernel, A.M, N, A.K, alpha, a, b, beta, C, ldc, pool);
+}
+
+void sgemm_packed_b(bool trans_a, int64_t M, float alpha, const float* A, int64_t lda, const PackedB& B, float beta,
+                    float* C, int64_t ldc, ThreadPool* pool) {
+  MRT_ENFORCE(B.kernel != nullptr, MRT_INTERNAL, "sgemm_packed_b: operand was not packed");
+  OperandA a;
+  a.p = A;
+  a.ld = lda;
+  a.trans = trans_a;
+  OperandB b;
+  b.packed = &B;
+  gemm_driver(*B.kernel, M, B.N, B.K, alpha, a, b, beta, C, ldc, pool);
+}
+
+}  // namespace mrt

@@ -1,0 +1,46 @@
+// Single-precision GEMM used by MatMul, Gemm, Conv and ConvTranspose.
+// C[M,N] = alpha * op(A)[M,K] * op(B)[K,N] + beta * C, row-major, with leading dims.
+// beta == 0 means C is write-only (its old contents, even NaN, are ignored).
+// The implementation picks the best micro-kernel for the running CPU (see sgemm.cc);
+// MOSAICRT_SGEMM_KERNEL=portable|avx2|avx512 forces a lower one (for testing).
+#pragma once
+#include <cstdint>
+#include <vector>
+
+namespace mrt {
+
+class ThreadPool;
+struct SgemmKernel;
+
+void sgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
+           const float* B, int64_t ldb, float beta, float* C, int64_t ldc, ThreadPool* pool);
+
+// Name of the micro-kernel sgemm() dispatches to on this CPU ("avx512f", "avx2_fma", "portable").
+const char* sgemm_kernel_name();
+
+// An operand packed once into the micro-kernel's panel layout, for constant weights
+// (MatMul/Gemm B, Conv filters as A). Build with sgemm_pack_a/b, keep it (e.g. in
+// OpContext::node_cache) and pass it to sgemm_packed_a/b; the source may then go away.
+struct PackedA {
+  int64_t M = 0, K = 0;
+  const SgemmKernel* kernel = nullptr;
+  std::vector<float> data;  // ceil(M/mr) panels of K x mr values, zero padded
+};
+struct PackedB {
+  int64_t K = 0, N = 0;
+  const SgemmKernel* kernel = nullptr;
+  std::vector<float> data;  // ceil(N/nr) panels of K x nr values, zero padded
+};
+
+// Pack op(A) ([M,K]) or op(B) ([K,N]) for the active micro-kernel.
+PackedA sgemm_pack_a(bool trans_a, int64_t M, int64_t K, const float* A, int64_t lda);
+PackedB sgemm_pack_b(bool trans_b, int64_t K, int64_t N, const float* B, int64_t ldb);
+
+// C[M,N] = alpha * A * op(B) + beta * C with A pre-packed (M, K taken from it).
+void sgemm_packed_a(const PackedA& A, bool trans_b, int64_t N, float alpha, const float* B, int64_t ldb, float beta,
+                    float* C, int64_t ldc, ThreadPool* pool);
+// C[M,N] = alpha * op(A) * B + beta * C with B pre-packed (K, N taken from it).
+void sgemm_packed_b(bool trans_a, int64_t M, float alpha, const float* A, int64_t lda, const PackedB& B, float beta,
+                    float* C, int64_t ldc, ThreadPool* pool);
+
+}  // namespace mrt

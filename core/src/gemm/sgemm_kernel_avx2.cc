@@ -1,0 +1,84 @@
+// SGEMM micro-kernel for AVX2 + FMA: 6 x 16 register tile (12 accumulators).
+// Compiled with -mavx2 -mfma for x86-64 targets only; called only when the CPU has both.
+#include <immintrin.h>
+
+#include "sgemm_kernels.h"
+
+namespace mrt {
+
+namespace {
+
+constexpr int kMr = 6;
+constexpr int kNr = 16;
+
+// Lane mask for the first n (0..8) floats of a 256-bit vector.
+inline __m256i lane_mask(int64_t n) {
+  const __m256i iota = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  return _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(n)), iota);
+}
+
+inline void store_vec(float* c, __m256 acc, __m256 va, float beta) {
+  __m256 r = _mm256_mul_ps(acc, va);
+  if (beta != 0.f) r = _mm256_fmadd_ps(_mm256_set1_ps(beta), _mm256_loadu_ps(c), r);
+  _mm256_storeu_ps(c, r);
+}
+
+inline void store_vec_masked(float* c, __m256 acc, __m256 va, float beta, __m256i mask) {
+  __m256 r = _mm256_mul_ps(acc, va);
+  if (beta != 0.f) r = _mm256_fmadd_ps(_mm256_set1_ps(beta), _mm256_maskload_ps(c, mask), r);
+  _mm256_maskstore_ps(c, mask, r);
+}
+
+template <int M>
+void micro_avx2(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, int64_t n, float alpha,
+                float beta) {
+  __m256 acc0[M], acc1[M];
+#pragma GCC unroll 8
+  for (int i = 0; i < M; ++i) {
+    acc0[i] = _mm256_setzero_ps();
+    acc1[i] = _mm256_setzero_ps();
+  }
+  for (int64_t k = 0; k < kc; ++k) {
+    const __m256 b0 = _mm256_loadu_ps(b);
+    const __m256 b1 = _mm256_loadu_ps(b + 8);
+#pragma GCC unroll 8
+    for (int i = 0; i < M; ++i) {
+      const __m256 ai = _mm256_broadcast_ss(a + i);
+      acc0[i] = _mm256_fmadd_ps(ai, b0, acc0[i]);
+      acc1[i] = _mm256_fmadd_ps(ai, b1, acc1[i]);
+    }
+    a += kMr;
+    b += kNr;
+  }
+  const __m256 va = _mm256_set1_ps(alpha);
+  if (n == kNr) {
+#pragma GCC unroll 8
+    for (int i = 0; i < M; ++i) {
+      store_vec(c + i * ldc, acc0[i], va, beta);
+      store_vec(c + i * ldc + 8, acc1[i], va, beta);
+    }
+  } else {
+    const __m256i m0 = lane_mask(n < 8 ? n : 8);
+    const __m256i m1 = lane_mask(n > 8 ? n - 8 : 0);
+#pragma GCC unroll 8
+    for (int i = 0; i < M; ++i) {
+      store_vec_masked(c + i * ldc, acc0[i], va, beta, m0);
+      if (n > 8) store_vec_masked(c + i * ldc + 8, acc1[i], va, beta, m1);
+    }
+  }
+}
+
+const SgemmKernel kAvx2 = {"avx2_fma",
+                           kMr,
+                           kNr,
+                           256,
+                           144,
+                           4096,
+                           {nullptr, micro_avx2<1>, micro_avx2<2>, micro_avx2<3>, micro_avx2<4>, micro_avx2<5>,
+                            micro_avx2<6>}};
+
+}  // namespace
+
+const SgemmKernel& sgemm_avx2_kernel() { return kAvx2; }
+
+}  // namespace mrt

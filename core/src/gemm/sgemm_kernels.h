@@ -1,0 +1,49 @@
+// Internal interface between the SGEMM driver (sgemm.cc) and its micro-kernels.
+//
+// A micro-kernel computes one register tile of C from two packed panels:
+//   a: kc steps of `mr` values (rows of op(A) for one k), panel stride mr
+//   b: kc steps of `nr` values (columns of op(B) for one k)
+//   acc[i][j] = sum_k a[k*mr + i] * b[k*nr + j]      (i < m, j < n)
+//   c[i*ldc + j] = alpha * acc[i][j] + beta * c[i*ldc + j]   (beta == 0: c is not read)
+// rows[m] handles a tile of m rows (1 <= m <= mr); n (1 <= n <= nr) is a run-time argument
+// so edge tiles are written in place without overrunning C.
+#pragma once
+#include <cstdint>
+
+#include "sgemm.h"
+
+namespace mrt {
+
+constexpr int kSgemmMaxMr = 16;
+
+using SgemmMicroKernel = void (*)(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, int64_t n,
+                                  float alpha, float beta);
+
+struct SgemmKernel {
+  const char* name;
+  int mr, nr;
+  int64_t kc, mc, nc;  // cache blocking: kc | mc multiple of mr | nc multiple of nr
+  SgemmMicroKernel rows[kSgemmMaxMr + 1];
+};
+
+const SgemmKernel& sgemm_portable_kernel();
+#if defined(MOSAICRT_X86_SIMD)
+const SgemmKernel& sgemm_avx2_kernel();    // sgemm_kernel_avx2.cc (AVX2 + FMA)
+const SgemmKernel& sgemm_avx512_kernel();  // sgemm_kernel_avx512.cc (AVX-512F)
+#endif
+
+// The kernel sgemm() uses on this CPU (chosen once; honours MOSAICRT_SGEMM_KERNEL).
+const SgemmKernel& sgemm_active_kernel();
+// A kernel by name ("portable", "avx2", "avx512") if this build and CPU support it, else nullptr.
+const SgemmKernel* sgemm_find_kernel(const char* name);
+
+// The driver with an explicit kernel (used by the public entry points and the native check).
+void sgemm_with_kernel(const SgemmKernel& kernel, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
+                       float alpha, const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C,
+                       int64_t ldc, ThreadPool* pool);
+PackedA sgemm_pack_a_with_kernel(const SgemmKernel& kernel, bool trans_a, int64_t M, int64_t K, const float* A,
+                                 int64_t lda);
+PackedB sgemm_pack_b_with_kernel(const SgemmKernel& kernel, bool trans_b, int64_t K, int64_t N, const float* B,
+                                 int64_t ldb);
+
+}  // namespace mrt

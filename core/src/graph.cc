@@ -1,0 +1,79 @@
+#include "graph.h"
+
+namespace mrt {
+
+namespace {
+const char* attr_type_name(AttrType t) {
+  switch (t) {
+    case AttrType::kFloat: return "float";
+    case AttrType::kInt: return "int";
+    case AttrType::kString: return "string";
+    case AttrType::kTensor: return "tensor";
+    case AttrType::kGraph: return "graph";
+    case AttrType::kFloats: return "floats";
+    case AttrType::kInts: return "ints";
+    case AttrType::kStrings: return "strings";
+    case AttrType::kTensors: return "tensors";
+    case AttrType::kGraphs: return "graphs";
+    default: return "other";
+  }
+}
+}  // namespace
+
+std::string Node::label() const {
+  std::string op = domain.empty() ? op_type : domain + "::" + op_type;
+  if (name.empty()) return str_cat("node (", op, ") producing '", outputs.empty() ? std::string() : outputs[0], "'");
+  return str_cat("node '", name, "' (", op, ")");
+}
+
+const Attribute* Node::attr(const std::string& n) const {
+  for (const auto& a : attributes)
+    if (a.name == n) return &a;
+  return nullptr;
+}
+
+static const Attribute* typed(const Node& node, const std::string& name, AttrType want) {
+  const Attribute* a = node.attr(name);
+  if (!a) return nullptr;
+  if (a->type != want)
+    fail(MRT_INVALID_MODEL, node.label(), ": attribute '", name, "' has type ", attr_type_name(a->type), ", expected ",
+         attr_type_name(want));
+  return a;
+}
+
+int64_t Node::attr_int(const std::string& n, int64_t def) const {
+  const Attribute* a = typed(*this, n, AttrType::kInt);
+  return a ? a->i : def;
+}
+float Node::attr_float(const std::string& n, float def) const {
+  const Attribute* a = attr(n);
+  if (a && a->type == AttrType::kInt) return static_cast<float>(a->i);  // tolerated by onnx checkers
+  a = typed(*this, n, AttrType::kFloat);
+  return a ? a->f : def;
+}
+std::string Node::attr_string(const std::string& n, const std::string& def) const {
+  const Attribute* a = typed(*this, n, AttrType::kString);
+  return a ? a->s : def;
+}
+std::vector<int64_t> Node::attr_ints(const std::string& n, const std::vector<int64_t>& def) const {
+  const Attribute* a = typed(*this, n, AttrType::kInts);
+  return a ? a->ints : def;
+}
+std::vector<float> Node::attr_floats(const std::string& n, const std::vector<float>& def) const {
+  const Attribute* a = typed(*this, n, AttrType::kFloats);
+  return a ? a->floats : def;
+}
+const Tensor* Node::attr_tensor(const std::string& n) const {
+  const Attribute* a = typed(*this, n, AttrType::kTensor);
+  return a ? a->t.get() : nullptr;
+}
+int64_t Node::require_int(const std::string& n) const {
+  if (!has_attr(n)) fail(MRT_INVALID_MODEL, label(), ": required attribute '", n, "' is missing");
+  return attr_int(n, 0);
+}
+std::vector<int64_t> Node::require_ints(const std::string& n) const {
+  if (!has_attr(n)) fail(MRT_INVALID_MODEL, label(), ": required attribute '", n, "' is missing");
+  return attr_ints(n);
+}
+
+}  // namespace mrt

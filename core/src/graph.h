@@ -1,0 +1,113 @@
+// The decoded model: what the protobuf decoder (onnx/model_decoder.cc) produces and the
+// session executes. Plain data; no protobuf types leak past the decoder.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tensor.h"
+
+namespace mrt {
+
+struct Graph;
+
+// AttributeProto.AttributeType codes.
+enum class AttrType : int32_t {
+  kUndefined = 0, kFloat = 1, kInt = 2, kString = 3, kTensor = 4, kGraph = 5,
+  kFloats = 6, kInts = 7, kStrings = 8, kTensors = 9, kGraphs = 10,
+  kSparseTensor = 11, kSparseTensors = 12, kTypeProto = 13, kTypeProtos = 14,
+};
+
+struct Attribute {
+  std::string name;
+  AttrType type = AttrType::kUndefined;
+  float f = 0.f;
+  int64_t i = 0;
+  std::string s;
+  std::shared_ptr<Tensor> t;
+  std::shared_ptr<Graph> g;
+  std::vector<float> floats;
+  std::vector<int64_t> ints;
+  std::vector<std::string> strings;
+  std::vector<std::shared_ptr<Tensor>> tensors;
+  std::vector<std::shared_ptr<Graph>> graphs;
+  std::string ref_attr_name;  // attribute reference inside a function body
+};
+
+struct Node {
+  std::string name;
+  std::string op_type;
+  std::string domain;  // "" and "ai.onnx" are the same domain
+  std::vector<std::string> inputs;   // "" = omitted optional input
+  std::vector<std::string> outputs;  // "" = omitted optional output
+  std::vector<Attribute> attributes;
+  size_t byte_offset = 0;  // where the NodeProto started in the model bytes
+
+  const Attribute* attr(const std::string& name) const;
+  bool has_attr(const std::string& name) const { return attr(name) != nullptr; }
+  // Typed getters: return `def` when absent; throw INVALID_MODEL when present with another type.
+  int64_t attr_int(const std::string& name, int64_t def) const;
+  float attr_float(const std::string& name, float def) const;
+  std::string attr_string(const std::string& name, const std::string& def) const;
+  std::vector<int64_t> attr_ints(const std::string& name, const std::vector<int64_t>& def = {}) const;
+  std::vector<float> attr_floats(const std::string& name, const std::vector<float>& def = {}) const;
+  const Tensor* attr_tensor(const std::string& name) const;  // nullptr when absent
+  // Required variants: throw INVALID_MODEL naming node and attribute when absent.
+  int64_t require_int(const std::string& name) const;
+  std::vector<int64_t> require_ints(const std::string& name) const;
+  // "node 'conv1' (Conv)" — used as the prefix of every error about this node.
+  std::string label() const;
+};
+
+struct Dim {
+  int64_t value = -1;  // -1 = unknown/dynamic
+  std::string param;   // symbolic name, may be empty
+};
+
+struct ValueInfo {
+  std::string name;
+  DType elem_type = DType::kUndefined;  // kUndefined when the type is not a tensor or absent
+  bool has_shape = false;
+  std::vector<Dim> dims;
+  bool is_tensor = true;  // false for sequence/map/optional types
+};
+
+struct Graph {
+  std::string name;
+  std::vector<Node> nodes;
+  std::vector<ValueInfo> inputs;
+  std::vector<ValueInfo> outputs;
+  std::vector<ValueInfo> value_info;
+  std::vector<std::pair<std::string, std::shared_ptr<Tensor>>> initializers;
+};
+
+struct FunctionDef {  // model-local FunctionProto
+  std::string name, domain;
+  std::vector<std::string> inputs, outputs, attribute_names;
+  std::vector<Attribute> attribute_defaults;
+  std::vector<Node> nodes;
+  std::map<std::string, int64_t> opsets;
+};
+
+struct Model {
+  int64_t ir_version = 0;
+  std::map<std::string, int64_t> opsets;  // domain ("" for ai.onnx) -> version
+  std::string producer_name, producer_version, domain, doc_string;
+  int64_t model_version = 0;
+  std::vector<std::pair<std::string, std::string>> metadata;
+  Graph graph;
+  std::vector<FunctionDef> functions;
+};
+
+struct DecodeOptions {
+  // Directory that external-data locations are relative to; empty = external data refused.
+  std::string model_dir;
+};
+
+// Decode ModelProto bytes. Throws INVALID_MODEL with the byte offset and field path on
+// malformed input, NO_SUCH_FILE for missing external data.
+Model decode_model(const uint8_t* data, size_t size, const DecodeOptions& options);
+
+}  // namespace mrt

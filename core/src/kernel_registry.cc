@@ -1,0 +1,77 @@
+#include <algorithm>
+
+#include "kernel.h"
+
+namespace mrt {
+
+const Tensor& OpContext::input(size_t i) const {
+  if (!has_input(i)) fail(MRT_INVALID_MODEL, "required input ", i, " is missing");
+  return *inputs_[i];
+}
+
+Tensor& OpContext::output(size_t i, DType dtype, Shape shape) {
+  if (i >= outputs_->size()) fail(MRT_INTERNAL, "output index ", i, " out of range");
+  (*outputs_)[i] = Tensor(dtype, std::move(shape), alloc_);
+  return (*outputs_)[i];
+}
+
+void OpContext::set_output(size_t i, Tensor t) {
+  if (i >= outputs_->size()) fail(MRT_INTERNAL, "output index ", i, " out of range");
+  (*outputs_)[i] = std::move(t);
+}
+
+static std::string key_of(const std::string& domain, const std::string& op) { return domain + "::" + op; }
+
+void KernelRegistry::add(const char* op_type, int64_t since, KernelFn fn, KernelCheckFn check, int64_t until) {
+  add_domain("", op_type, since, fn, check, until);
+}
+
+void KernelRegistry::add_domain(const char* domain, const char* op_type, int64_t since, KernelFn fn,
+                                KernelCheckFn check, int64_t until) {
+  KernelDef d;
+  d.domain = domain;
+  d.op_type = op_type;
+  d.since_version = since;
+  d.until_version = until;
+  d.fn = fn;
+  d.check = check;
+  defs_[key_of(d.domain, d.op_type)].push_back(std::move(d));
+}
+
+const KernelDef* KernelRegistry::find(const std::string& domain, const std::string& op_type, int64_t opset) const {
+  auto it = defs_.find(key_of(domain, op_type));
+  if (it == defs_.end()) return nullptr;
+  const KernelDef* best = nullptr;
+  for (const auto& d : it->second)
+    if (opset >= d.since_version && opset <= d.until_version)
+      if (!best || d.since_version > best->since_version) best = &d;
+  return best;
+}
+
+bool KernelRegistry::knows_op(const std::string& domain, const std::string& op_type) const {
+  return defs_.count(key_of(domain, op_type)) != 0;
+}
+
+std::vector<std::string> KernelRegistry::op_names() const {
+  std::vector<std::string> v;
+  for (const auto& kv : defs_) v.push_back(kv.first);
+  std::sort(v.begin(), v.end());
+  return v;
+}
+
+const KernelRegistry& KernelRegistry::cpu() {
+  static const KernelRegistry reg = [] {
+    KernelRegistry r;
+    register_elementwise_kernels(r);
+    register_reduce_kernels(r);
+    register_shape_kernels(r);
+    register_linalg_kernels(r);
+    register_nn_kernels(r);
+    register_norm_kernels(r);
+    register_quant_kernels(r);
+    return r;
+  }();
+  return reg;
+}
+
+}  // namespace mrt

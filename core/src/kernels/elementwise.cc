@@ -1,0 +1,83 @@
+// Kernel group: elementwise. This file holds the shared broadcast machinery and the
+// group's registration; the ops live in elementwise_binary.cc (binary math, compare,
+// logic, bitwise, variadic, Where), elementwise_unary.cc (math functions, activations,
+// Clip) and elementwise_cast.cc (Cast, CastLike).
+#include "elementwise_common.h"
+
+namespace mrt {
+namespace ew {
+
+BroadcastPlan::BroadcastPlan(const Shape& out, const std::vector<const Shape*>& ins) : out_shape(out) {
+  MRT_ENFORCE(ins.size() <= 3, MRT_INTERNAL, "broadcast plan supports at most 3 inputs");
+  n_inputs = static_cast<int>(ins.size());
+  numel = shape_size(out);
+  const size_t rank = out.size();
+
+  // Per-input contiguous strides.
+  std::vector<std::vector<int64_t>> in_strides;
+  for (const Shape* s : ins) {
+    MRT_CHECK_ARG(s->size() <= rank, "input of shape ", shape_str(*s), " cannot broadcast to ",
+                  shape_str(out));
+    in_strides.push_back(shape_strides(*s));
+  }
+
+  std::vector<int64_t> sizes;
+  std::vector<std::array<int64_t, 3>> st;
+  for (size_t d = 0; d < rank; ++d) {
+    if (out[d] == 1) continue;
+    std::array<int64_t, 3> s{{0, 0, 0}};
+    for (int k = 0; k < n_inputs; ++k) {
+      const Shape& in = *ins[k];
+      const int64_t j = static_cast<int64_t>(d) - static_cast<int64_t>(rank - in.size());
+      if (j < 0 || in[j] == 1) continue;
+      MRT_CHECK_ARG(in[j] == out[d], "input of shape ", shape_str(in), " cannot broadcast to ", shape_str(out));
+      s[k] = in_strides[k][j];
+    }
+    if (!sizes.empty()) {
+      const std::array<int64_t, 3>& p = st.back();
+      bool merge = true;
+      for (int k = 0; k < n_inputs; ++k) merge = merge && p[k] == s[k] * out[d];
+      if (merge) {
+        sizes.back() *= out[d];
+        st.back() = s;
+        continue;
+      }
+    }
+    sizes.push_back(out[d]);
+    st.push_back(s);
+  }
+  if (sizes.empty()) {
+    inner = 1;
+    rows = numel;
+    return;
+  }
+  inner = sizes.back();
+  inner_stride = st.back();
+  sizes.pop_back();
+  st.pop_back();
+  dims = std::move(sizes);
+  strides = std::move(st);
+  rows = inner == 0 ? 0 : numel / inner;
+}
+
+double scalar_value(const Tensor& t, const char* what) {
+  MRT_CHECK_ARG(t.numel() == 1, what, " must hold exactly one value, got ", t.describe());
+  return t.scalar_as_double(0);
+}
+
+Shape broadcast_all(const OpContext& ctx) {
+  MRT_CHECK_ARG(ctx.input_count() >= 1 && ctx.has_input(0), "at least one input is required");
+  Shape s = ctx.input(0).shape();
+  for (size_t i = 1; i < ctx.input_count(); ++i) s = broadcast_shapes(s, ctx.input(i).shape());
+  return s;
+}
+
+}  // namespace ew
+
+void register_elementwise_kernels(KernelRegistry& r) {
+  ew::register_binary_kernels(r);
+  ew::register_unary_kernels(r);
+  ew::register_cast_kernels(r);
+}
+
+}  // namespace mrt

@@ -1,0 +1,208 @@
+// Shared machinery of the elementwise kernel group: numpy-style broadcast iteration,
+// 16-bit float load/store adapters, type dispatch for float-like types and helpers
+// that run a functor over whole tensors in parallel.
+#pragma once
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <type_traits>
+#include <vector>
+
+#include "../kernel.h"
+
+namespace mrt {
+namespace ew {
+
+// Elements per parallel task for cheap elementwise loops.
+constexpr int64_t kGrain = 16384;
+
+// Storage <-> compute type adapters: 16-bit floats are computed in float.
+template <class T> struct Compute {
+  using type = T;
+  static inline T load(T v) { return v; }
+  static inline T store(T v) { return v; }
+};
+template <> struct Compute<Float16> {
+  using type = float;
+  static inline float load(Float16 v) { return half_to_float(v.bits); }
+  static inline Float16 store(float v) { return Float16{float_to_half(v)}; }
+};
+template <> struct Compute<BFloat16> {
+  using type = float;
+  static inline float load(BFloat16 v) { return bfloat16_to_float(v.bits); }
+  static inline BFloat16 store(float v) { return BFloat16{float_to_bfloat16(v)}; }
+};
+template <class T> using compute_t = typename Compute<T>::type;
+
+template <class T> constexpr bool is_half_v = std::is_same<T, Float16>::value || std::is_same<T, BFloat16>::value;
+template <class T> constexpr bool is_floatlike_v = std::is_floating_point<T>::value || is_half_v<T>;
+
+// A broadcast iteration plan for up to 3 inputs against one output shape. Dimensions
+// are coalesced where every operand is contiguous (or broadcast) across them, so the
+// work becomes `rows` runs of `inner` elements; within a run each input advances by 0
+// (broadcast) or 1.
+struct BroadcastPlan {
+  Shape out_shape;
+  int64_t numel = 0;
+  int64_t inner = 1;
+  int64_t rows = 0;
+  int n_inputs = 0;
+  std::vector<int64_t> dims;                       // outer coalesced dims (without the inner one)
+  std::vector<std::array<int64_t, 3>> strides;     // per outer dim, per input
+  std::array<int64_t, 3> inner_stride{{0, 0, 0}};  // 0 or 1
+
+  BroadcastPlan(const Shape& out, const std::vector<const Shape*>& ins);
+
+  // Calls fn(offset_in0, offset_in1, offset_in2, out_offset, count) for rows [r0, r1).
+  template <class F>
+  void for_rows(int64_t r0, int64_t r1, F&& fn) const {
+    const size_t nd = dims.size();
+    std::vector<int64_t> idx(nd, 0);
+    std::array<int64_t, 3> off{{0, 0, 0}};
+    int64_t rem = r0;
+    for (size_t d = nd; d-- > 0;) {
+      idx[d] = rem % dims[d];
+      rem /= dims[d];
+      for (int k = 0; k < n_inputs; ++k) off[k] += idx[d] * strides[d][k];
+    }
+    for (int64_t r = r0; r < r1; ++r) {
+      fn(off[0], off[1], off[2], r * inner, inner);
+      for (size_t d = nd; d-- > 0;) {
+        if (++idx[d] < dims[d]) {
+          for (int k = 0; k < n_inputs; ++k) off[k] += strides[d][k];
+          break;
+        }
+        for (int k = 0; k < n_inputs; ++k) off[k] -= (dims[d] - 1) * strides[d][k];
+        idx[d] = 0;
+      }
+    }
+  }
+
+  // Runs fn over all rows, split across the pool when the work is large.
+  template <class F>
+  void run(OpContext& ctx, F&& fn) const {
+    if (numel == 0) return;
+    if (numel < 2 * kGrain || rows == 1) {
+      if (rows == 1 && numel >= 2 * kGrain) {
+        // one long row: split it
+        ctx.threads().parallel_for(inner, kGrain, [&](int64_t b, int64_t e) {
+          fn(inner_stride[0] * b, inner_stride[1] * b, inner_stride[2] * b, b, e - b);
+        });
+        return;
+      }
+      for_rows(0, rows, fn);
+      return;
+    }
+    int64_t grain = std::max<int64_t>(1, kGrain / std::max<int64_t>(inner, 1));
+    ctx.threads().parallel_for(rows, grain, [&](int64_t b, int64_t e) { for_rows(b, e, fn); });
+  }
+};
+
+// Inner loop of a binary op: o[i] = f(a[i*sa], b[i*sb]) with sa, sb in {0,1}. Separate
+// branches so the compiler vectorizes each case.
+template <class A, class B, class O, class F>
+inline void binary_run(const A* a, int64_t sa, const B* b, int64_t sb, O* o, int64_t n, F& f) {
+  if (sa && sb) {
+    for (int64_t i = 0; i < n; ++i) o[i] = f(a[i], b[i]);
+  } else if (sb) {
+    const A av = a[0];
+    for (int64_t i = 0; i < n; ++i) o[i] = f(av, b[i]);
+  } else if (sa) {
+    const B bv = b[0];
+    for (int64_t i = 0; i < n; ++i) o[i] = f(a[i], bv);
+  } else {
+    const O v = f(a[0], b[0]);
+    for (int64_t i = 0; i < n; ++i) o[i] = v;
+  }
+}
+
+// out = f(a, b) elementwise with broadcasting; out is allocated by the caller with
+// the broadcast shape. f takes and returns storage types.
+template <class A, class B, class O, class F>
+void binary_apply(OpContext& ctx, const Tensor& ta, const Tensor& tb, Tensor& out, F f) {
+  const A* a = ta.data_as<A>();
+  const B* b = tb.data_as<B>();
+  O* o = out.data_as<O>();
+  if (ta.shape() == tb.shape()) {
+    const int64_t n = out.numel();
+    if (n < 2 * kGrain) {
+      binary_run(a, 1, b, 1, o, n, f);
+    } else {
+      ctx.threads().parallel_for(n, kGrain, [&](int64_t s, int64_t e) {
+        binary_run(a + s, 1, b + s, 1, o + s, e - s, f);
+      });
+    }
+    return;
+  }
+  BroadcastPlan plan(out.shape(), {&ta.shape(), &tb.shape()});
+  const int64_t sa = plan.inner_stride[0], sb = plan.inner_stride[1];
+  plan.run(ctx, [&](int64_t oa, int64_t ob, int64_t, int64_t oo, int64_t n) {
+    binary_run(a + oa, sa, b + ob, sb, o + oo, n, f);
+  });
+}
+
+// out[i] = f(in[i]) over a whole tensor (same shape).
+template <class I, class O, class F>
+void unary_apply(OpContext& ctx, const Tensor& in, Tensor& out, F f) {
+  const I* x = in.data_as<I>();
+  O* y = out.data_as<O>();
+  const int64_t n = in.numel();
+  if (n < 2 * kGrain) {
+    for (int64_t i = 0; i < n; ++i) y[i] = f(x[i]);
+    return;
+  }
+  ctx.threads().parallel_for(n, kGrain, [&](int64_t s, int64_t e) {
+    for (int64_t i = s; i < e; ++i) y[i] = f(x[i]);
+  });
+}
+
+// Lifts a functor over compute types to storage types (identity for float/double/ints).
+template <class T, class F>
+struct Lift1 {
+  F f;
+  inline T operator()(T x) const { return Compute<T>::store(f(Compute<T>::load(x))); }
+};
+template <class T, class F>
+struct Lift2 {
+  F f;
+  inline T operator()(T a, T b) const {
+    return Compute<T>::store(f(Compute<T>::load(a), Compute<T>::load(b)));
+  }
+};
+
+// Value of a 1-element tensor (any numeric type) as double; for scalar attributes given as inputs.
+double scalar_value(const Tensor& t, const char* what);
+
+// Shape of the broadcast of all inputs of a variadic op.
+Shape broadcast_all(const OpContext& ctx);
+
+// Sub-group registration (each in its own source file).
+void register_binary_kernels(KernelRegistry& r);
+void register_unary_kernels(KernelRegistry& r);
+void register_cast_kernels(KernelRegistry& r);
+
+}  // namespace ew
+}  // namespace mrt
+
+// Dispatch over float, double, float16, bfloat16.
+#define MRT_EW_DISPATCH_FLOATLIKE(dt, what, ...)             \
+  switch (dt) {                                              \
+    MRT_DTYPE_CASE(kFloat, float, __VA_ARGS__)               \
+    MRT_DTYPE_CASE(kDouble, double, __VA_ARGS__)             \
+    MRT_DTYPE_CASE(kFloat16, ::mrt::Float16, __VA_ARGS__)    \
+    MRT_DTYPE_CASE(kBFloat16, ::mrt::BFloat16, __VA_ARGS__)  \
+    MRT_DISPATCH_FAIL(dt, what);                             \
+  }
+
+// Dispatch over every numeric type: floats (incl. 16-bit) and all integers, no bool.
+#define MRT_EW_DISPATCH_NUMERIC(dt, what, ...)               \
+  switch (dt) {                                              \
+    MRT_DTYPE_CASE(kFloat, float, __VA_ARGS__)               \
+    MRT_DTYPE_CASE(kDouble, double, __VA_ARGS__)             \
+    MRT_DTYPE_CASE(kFloat16, ::mrt::Float16, __VA_ARGS__)    \
+    MRT_DTYPE_CASE(kBFloat16, ::mrt::BFloat16, __VA_ARGS__)  \
+    MRT_DISPATCH_INTEGER_CASES(__VA_ARGS__)                  \
+    MRT_DISPATCH_FAIL(dt, what);                             \
+  }

@@ -1,0 +1,566 @@
+// Kernel group: nn — Conv and ConvTranspose (pooling lives in nn_pool.cc).
+//
+// Conv runs as im2col + GEMM per (image, group): the column matrix holds, for every
+// (input channel, kernel offset) row, the input values seen by each output position.
+// 1x1 stride-1 unpadded convolutions skip im2col (the input already is that matrix),
+// depthwise convolutions use a direct kernel. The column buffer is bounded: when it
+// would be large it is built for a band of output rows at a time.
+// ConvTranspose is the adjoint: GEMM into a column matrix, then col2im accumulation.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <memory>
+
+#include "../gemm/sgemm.h"
+#include "nn_geometry.h"
+
+namespace mrt {
+namespace {
+
+using nn::AutoPad;
+using nn::Window;
+
+constexpr int64_t kColBufferBytes = int64_t{64} << 20;  // bound on one im2col/col2im buffer
+
+// ---------------------------------------------------------------------------------------
+// GEMM: float goes to mrt::sgemm, double to a plain loop (double convs are rare).
+
+void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* B,
+          int64_t ldb, float beta, float* C, int64_t ldc, ThreadPool* pool) {
+  sgemm(ta, tb, M, N, K, 1.f, A, lda, B, ldb, beta, C, ldc, pool);
+}
+
+void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const double* A, int64_t lda, const double* B,
+          int64_t ldb, double beta, double* C, int64_t ldc, ThreadPool*) {
+  for (int64_t i = 0; i < M; ++i) {
+    double* c = C + i * ldc;
+    if (beta == 0.0)
+      std::fill(c, c + N, 0.0);
+    else if (beta != 1.0)
+      for (int64_t j = 0; j < N; ++j) c[j] *= beta;
+    for (int64_t k = 0; k < K; ++k) {
+      const double a = ta ? A[k * lda + i] : A[i * lda + k];
+      if (!tb) {
+        const double* b = B + k * ldb;
+        for (int64_t j = 0; j < N; ++j) c[j] += a * b[j];
+      } else {
+        for (int64_t j = 0; j < N; ++j) c[j] += a * B[j * ldb + k];
+      }
+    }
+  }
+}
+
+template <class T>
+std::unique_ptr<T[]> make_buffer(int64_t n) {
+  return std::unique_ptr<T[]>(new T[static_cast<size_t>(std::max<int64_t>(n, 1))]);
+}
+
+int64_t prod(const std::vector<int64_t>& v, size_t from = 0) {
+  int64_t p = 1;
+  for (size_t i = from; i < v.size(); ++i) p *= v[i];
+  return p;
+}
+
+// ---------------------------------------------------------------------------------------
+// im2col / col2im.
+//
+// A window `g` maps "output" positions (the sliding positions) to "image" positions:
+// image = out * stride - pad_begin + k * dilation. For Conv the image is the input; for
+// ConvTranspose/Col2Im the image is the output. Both work on the band of outer rows
+// [r0, r1) of the first sliding dimension; the column matrix has `ld` columns per row.
+
+// Column matrix rows: channel-major, then kernel offsets (row-major over kernel dims).
+template <class T>
+void im2col_2d(const T* img, int64_t channels, const Window& g, int64_t r0, int64_t r1, T* col, int64_t ld,
+               ThreadPool* pool) {
+  const int64_t H = g.in[0], W = g.in[1], KH = g.kernel[0], KW = g.kernel[1];
+  const int64_t OW = g.out[1], sh = g.stride[0], sw = g.stride[1];
+  const int64_t dh = g.dilation[0], dw = g.dilation[1], ph = g.pad_begin[0], pw = g.pad_begin[1];
+  auto body = [&](int64_t c0, int64_t c1) {
+    for (int64_t c = c0; c < c1; ++c) {
+      const T* x = img + c * H * W;
+      for (int64_t kh = 0; kh < KH; ++kh)
+        for (int64_t kw = 0; kw < KW; ++kw) {
+          T* row = col + ((c * KH + kh) * KW + kw) * ld;
+          const int64_t off_w = kw * dw - pw;
+          int64_t lo, hi;
+          nn::valid_range(OW, sw, off_w, W, lo, hi);
+          for (int64_t oh = r0; oh < r1; ++oh) {
+            T* dst = row + (oh - r0) * OW;
+            const int64_t ih = oh * sh - ph + kh * dh;
+            if (ih < 0 || ih >= H) {
+              std::fill(dst, dst + OW, T(0));
+              continue;
+            }
+            const T* src = x + ih * W + off_w;
+            std::fill(dst, dst + lo, T(0));
+            if (sw == 1) {
+              std::memcpy(dst + lo, src + lo, static_cast<size_t>(hi - lo) * sizeof(T));
+            } else {
+              for (int64_t ow = lo; ow < hi; ++ow) dst[ow] = src[ow * sw];
+            }
+            std::fill(dst + hi, dst + OW, T(0));
+          }
+        }
+    }
+  };
+  if (pool && channels * KH * KW * (r1 - r0) * OW >= (int64_t{1} << 15))
+    pool->parallel_for(channels, 1, body);
+  else
+    body(0, channels);
+}
+
+// Generic N-D im2col (any number of spatial dims, band over the first one).
+template <class T>
+void im2col_nd(const T* img, int64_t channels, const Window& g, int64_t r0, int64_t r1, T* col, int64_t ld) {
+  const size_t nsp = g.nsp;
+  const int64_t ksize = prod(g.kernel), isize = prod(g.in);
+  const int64_t inner = prod(g.out, 1), npos = (r1 - r0) * inner;
+  std::vector<int64_t> kidx(nsp), oidx(nsp);
+  for (int64_t c = 0; c < channels; ++c) {
+    const T* x = img + c * isize;
+    for (int64_t kk = 0; kk < ksize; ++kk) {
+      int64_t rem = kk;
+      for (size_t d = nsp; d-- > 0;) {
+        kidx[d] = rem % g.kernel[d];
+        rem /= g.kernel[d];
+      }
+      T* row = col + (c * ksize + kk) * ld;
+      std::fill(oidx.begin(), oidx.end(), 0);
+      oidx[0] = r0;
+      for (int64_t p = 0; p < npos; ++p) {
+        int64_t flat = 0;
+        bool inside = true;
+        for (size_t d = 0; d < nsp; ++d) {
+          const int64_t i = oidx[d] * g.stride[d] - g.pad_begin[d] + kidx[d] * g.dilation[d];
+          if (i < 0 || i >= g.in[d]) {
+            inside = false;
+            break;
+          }
+          flat = flat * g.in[d] + i;
+        }
+        row[p] = inside ? x[flat] : T(0);
+        for (size_t d = nsp; d-- > 0;) {
+          if (++oidx[d] < g.out[d] || d == 0) break;
+          oidx[d] = 0;
+        }
+      }
+    }
+  }
+}
+
+// col2im: img[c, image position] += col[(c, k), position] over the band [r0, r1).
+// `g.in` is the image size and `g.out` the number of sliding positions.
+template <class T>
+void col2im_2d(const T* col, int64_t channels, const Window& g, int64_t r0, int64_t r1, int64_t ld, T* img,
+               ThreadPool* pool) {
+  const int64_t H = g.in[0], W = g.in[1], KH = g.kernel[0], KW = g.kernel[1];
+  const int64_t OW = g.out[1], sh = g.stride[0], sw = g.stride[1];
+  const int64_t dh = g.dilation[0], dw = g.dilation[1], ph = g.pad_begin[0], pw = g.pad_begin[1];
+  auto body = [&](int64_t c0, int64_t c1) {
+    for (int64_t c = c0; c < c1; ++c) {
+      T* y = img + c * H * W;
+      for (int64_t kh = 0; kh < KH; ++kh)
+        for (int64_t kw = 0; kw < KW; ++kw) {
+          const T* row = col + ((c * KH + kh) * KW + kw) * ld;
+          const int64_t off_w = kw * dw - pw;
+          int64_t lo, hi;
+          nn::valid_range(OW, sw, off_w, W, lo, hi);
+          for (int64_t oh = r0; oh < r1; ++oh) {
+            const int64_t ih = oh * sh - ph + kh * dh;
+            if (ih < 0 || ih >= H) continue;
+            const T* src = row + (oh - r0) * OW;
+            T* dst = y + ih * W + off_w;
+            if (sw == 1) {
+              for (int64_t ow = lo; ow < hi; ++ow) dst[ow] += src[ow];
+            } else {
+              for (int64_t ow = lo; ow < hi; ++ow) dst[ow * sw] += src[ow];
+            }
+          }
+        }
+    }
+  };
+  if (pool && channels * KH * KW * (r1 - r0) * OW >= (int64_t{1} << 15))
+    pool->parallel_for(channels, 1, body);
+  else
+    body(0, channels);
+}
+
+template <class T>
+void col2im_nd(const T* col, int64_t channels, const Window& g, int64_t r0, int64_t r1, int64_t ld, T* img) {
+  const size_t nsp = g.nsp;
+  const int64_t ksize = prod(g.kernel), isize = prod(g.in);
+  const int64_t inner = prod(g.out, 1), npos = (r1 - r0) * inner;
+  std::vector<int64_t> kidx(nsp), oidx(nsp);
+  for (int64_t c = 0; c < channels; ++c) {
+    T* y = img + c * isize;
+    for (int64_t kk = 0; kk < ksize; ++kk) {
+      int64_t rem = kk;
+      for (size_t d = nsp; d-- > 0;) {
+        kidx[d] = rem % g.kernel[d];
+        rem /= g.kernel[d];
+      }
+      const T* row = col + (c * ksize + kk) * ld;
+      std::fill(oidx.begin(), oidx.end(), 0);
+      oidx[0] = r0;
+      for (int64_t p = 0; p < npos; ++p) {
+        int64_t flat = 0;
+        bool inside = true;
+        for (size_t d = 0; d < nsp; ++d) {
+          const int64_t i = oidx[d] * g.stride[d] - g.pad_begin[d] + kidx[d] * g.dilation[d];
+          if (i < 0 || i >= g.in[d]) {
+            inside = false;
+            break;
+          }
+          flat = flat * g.in[d] + i;
+        }
+        if (inside) y[flat] += row[p];
+        for (size_t d = nsp; d-- > 0;) {
+          if (++oidx[d] < g.out[d] || d == 0) break;
+          oidx[d] = 0;
+        }
+      }
+    }
+  }
+}
+
+template <class T>
+void im2col(const T* img, int64_t channels, const Window& g, int64_t r0, int64_t r1, T* col, int64_t ld,
+            ThreadPool* pool) {
+  if (g.nsp == 2)
+    im2col_2d(img, channels, g, r0, r1, col, ld, pool);
+  else
+    im2col_nd(img, channels, g, r0, r1, col, ld);
+}
+
+template <class T>
+void col2im(const T* col, int64_t channels, const Window& g, int64_t r0, int64_t r1, int64_t ld, T* img,
+            ThreadPool* pool) {
+  if (g.nsp == 2)
+    col2im_2d(col, channels, g, r0, r1, ld, img, pool);
+  else
+    col2im_nd(col, channels, g, r0, r1, ld, img);
+}
+
+// Rows of the first sliding dimension per band so that one column buffer of
+// `rows_of_col` rows stays under `budget` bytes.
+int64_t band_rows(int64_t rows_of_col, int64_t inner, int64_t outer, size_t elem, int64_t budget) {
+  const int64_t per_row = std::max<int64_t>(1, rows_of_col * inner * static_cast<int64_t>(elem));
+  return std::max<int64_t>(1, std::min(outer, budget / per_row));
+}
+
+// ---------------------------------------------------------------------------------------
+// Conv
+
+struct ConvPlan {
+  Window g;            // spatial geometry (promoted to >= 2 dims)
+  int64_t N, C, M, group, Cg, Mg;
+  Shape out_shape;
+};
+
+std::vector<int64_t> kernel_from(const Node& node, const Shape& w_shape, size_t nsp, const char* op) {
+  std::vector<int64_t> wk(w_shape.begin() + 2, w_shape.end());
+  if (node.has_attr("kernel_shape")) {
+    std::vector<int64_t> k = node.attr_ints("kernel_shape");
+    MRT_CHECK_ARG(k.size() == nsp, op, ": kernel_shape ", shape_str(k), " has ", k.size(),
+                  " values but the input has ", nsp, " spatial dimensions");
+    MRT_CHECK_ARG(k == wk, op, ": kernel_shape ", shape_str(k), " does not match the weight's spatial shape ",
+                  shape_str(wk));
+  }
+  return wk;
+}
+
+ConvPlan plan_conv(const OpContext& ctx, const Tensor& X, const Tensor& W, const Tensor* B) {
+  const Node& node = ctx.node();
+  MRT_CHECK_ARG(X.rank() >= 3, "Conv: input X must have rank >= 3 (N, C, spatial...), got ", X.describe());
+  MRT_CHECK_ARG(W.rank() == X.rank(), "Conv: weight W ", W.describe(), " must have the same rank as X ",
+                X.describe());
+  MRT_CHECK_ARG(W.dtype() == X.dtype(), "Conv: X is ", dtype_name(X.dtype()), " but W is ", dtype_name(W.dtype()));
+  ConvPlan p;
+  const size_t nsp = X.rank() - 2;
+  p.N = X.dim(0);
+  p.C = X.dim(1);
+  p.M = W.dim(0);
+  p.group = node.attr_int("group", 1);
+  MRT_CHECK_ARG(p.group >= 1, "Conv: group must be >= 1, got ", p.group);
+  MRT_CHECK_ARG(p.C % p.group == 0, "Conv: input channels ", p.C, " are not divisible by group ", p.group);
+  MRT_CHECK_ARG(p.M % p.group == 0, "Conv: output channels ", p.M, " (W dim 0) are not divisible by group ",
+                p.group);
+  p.Cg = p.C / p.group;
+  p.Mg = p.M / p.group;
+  MRT_CHECK_ARG(W.dim(1) == p.Cg, "Conv: weight W ", W.describe(), " expects ", W.dim(1) * p.group,
+                " input channels (W dim 1 x group ", p.group, ") but X ", X.describe(), " has ", p.C);
+  if (B) {
+    MRT_CHECK_ARG(B->dtype() == X.dtype(), "Conv: bias B is ", dtype_name(B->dtype()), ", expected ",
+                  dtype_name(X.dtype()));
+    MRT_CHECK_ARG(B->rank() == 1 && B->dim(0) == p.M, "Conv: bias B ", B->describe(), " must have shape [", p.M,
+                  "]");
+  }
+  Window& g = p.g;
+  nn::read_window_attrs(node, nsp, "Conv", g);
+  g.in.assign(X.shape().begin() + 2, X.shape().end());
+  g.kernel = kernel_from(node, W.shape(), nsp, "Conv");
+  nn::resolve_forward(g, nn::parse_auto_pad(node), false, "Conv");
+  p.out_shape = {p.N, p.M};
+  p.out_shape.insert(p.out_shape.end(), g.out.begin(), g.out.end());
+  g.promote(2);
+  return p;
+}
+
+template <class T>
+void conv_depthwise_2d(const ConvPlan& p, const T* x, const T* w, const T* bias, T* y, ThreadPool& pool) {
+  const Window& g = p.g;
+  const int64_t H = g.in[0], W = g.in[1], KH = g.kernel[0], KW = g.kernel[1];
+  const int64_t OH = g.out[0], OW = g.out[1], sh = g.stride[0], sw = g.stride[1];
+  const int64_t dh = g.dilation[0], dw = g.dilation[1], ph = g.pad_begin[0], pw = g.pad_begin[1];
+  const int64_t planes = p.N * p.M;
+  std::vector<int64_t> lo(static_cast<size_t>(KW)), hi(static_cast<size_t>(KW));
+  for (int64_t kw = 0; kw < KW; ++kw) nn::valid_range(OW, sw, kw * dw - pw, W, lo[kw], hi[kw]);
+  pool.parallel_for(planes, 1, [&](int64_t b, int64_t e) {
+    for (int64_t plane = b; plane < e; ++plane) {
+      const int64_t n = plane / p.M, m = plane % p.M, c = m / p.Mg;  // Cg == 1: one input channel per group
+      const T* xp = x + (n * p.C + c) * H * W;
+      const T* wp = w + m * KH * KW;
+      T* yp = y + plane * OH * OW;
+      const T b0 = bias ? bias[m] : T(0);
+      for (int64_t oh = 0; oh < OH; ++oh) {
+        T* yr = yp + oh * OW;
+        std::fill(yr, yr + OW, b0);
+        for (int64_t kh = 0; kh < KH; ++kh) {
+          const int64_t ih = oh * sh - ph + kh * dh;
+          if (ih < 0 || ih >= H) continue;
+          for (int64_t kw = 0; kw < KW; ++kw) {
+            const T wv = wp[kh * KW + kw];
+            const T* xr = xp + ih * W + (kw * dw - pw);
+            const int64_t l = lo[kw], h = hi[kw];
+            if (sw == 1) {
+              for (int64_t ow = l; ow < h; ++ow) yr[ow] += wv * xr[ow];
+            } else {
+              for (int64_t ow = l; ow < h; ++ow) yr[ow] += wv * xr[ow * sw];
+            }
+          }
+        }
+      }
+    }
+  });
+}
+
+template <class T>
+void conv_run(const ConvPlan& p, const T* x, const T* w, const T* bias, T* y, ThreadPool& pool) {
+  const Window& g = p.g;
+  const int64_t in_size = prod(g.in), out_size = prod(g.out), ksize = prod(g.kernel);
+  if (out_size == 0 || p.N == 0 || p.M == 0) return;
+  if (p.Cg == 1 && p.group > 1 && g.nsp == 2) {
+    conv_depthwise_2d(p, x, w, bias, y, pool);
+    return;
+  }
+  bool pointwise = true;
+  for (size_t d = 0; d < g.nsp; ++d)
+    pointwise = pointwise && g.kernel[d] == 1 && g.stride[d] == 1 && g.pad_begin[d] == 0 && g.pad_end[d] == 0;
+  const int64_t K = p.Cg * ksize;  // GEMM depth
+  const int64_t outer = g.out[0], inner = prod(g.out, 1);
+  const int64_t tasks = p.N * p.group;
+  // Many independent small GEMMs: one (image, group) per worker, single-threaded GEMM.
+  const bool per_task = pool.size() > 1 && tasks >= 2 * pool.size();
+  const int64_t budget = per_task ? kColBufferBytes / pool.size() : kColBufferBytes;
+  const int64_t rows = pointwise ? outer : band_rows(K, inner, outer, sizeof(T), budget);
+
+  auto run_task = [&](int64_t t, T* col, ThreadPool* gemm_pool) {
+    const int64_t n = t / p.group, grp = t % p.group;
+    const T* xg = x + (n * p.C + grp * p.Cg) * in_size;
+    const T* wg = w + grp * p.Mg * K;
+    T* yg = y + (n * p.M + grp * p.Mg) * out_size;
+    T beta = T(0);
+    if (bias) {
+      for (int64_t m = 0; m < p.Mg; ++m) std::fill(yg + m * out_size, yg + (m + 1) * out_size, bias[grp * p.Mg + m]);
+      beta = T(1);
+    }
+    if (pointwise) {
+      gemm(false, false, p.Mg, out_size, K, wg, K, xg, in_size, beta, yg, out_size, gemm_pool);
+      return;
+    }
+    for (int64_t r0 = 0; r0 < outer; r0 += rows) {
+      const int64_t r1 = std::min(outer, r0 + rows), cols = (r1 - r0) * inner;
+      im2col(xg, p.Cg, g, r0, r1, col, cols, gemm_pool);
+      gemm(false, false, p.Mg, cols, K, wg, K, col, cols, beta, yg + r0 * inner, out_size, gemm_pool);
+    }
+  };
+
+  const int64_t col_elems = pointwise ? 0 : K * rows * inner;
+  if (per_task) {
+    pool.parallel_for(tasks, 1, [&](int64_t b, int64_t e) {
+      auto col = make_buffer<T>(col_elems);
+      for (int64_t t = b; t < e; ++t) run_task(t, col.get(), nullptr);
+    });
+  } else {
+    auto col = make_buffer<T>(col_elems);
+    for (int64_t t = 0; t < tasks; ++t) run_task(t, col.get(), &pool);
+  }
+}
+
+void conv_kernel(OpContext& ctx) {
+  const Tensor& X = ctx.input(0);
+  const Tensor& W = ctx.input(1);
+  const Tensor* B = ctx.optional_input(2);
+  ConvPlan p = plan_conv(ctx, X, W, B);
+  Tensor& Y = ctx.output(0, X.dtype(), p.out_shape);
+  MRT_DISPATCH_FLOATING(X.dtype(), "Conv", {
+    conv_run<T>(p, X.data<T>(), W.data<T>(), B ? B->data<T>() : nullptr, Y.data<T>(), ctx.threads());
+  });
+}
+
+void conv_check(const Node& node, int64_t) { (void)nn::parse_auto_pad(node); }
+
+// ---------------------------------------------------------------------------------------
+// ConvTranspose
+
+struct ConvTPlan {
+  Window g;  // in = ConvTranspose output (the image), out = ConvTranspose input positions
+  int64_t N, C, M, group, Cg, Mg;
+  Shape out_shape;
+};
+
+ConvTPlan plan_conv_transpose(const OpContext& ctx, const Tensor& X, const Tensor& W, const Tensor* B) {
+  const Node& node = ctx.node();
+  const char* op = "ConvTranspose";
+  MRT_CHECK_ARG(X.rank() >= 3, op, ": input X must have rank >= 3 (N, C, spatial...), got ", X.describe());
+  MRT_CHECK_ARG(W.rank() == X.rank(), op, ": weight W ", W.describe(), " must have the same rank as X ",
+                X.describe());
+  MRT_CHECK_ARG(W.dtype() == X.dtype(), op, ": X is ", dtype_name(X.dtype()), " but W is ", dtype_name(W.dtype()));
+  ConvTPlan p;
+  const size_t nsp = X.rank() - 2;
+  p.N = X.dim(0);
+  p.C = X.dim(1);
+  p.group = node.attr_int("group", 1);
+  MRT_CHECK_ARG(p.group >= 1, op, ": group must be >= 1, got ", p.group);
+  MRT_CHECK_ARG(W.dim(0) == p.C, op, ": weight W ", W.describe(), " dim 0 must equal the input channels ", p.C);
+  MRT_CHECK_ARG(p.C % p.group == 0, op, ": input channels ", p.C, " are not divisible by group ", p.group);
+  p.Cg = p.C / p.group;
+  p.Mg = W.dim(1);
+  p.M = p.Mg * p.group;
+  if (B) {
+    MRT_CHECK_ARG(B->dtype() == X.dtype(), op, ": bias B is ", dtype_name(B->dtype()), ", expected ",
+                  dtype_name(X.dtype()));
+    MRT_CHECK_ARG(B->rank() == 1 && B->dim(0) == p.M, op, ": bias B ", B->describe(), " must have shape [", p.M,
+                  "]");
+  }
+  Window& g = p.g;
+  nn::read_window_attrs(node, nsp, op, g);
+  g.kernel = kernel_from(node, W.shape(), nsp, op);
+  std::vector<int64_t> in(X.shape().begin() + 2, X.shape().end());
+  std::vector<int64_t> out_pad = node.attr_ints("output_padding", std::vector<int64_t>(nsp, 0));
+  if (out_pad.empty()) out_pad.assign(nsp, 0);
+  MRT_CHECK_ARG(out_pad.size() == nsp, op, ": output_padding has ", out_pad.size(), " values, expected ", nsp);
+  const AutoPad auto_pad = nn::parse_auto_pad(node);
+  std::vector<int64_t> out_spatial(nsp);
+  std::vector<int64_t> req = node.attr_ints("output_shape");
+  if (!req.empty()) {
+    MRT_CHECK_ARG(req.size() == nsp || req.size() == nsp + 2, op, ": output_shape ", shape_str(req),
+                  " must have ", nsp, " values");
+    req.erase(req.begin(), req.end() - static_cast<std::ptrdiff_t>(nsp));
+  }
+  const bool explicit_pads = node.has_attr("pads") && auto_pad == AutoPad::kNotSet;
+  for (size_t d = 0; d < nsp; ++d) {
+    MRT_CHECK_ARG(out_pad[d] >= 0, op, ": output_padding must be >= 0, got ", out_pad[d]);
+    const int64_t full = g.stride[d] * (in[d] - 1) + out_pad[d] + g.eff_kernel(d);
+    if (auto_pad == AutoPad::kValid) {
+      g.pad_begin[d] = g.pad_end[d] = 0;
+    }
+    if (!req.empty() && !explicit_pads) {
+      out_spatial[d] = req[d];
+    } else if (req.empty() && (auto_pad == AutoPad::kSameUpper || auto_pad == AutoPad::kSameLower)) {
+      out_spatial[d] = in[d] * g.stride[d];
+    } else {
+      out_spatial[d] = req.empty() ? full - g.pad_begin[d] - g.pad_end[d] : req[d];
+      continue;
+    }
+    const int64_t total = full - out_spatial[d];
+    const int64_t half = nn::floor_div(total, 2);
+    if (auto_pad == AutoPad::kSameUpper) {
+      g.pad_begin[d] = half;
+      g.pad_end[d] = total - half;
+    } else {
+      g.pad_begin[d] = total - half;
+      g.pad_end[d] = half;
+    }
+  }
+  for (size_t d = 0; d < nsp; ++d)
+    MRT_CHECK_ARG(out_spatial[d] >= 1, op, ": computed output size ", out_spatial[d], " along spatial axis ", d,
+                  " is not positive (check pads/output_shape)");
+  g.in = out_spatial;  // the image col2im writes into
+  g.out = in;          // sliding positions = input positions
+  p.out_shape = {p.N, p.M};
+  p.out_shape.insert(p.out_shape.end(), out_spatial.begin(), out_spatial.end());
+  g.promote(2);
+  return p;
+}
+
+template <class T>
+void conv_transpose_run(const ConvTPlan& p, const T* x, const T* w, const T* bias, T* y, ThreadPool& pool) {
+  const Window& g = p.g;
+  const int64_t in_size = prod(g.out), out_size = prod(g.in), ksize = prod(g.kernel);
+  if (out_size == 0 || p.N == 0 || p.M == 0) return;
+  const int64_t rows_of_col = p.Mg * ksize;
+  const int64_t outer = g.out[0], inner = prod(g.out, 1);
+  const int64_t tasks = p.N * p.group;
+  const bool per_task = pool.size() > 1 && tasks >= 2 * pool.size();
+  const int64_t budget = per_task ? kColBufferBytes / pool.size() : kColBufferBytes;
+  const int64_t rows = band_rows(rows_of_col, inner, outer, sizeof(T), budget);
+  auto run_task = [&](int64_t t, T* col, ThreadPool* gemm_pool) {
+    const int64_t n = t / p.group, grp = t % p.group;
+    const T* xg = x + (n * p.C + grp * p.Cg) * in_size;
+    const T* wg = w + grp * p.Cg * rows_of_col;
+    T* yg = y + (n * p.M + grp * p.Mg) * out_size;
+    for (int64_t m = 0; m < p.Mg; ++m)
+      std::fill(yg + m * out_size, yg + (m + 1) * out_size, bias ? bias[grp * p.Mg + m] : T(0));
+    if (in_size == 0 || p.Cg == 0) return;
+    for (int64_t r0 = 0; r0 < outer; r0 += rows) {
+      const int64_t r1 = std::min(outer, r0 + rows), cols = (r1 - r0) * inner;
+      // col[Mg*K, cols] = W_g^T [Mg*K, Cg] x X_g[:, band]
+      gemm(true, false, rows_of_col, cols, p.Cg, wg, rows_of_col, xg + r0 * inner, in_size, T(0), col, cols,
+           gemm_pool);
+      col2im(col, p.Mg, g, r0, r1, cols, yg, gemm_pool);
+    }
+  };
+  const int64_t col_elems = rows_of_col * rows * inner;
+  if (per_task) {
+    pool.parallel_for(tasks, 1, [&](int64_t b, int64_t e) {
+      auto col = make_buffer<T>(col_elems);
+      for (int64_t t = b; t < e; ++t) run_task(t, col.get(), nullptr);
+    });
+  } else {
+    auto col = make_buffer<T>(col_elems);
+    for (int64_t t = 0; t < tasks; ++t) run_task(t, col.get(), &pool);
+  }
+}
+
+void conv_transpose_kernel(OpContext& ctx) {
+  const Tensor& X = ctx.input(0);
+  const Tensor& W = ctx.input(1);
+  const Tensor* B = ctx.optional_input(2);
+  ConvTPlan p = plan_conv_transpose(ctx, X, W, B);
+  Tensor& Y = ctx.output(0, X.dtype(), p.out_shape);
+  MRT_DISPATCH_FLOATING(X.dtype(), "ConvTranspose", {
+    conv_transpose_run<T>(p, X.data<T>(), W.data<T>(), B ? B->data<T>() : nullptr, Y.data<T>(), ctx.threads());
+  });
+}
+
+}  // namespace
+
+// Col2Im (nn_pool.cc) reuses the col2im accumulation above.
+namespace nn {
+void col2im_float(const float* col, int64_t channels, const Window& g, float* img) {
+  col2im(col, channels, g, 0, g.out[0], prod(g.out), img, nullptr);
+}
+void col2im_double(const double* col, int64_t channels, const Window& g, double* img) {
+  col2im(col, channels, g, 0, g.out[0], prod(g.out), img, nullptr);
+}
+}  // namespace nn
+
+void register_nn_kernels(KernelRegistry& r) {
+  r.add("Conv", 1, conv_kernel, conv_check);
+  r.add("ConvTranspose", 1, conv_transpose_kernel, conv_check);
+  register_nn_pool_kernels(r);
+}
+
+}  // namespace mrt

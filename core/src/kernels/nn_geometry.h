@@ -1,0 +1,133 @@
+// Sliding-window geometry shared by the nn kernels (Conv, ConvTranspose, pooling,
+// Col2Im): attribute parsing, pad/output-size resolution and small index helpers.
+#pragma once
+#include <algorithm>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "../kernel.h"
+
+namespace mrt {
+namespace nn {
+
+enum class AutoPad { kNotSet, kSameUpper, kSameLower, kValid };
+
+inline AutoPad parse_auto_pad(const Node& node) {
+  std::string s = node.attr_string("auto_pad", "NOTSET");
+  if (s == "NOTSET" || s.empty()) return AutoPad::kNotSet;
+  if (s == "SAME_UPPER") return AutoPad::kSameUpper;
+  if (s == "SAME_LOWER") return AutoPad::kSameLower;
+  if (s == "VALID") return AutoPad::kValid;
+  fail(MRT_INVALID_MODEL, "auto_pad must be NOTSET, SAME_UPPER, SAME_LOWER or VALID, got '", s, "'");
+}
+
+// Floor division for possibly negative numerators (positive divisor).
+inline int64_t floor_div(int64_t a, int64_t b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
+inline int64_t ceil_div(int64_t a, int64_t b) { return -floor_div(-a, b); }
+
+// Indices i in [0, n) with 0 <= i * s + off < limit form the range [lo, hi).
+inline void valid_range(int64_t n, int64_t s, int64_t off, int64_t limit, int64_t& lo, int64_t& hi) {
+  lo = off >= 0 ? 0 : ceil_div(-off, s);
+  hi = (limit - 1 - off) < 0 ? 0 : floor_div(limit - 1 - off, s) + 1;
+  hi = std::min(hi, n);
+  lo = std::min(lo, hi);
+}
+
+// Resolved geometry of a sliding window over `nsp` spatial dimensions.
+struct Window {
+  size_t nsp = 0;
+  std::vector<int64_t> in, kernel, stride, dilation, pad_begin, pad_end, out;
+  int64_t eff_kernel(size_t d) const { return (kernel[d] - 1) * dilation[d] + 1; }
+  // Promote to exactly `rank` spatial dims by prepending unit dims (rank >= nsp).
+  void promote(size_t rank) {
+    while (nsp < rank) {
+      in.insert(in.begin(), 1);
+      kernel.insert(kernel.begin(), 1);
+      stride.insert(stride.begin(), 1);
+      dilation.insert(dilation.begin(), 1);
+      pad_begin.insert(pad_begin.begin(), 0);
+      pad_end.insert(pad_end.begin(), 0);
+      out.insert(out.begin(), 1);
+      ++nsp;
+    }
+  }
+};
+
+// Read the stride/dilation/pads attributes for `nsp` spatial dims and check their values.
+inline void read_window_attrs(const Node& node, size_t nsp, const char* op, Window& w) {
+  w.nsp = nsp;
+  w.stride = node.attr_ints("strides", std::vector<int64_t>(nsp, 1));
+  w.dilation = node.attr_ints("dilations", std::vector<int64_t>(nsp, 1));
+  std::vector<int64_t> pads = node.attr_ints("pads", std::vector<int64_t>(2 * nsp, 0));
+  if (w.stride.empty()) w.stride.assign(nsp, 1);
+  if (w.dilation.empty()) w.dilation.assign(nsp, 1);
+  if (pads.empty()) pads.assign(2 * nsp, 0);
+  MRT_CHECK_ARG(w.stride.size() == nsp, op, ": 'strides' has ", w.stride.size(), " values but the input has ", nsp,
+                " spatial dimensions");
+  MRT_CHECK_ARG(w.dilation.size() == nsp, op, ": 'dilations' has ", w.dilation.size(),
+                " values but the input has ", nsp, " spatial dimensions");
+  MRT_CHECK_ARG(pads.size() == 2 * nsp, op, ": 'pads' has ", pads.size(), " values, expected ", 2 * nsp);
+  for (size_t d = 0; d < nsp; ++d) {
+    MRT_CHECK_ARG(w.stride[d] >= 1, op, ": strides must be >= 1, got ", w.stride[d]);
+    MRT_CHECK_ARG(w.dilation[d] >= 1, op, ": dilations must be >= 1, got ", w.dilation[d]);
+    MRT_CHECK_ARG(pads[d] >= 0 && pads[d + nsp] >= 0, op, ": pads must be >= 0");
+  }
+  w.pad_begin.assign(pads.begin(), pads.begin() + static_cast<std::ptrdiff_t>(nsp));
+  w.pad_end.assign(pads.begin() + static_cast<std::ptrdiff_t>(nsp), pads.end());
+}
+
+// Compute output sizes (and pads for auto_pad) of a forward sliding window (Conv, pools).
+// `ceil_mode` only applies to explicit padding, as in the ONNX pooling ops.
+inline void resolve_forward(Window& w, AutoPad auto_pad, bool ceil_mode, const char* op) {
+  w.out.assign(w.nsp, 0);
+  for (size_t d = 0; d < w.nsp; ++d) {
+    const int64_t in = w.in[d], s = w.stride[d], k = w.eff_kernel(d);
+    MRT_CHECK_ARG(w.kernel[d] >= 1, op, ": kernel dimensions must be >= 1, got ", w.kernel[d]);
+    switch (auto_pad) {
+      case AutoPad::kSameUpper:
+      case AutoPad::kSameLower: {
+        const int64_t out = ceil_div(in, s);
+        const int64_t total = std::max<int64_t>(0, (out - 1) * s + k - in);
+        const int64_t small = total / 2;
+        w.pad_begin[d] = auto_pad == AutoPad::kSameUpper ? small : total - small;
+        w.pad_end[d] = total - w.pad_begin[d];
+        w.out[d] = out;
+        break;
+      }
+      case AutoPad::kValid:
+        w.pad_begin[d] = w.pad_end[d] = 0;
+        MRT_CHECK_ARG(in >= k, op, ": kernel extent ", k, " is larger than input dimension ", in,
+                      " (spatial axis ", d, ")");
+        w.out[d] = (in - k) / s + 1;
+        break;
+      case AutoPad::kNotSet: {
+        const int64_t span = in + w.pad_begin[d] + w.pad_end[d] - k;
+        MRT_CHECK_ARG(span >= 0, op, ": kernel extent ", k, " is larger than the padded input dimension ",
+                      in + w.pad_begin[d] + w.pad_end[d], " (spatial axis ", d, ")");
+        if (ceil_mode) {
+          int64_t out = ceil_div(span, s) + 1;
+          // The last window must start inside the input or the leading padding.
+          if ((out - 1) * s >= in + w.pad_begin[d]) --out;
+          w.out[d] = out;
+        } else {
+          w.out[d] = span / s + 1;
+        }
+        break;
+      }
+    }
+  }
+}
+
+// col2im accumulation over all sliding positions (defined in nn.cc): for every channel c,
+// img[c, pos * stride - pad_begin + k * dilation] += col[(c, k), pos], where g.in is the
+// image size and g.out the sliding-position grid (g.nsp >= 1; 2-D has a fast path).
+void col2im_float(const float* col, int64_t channels, const Window& g, float* img);
+void col2im_double(const double* col, int64_t channels, const Window& g, double* img);
+
+}  // namespace nn
+
+// Registered from nn_pool.cc (pooling, MaxUnpool, Col2Im).
+void register_nn_pool_kernels(KernelRegistry& r);
+
+}  // namespace mrt

@@ -1,0 +1,125 @@
+// Softmax, LogSoftmax and Hardmax.
+//
+// Before opset 13 the input is coerced to 2-D at `axis` ([prod(d[:axis]), prod(d[axis:])])
+// and the op runs over each row; from opset 13 on it runs over the single axis `axis`.
+// Both forms become (outer, n, inner): the op runs along n for every (outer, inner) lane.
+// Lanes are processed in blocks of up to kLanes contiguous inner positions so that the
+// inner loops walk memory contiguously; blocks are split across threads.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "norm_util.h"
+
+namespace mrt {
+namespace {
+
+enum class SmKind { kSoftmax, kLogSoftmax, kHardmax };
+constexpr int64_t kLanes = 64;
+
+template <class T, SmKind K>
+void run_softmax(const T* x, T* y, int64_t outer, int64_t n, int64_t inner, ThreadPool& pool) {
+  using A = norm::Acc<T>;
+  const int64_t blocks_per_outer = (inner + kLanes - 1) / kLanes;
+  const int64_t tasks = outer * blocks_per_outer;
+  const int64_t work = n * std::min(inner, kLanes);
+  const int64_t grain = std::max<int64_t>(1, 8192 / std::max<int64_t>(1, work));
+  pool.parallel_for(tasks, grain, [&](int64_t tb, int64_t te) {
+    std::vector<A> buf(static_cast<size_t>(n * std::min(inner, kLanes)));
+    A mx[kLanes], sum[kLanes];
+    int64_t arg[kLanes];
+    for (int64_t t = tb; t < te; ++t) {
+      const int64_t o = t / blocks_per_outer;
+      const int64_t i0 = (t % blocks_per_outer) * kLanes;
+      const int64_t w = std::min(kLanes, inner - i0);
+      const int64_t base = o * n * inner + i0;
+      for (int64_t k = 0; k < n; ++k) {
+        const T* src = x + base + k * inner;
+        A* dst = buf.data() + k * w;
+        for (int64_t i = 0; i < w; ++i) dst[i] = norm::load(src[i]);
+      }
+      if (K == SmKind::kHardmax) {
+        for (int64_t i = 0; i < w; ++i) { mx[i] = buf[i]; arg[i] = 0; }
+        for (int64_t k = 1; k < n; ++k) {
+          const A* row = buf.data() + k * w;
+          for (int64_t i = 0; i < w; ++i) {
+            // First maximum wins; a NaN counts as the maximum (like numpy's argmax).
+            if (!std::isnan(mx[i]) && (row[i] > mx[i] || std::isnan(row[i]))) { mx[i] = row[i]; arg[i] = k; }
+          }
+        }
+        for (int64_t k = 0; k < n; ++k) {
+          T* out = y + base + k * inner;
+          for (int64_t i = 0; i < w; ++i) out[i] = norm::store<T>(arg[i] == k ? 1.0 : 0.0);
+        }
+        continue;
+      }
+      for (int64_t i = 0; i < w; ++i) { mx[i] = -std::numeric_limits<A>::infinity(); sum[i] = 0; }
+      for (int64_t k = 0; k < n; ++k) {
+        const A* row = buf.data() + k * w;
+        for (int64_t i = 0; i < w; ++i) mx[i] = (row[i] > mx[i] || std::isnan(row[i])) ? row[i] : mx[i];
+      }
+      if (K == SmKind::kSoftmax) {
+        for (int64_t k = 0; k < n; ++k) {
+          A* row = buf.data() + k * w;
+          for (int64_t i = 0; i < w; ++i) {
+            const A e = std::exp(row[i] - mx[i]);
+            row[i] = e;
+            sum[i] += e;
+          }
+        }
+        for (int64_t i = 0; i < w; ++i) sum[i] = A(1) / sum[i];
+        for (int64_t k = 0; k < n; ++k) {
+          const A* row = buf.data() + k * w;
+          T* out = y + base + k * inner;
+          for (int64_t i = 0; i < w; ++i) out[i] = norm::store<T>(row[i] * sum[i]);
+        }
+      } else {
+        for (int64_t k = 0; k < n; ++k) {
+          const A* row = buf.data() + k * w;
+          for (int64_t i = 0; i < w; ++i) sum[i] += std::exp(row[i] - mx[i]);
+        }
+        for (int64_t i = 0; i < w; ++i) sum[i] = std::log(sum[i]);
+        for (int64_t k = 0; k < n; ++k) {
+          const A* row = buf.data() + k * w;
+          T* out = y + base + k * inner;
+          for (int64_t i = 0; i < w; ++i) out[i] = norm::store<T>((row[i] - mx[i]) - sum[i]);
+        }
+      }
+    }
+  });
+}
+
+template <SmKind K>
+void softmax_kernel(OpContext& ctx) {
+  const Tensor& X = ctx.input(0);
+  const Shape& s = X.shape();
+  const int64_t rank = static_cast<int64_t>(s.size());
+  int64_t outer = 1, n = 1, inner = 1;
+  if (rank > 0) {
+    if (ctx.opset() < 13) {
+      const int64_t axis = normalize_axis(ctx.node().attr_int("axis", 1), rank);
+      outer = norm::prod(s, 0, static_cast<size_t>(axis));
+      n = norm::prod(s, static_cast<size_t>(axis), s.size());
+    } else {
+      const int64_t axis = normalize_axis(ctx.node().attr_int("axis", -1), rank);
+      outer = norm::prod(s, 0, static_cast<size_t>(axis));
+      n = s[static_cast<size_t>(axis)];
+      inner = norm::prod(s, static_cast<size_t>(axis) + 1, s.size());
+    }
+  }
+  Tensor& Y = ctx.output(0, X.dtype(), s);
+  if (X.numel() == 0) return;
+  MRT_NORM_DISPATCH(X.dtype(), ctx.node().op_type.c_str(), {
+    run_softmax<T, K>(X.data<T>(), Y.data<T>(), outer, n, inner, ctx.threads());
+  });
+}
+
+}  // namespace
+
+void register_softmax_kernels(KernelRegistry& r) {
+  r.add("Softmax", 1, softmax_kernel<SmKind::kSoftmax>);
+  r.add("LogSoftmax", 1, softmax_kernel<SmKind::kLogSoftmax>);
+  r.add("Hardmax", 1, softmax_kernel<SmKind::kHardmax>);
+}
+
+}  // namespace mrt

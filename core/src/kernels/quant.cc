@@ -1,0 +1,271 @@
+// Kernel group: quant — QuantizeLinear, DequantizeLinear, DynamicQuantizeLinear here;
+// MatMulInteger / QLinearMatMul in quant_matmul.cc, ConvInteger / QLinearConv in
+// quant_conv.cc, the integer GEMM in quant_igemm*.cc.
+//
+// Scales and zero points are per tensor (one element), per axis (1-D, length of `axis`)
+// or blocked (opset 21: same rank as x, dimension `axis` holds ceil(D / block_size)).
+// Rounding is half to even; results saturate to the range of the quantized type.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <mutex>
+
+#include "quant_common.h"
+
+namespace mrt {
+
+void register_quant_matmul_kernels(KernelRegistry& r);  // quant_matmul.cc
+void register_quant_conv_kernels(KernelRegistry& r);    // quant_conv.cc
+
+namespace {
+
+using norm::load;
+using norm::store;
+
+// x viewed as [outer, D, inner]; the scale index of element (o, d, i) depends on the mode.
+struct QuantLayout {
+  enum Mode { kTensor, kAxis, kBlocked } mode = kTensor;
+  int64_t outer = 1, D = 1, inner = 1;
+  int64_t block = 0, Sd = 1;  // blocked: block size and the scale's extent along the axis
+};
+
+QuantLayout quant_layout(const OpContext& ctx, const Tensor& x, const Tensor& scale, const Tensor* zp, const char* op) {
+  const Node& node = ctx.node();
+  QuantLayout q;
+  const int64_t block = ctx.opset() >= 21 ? node.attr_int("block_size", 0) : 0;
+  MRT_CHECK_ARG(block >= 0, op, ": block_size must be >= 0, got ", block);
+  if (zp) {
+    MRT_CHECK_ARG(zp->numel() == scale.numel(), op, ": zero point ", zp->describe(), " and scale ", scale.describe(),
+                  " must have the same shape");
+  }
+  const int64_t rank = static_cast<int64_t>(x.rank());
+  if (scale.numel() == 1) {
+    q.mode = QuantLayout::kTensor;
+    q.D = x.numel();
+    return q;
+  }
+  MRT_CHECK_ARG(ctx.opset() >= 13, op, ": opset ", ctx.opset(), " needs a scalar scale, got ", scale.describe());
+  MRT_CHECK_ARG(rank >= 1, op, ": a non-scalar scale ", scale.describe(), " needs an input of rank >= 1");
+  const int64_t axis = normalize_axis(node.attr_int("axis", 1), rank, "axis");
+  const Shape& s = x.shape();
+  q.outer = norm::prod(s, 0, static_cast<size_t>(axis));
+  q.D = s[static_cast<size_t>(axis)];
+  q.inner = norm::prod(s, static_cast<size_t>(axis) + 1, s.size());
+  if (block == 0) {
+    MRT_CHECK_ARG(scale.rank() == 1 && scale.numel() == q.D, op, ": per-axis scale must be 1-D with ", q.D,
+                  " elements (axis ", axis, " of ", x.describe(), "), got ", scale.describe());
+    q.mode = QuantLayout::kAxis;
+    return q;
+  }
+  MRT_CHECK_ARG(static_cast<int64_t>(scale.rank()) == rank, op, ": blocked scale ", scale.describe(),
+                " must have the rank of the input ", x.describe());
+  for (int64_t d = 0; d < rank; ++d) {
+    const int64_t want = d == axis ? (s[d] + block - 1) / block : s[d];
+    MRT_CHECK_ARG(scale.dim(d) == want, op, ": blocked scale ", scale.describe(), " does not match input ",
+                  x.describe(), " with block_size ", block, " on axis ", axis);
+  }
+  q.mode = QuantLayout::kBlocked;
+  q.block = block;
+  q.Sd = scale.dim(static_cast<size_t>(axis));
+  return q;
+}
+
+// Calls fn(begin, end, scale_index_of_begin, scale_step) over runs of elements that share
+// the scale index pattern, split over threads by rows of the [outer*D, inner] view.
+template <class Fn>
+void for_each_run(const QuantLayout& q, ThreadPool& pool, Fn&& fn) {
+  if (q.mode == QuantLayout::kTensor) {
+    pool.parallel_for(q.D, 4096, [&](int64_t b, int64_t e) { fn(b, e, 0, 0); });
+    return;
+  }
+  const int64_t rows = q.outer * q.D;
+  pool.parallel_for(rows, std::max<int64_t>(1, 4096 / std::max<int64_t>(1, q.inner)), [&](int64_t b, int64_t e) {
+    for (int64_t r = b; r < e; ++r) {
+      const int64_t o = r / q.D, d = r % q.D;
+      const int64_t begin = r * q.inner;
+      if (q.mode == QuantLayout::kAxis) fn(begin, begin + q.inner, d, 0);
+      else fn(begin, begin + q.inner, (o * q.Sd + d / q.block) * q.inner, 1);
+    }
+  });
+}
+
+// ---------------------------------------------------------------- QuantizeLinear
+
+inline double load_any(int32_t v) { return v; }
+inline double load_any(float v) { return v; }
+inline double load_any(double v) { return v; }
+inline double load_any(Float16 v) { return load(v); }
+inline double load_any(BFloat16 v) { return load(v); }
+
+template <class TIn, class TOut>
+void quantize_typed(OpContext& ctx, const QuantLayout& q, const std::vector<double>& scale,
+                    const std::vector<int32_t>& zp, DType prec, Tensor& Y) {
+  const TIn* x = ctx.input(0).data<TIn>();
+  TOut* y = Y.data<TOut>();
+  double lo, hi;
+  quant::qrange(Y.dtype(), lo, hi);
+  for_each_run(q, ctx.threads(), [&](int64_t b, int64_t e, int64_t si, int64_t step) {
+    for (int64_t j = b; j < e; ++j, si += step) {
+      const double xv = load_any(x[j]);
+      const double s = scale[si];
+      double v;
+      switch (prec) {
+        case DType::kDouble: v = xv / s; break;
+        case DType::kFloat16: v = half_to_float(float_to_half(static_cast<float>(xv) / static_cast<float>(s))); break;
+        case DType::kBFloat16:
+          v = bfloat16_to_float(float_to_bfloat16(static_cast<float>(xv) / static_cast<float>(s)));
+          break;
+        default: v = static_cast<float>(xv) / static_cast<float>(s); break;
+      }
+      v = std::nearbyint(v) + (zp.empty() ? 0 : zp[si]);
+      v = std::isnan(v) ? lo : std::min(hi, std::max(lo, v));
+      y[j] = static_cast<TOut>(v);
+    }
+  });
+}
+
+void quantize_kernel(OpContext& ctx) {
+  const Node& node = ctx.node();
+  const Tensor& X = ctx.input(0);
+  const Tensor& S = ctx.input(1);
+  const Tensor* Z = ctx.optional_input(2);
+  DType out = DType::kUInt8;
+  const int64_t attr_dt = ctx.opset() >= 21 ? node.attr_int("output_dtype", 0) : 0;
+  if (Z) {
+    out = Z->dtype();
+    MRT_CHECK_ARG(attr_dt == 0 || attr_dt == static_cast<int64_t>(out), "QuantizeLinear: output_dtype ", attr_dt,
+                  " differs from the zero point type ", dtype_name(out));
+  } else if (attr_dt != 0) {
+    out = static_cast<DType>(attr_dt);
+  }
+  MRT_CHECK_IMPL(out == DType::kUInt8 || out == DType::kInt8 || out == DType::kUInt16 || out == DType::kInt16,
+                 "QuantizeLinear: quantizing to element type ", dtype_name(out), " (code ", static_cast<int>(out),
+                 ") is not supported; uint8, int8, uint16 and int16 are");
+  const QuantLayout q = quant_layout(ctx, X, S, Z, "QuantizeLinear");
+  const std::vector<double> scale = norm::to_doubles(S, "QuantizeLinear scale");
+  const std::vector<int32_t> zp = Z ? quant::to_int32s(*Z) : std::vector<int32_t>();
+  DType prec = S.dtype();
+  if (ctx.opset() >= 25) {
+    const int64_t p = node.attr_int("precision", 0);
+    if (p != 0) prec = static_cast<DType>(p);
+    MRT_CHECK_IMPL(dtype_is_float(prec), "QuantizeLinear: precision ", p, " is not supported");
+  }
+  Tensor& Y = ctx.output(0, out, X.shape());
+  if (X.numel() == 0) return;
+  auto with_out = [&](auto tag_in) {
+    using TIn = decltype(tag_in);
+    switch (out) {
+      case DType::kUInt8: quantize_typed<TIn, uint8_t>(ctx, q, scale, zp, prec, Y); break;
+      case DType::kInt8: quantize_typed<TIn, int8_t>(ctx, q, scale, zp, prec, Y); break;
+      case DType::kUInt16: quantize_typed<TIn, uint16_t>(ctx, q, scale, zp, prec, Y); break;
+      default: quantize_typed<TIn, int16_t>(ctx, q, scale, zp, prec, Y); break;
+    }
+  };
+  switch (X.dtype()) {
+    case DType::kFloat: with_out(float()); break;
+    case DType::kDouble: with_out(double()); break;
+    case DType::kFloat16: with_out(Float16()); break;
+    case DType::kBFloat16: with_out(BFloat16()); break;
+    case DType::kInt32: with_out(int32_t()); break;
+    default: fail(MRT_NOT_IMPLEMENTED, "QuantizeLinear: input element type ", dtype_name(X.dtype()), " is not supported");
+  }
+}
+
+// ---------------------------------------------------------------- DequantizeLinear
+
+template <class TIn, class TOut>
+void dequantize_typed(OpContext& ctx, const QuantLayout& q, const std::vector<double>& scale,
+                      const std::vector<int32_t>& zp, Tensor& Y) {
+  const TIn* x = ctx.input(0).data<TIn>();
+  TOut* y = Y.data<TOut>();
+  const bool dbl = Y.dtype() == DType::kDouble;
+  std::vector<float> fscale(scale.begin(), scale.end());
+  for_each_run(q, ctx.threads(), [&](int64_t b, int64_t e, int64_t si, int64_t step) {
+    for (int64_t j = b; j < e; ++j, si += step) {
+      const int64_t d = static_cast<int64_t>(x[j]) - (zp.empty() ? 0 : zp[si]);
+      if (dbl) y[j] = store<TOut>(static_cast<double>(d) * scale[si]);
+      else y[j] = store<TOut>(static_cast<float>(d) * fscale[si]);
+    }
+  });
+}
+
+void dequantize_kernel(OpContext& ctx) {
+  const Node& node = ctx.node();
+  const Tensor& X = ctx.input(0);
+  const Tensor& S = ctx.input(1);
+  const Tensor* Z = ctx.optional_input(2);
+  MRT_CHECK_IMPL(quant::is_quant_int(X.dtype()), "DequantizeLinear: input element type ", dtype_name(X.dtype()),
+                 " (code ", static_cast<int>(X.dtype()), ") is not supported; uint8, int8, uint16, int16 and int32 are");
+  if (Z) {
+    MRT_CHECK_ARG(Z->dtype() == X.dtype(), "DequantizeLinear: zero point type ", dtype_name(Z->dtype()),
+                  " differs from the input type ", dtype_name(X.dtype()));
+  }
+  DType out = S.dtype();
+  const int64_t attr_dt = ctx.opset() >= 23 ? node.attr_int("output_dtype", 0) : 0;
+  if (attr_dt != 0) out = static_cast<DType>(attr_dt);
+  MRT_CHECK_IMPL(dtype_is_float(out), "DequantizeLinear: output element type code ", static_cast<int>(out),
+                 " is not supported");
+  const QuantLayout q = quant_layout(ctx, X, S, Z, "DequantizeLinear");
+  const std::vector<double> scale = norm::to_doubles(S, "DequantizeLinear scale");
+  const std::vector<int32_t> zp = Z ? quant::to_int32s(*Z) : std::vector<int32_t>();
+  Tensor& Y = ctx.output(0, out, X.shape());
+  if (X.numel() == 0) return;
+  auto with_out = [&](auto tag_in) {
+    using TIn = decltype(tag_in);
+    MRT_NORM_DISPATCH(out, "DequantizeLinear", { dequantize_typed<TIn, T>(ctx, q, scale, zp, Y); });
+  };
+  switch (X.dtype()) {
+    case DType::kUInt8: with_out(uint8_t()); break;
+    case DType::kInt8: with_out(int8_t()); break;
+    case DType::kUInt16: with_out(uint16_t()); break;
+    case DType::kInt16: with_out(int16_t()); break;
+    default: with_out(int32_t()); break;
+  }
+}
+
+// ---------------------------------------------------------------- DynamicQuantizeLinear
+
+void dynamic_quantize_kernel(OpContext& ctx) {
+  const Tensor& X = ctx.input(0);
+  MRT_CHECK_IMPL(X.dtype() == DType::kFloat, "DynamicQuantizeLinear: input must be float32, got ", X.describe());
+  const float* x = X.data<float>();
+  const int64_t n = X.numel();
+  float mn = 0.f, mx = 0.f;  // the range always includes 0
+  std::mutex mu;
+  ctx.threads().parallel_for(n, 16384, [&](int64_t b, int64_t e) {
+    float lmn = 0.f, lmx = 0.f;
+    for (int64_t i = b; i < e; ++i) {
+      lmn = x[i] < lmn ? x[i] : lmn;
+      lmx = x[i] > lmx ? x[i] : lmx;
+    }
+    std::lock_guard<std::mutex> lock(mu);
+    mn = std::min(mn, lmn);
+    mx = std::max(mx, lmx);
+  });
+  const float scale = (mx == mn ? 1.0f : (mx - mn)) / 255.0f;
+  const float izp = 0.0f - mn / scale;
+  const float zpf = std::nearbyint(std::min(255.0f, std::max(0.0f, izp)));
+  Tensor& Y = ctx.output(0, DType::kUInt8, X.shape());
+  uint8_t* y = Y.data<uint8_t>();
+  ctx.threads().parallel_for(n, 16384, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) {
+      float v = std::nearbyint(x[i] / scale) + zpf;
+      v = std::isnan(v) ? 0.f : std::min(255.f, std::max(0.f, v));
+      y[i] = static_cast<uint8_t>(v);
+    }
+  });
+  if (ctx.has_output(1)) ctx.output(1, DType::kFloat, {}).data<float>()[0] = scale;
+  if (ctx.has_output(2)) ctx.output(2, DType::kUInt8, {}).data<uint8_t>()[0] = static_cast<uint8_t>(zpf);
+}
+
+}  // namespace
+
+void register_quant_kernels(KernelRegistry& r) {
+  r.add("QuantizeLinear", 10, quantize_kernel);
+  r.add("DequantizeLinear", 10, dequantize_kernel);
+  r.add("DynamicQuantizeLinear", 11, dynamic_quantize_kernel);
+  register_quant_matmul_kernels(r);
+  register_quant_conv_kernels(r);
+}
+
+}  // namespace mrt

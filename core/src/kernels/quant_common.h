@@ -1,0 +1,89 @@
+// Helpers shared by the quantization kernels (quant*.cc): quantized value ranges,
+// zero-point access and the integer GEMM used by MatMulInteger, QLinearMatMul,
+// ConvInteger and QLinearConv.
+//
+// Integer GEMM: both operands are widened to int16 after subtracting their zero points
+// (values in [-255, 255]), so every product and every pair sum is exact in int32. B is
+// packed once into panels of kIgemmPanel columns with pairs of k interleaved, the layout
+// the AVX2 kernel consumes with vpmaddwd (16 multiply-adds per instruction).
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "../kernel.h"
+#include "norm_util.h"
+
+namespace mrt {
+namespace quant {
+
+constexpr int64_t kIgemmPanel = 16;
+
+inline bool is_quant_int(DType t) {
+  return t == DType::kUInt8 || t == DType::kInt8 || t == DType::kUInt16 || t == DType::kInt16 ||
+         t == DType::kInt32;
+}
+
+inline void qrange(DType t, double& lo, double& hi) {
+  switch (t) {
+    case DType::kUInt8: lo = 0; hi = 255; break;
+    case DType::kInt8: lo = -128; hi = 127; break;
+    case DType::kUInt16: lo = 0; hi = 65535; break;
+    case DType::kInt16: lo = -32768; hi = 32767; break;
+    case DType::kInt32: lo = -2147483648.0; hi = 2147483647.0; break;
+    default: fail(MRT_NOT_IMPLEMENTED, "quantized element type ", dtype_name(t), " is not supported");
+  }
+}
+
+// All elements of an 8/16/32-bit integer tensor as int32.
+inline std::vector<int32_t> to_int32s(const Tensor& t) {
+  std::vector<int32_t> out(static_cast<size_t>(t.numel()));
+  switch (t.dtype()) {
+    case DType::kUInt8: { const uint8_t* p = t.data<uint8_t>(); for (size_t i = 0; i < out.size(); ++i) out[i] = p[i]; break; }
+    case DType::kInt8: { const int8_t* p = t.data<int8_t>(); for (size_t i = 0; i < out.size(); ++i) out[i] = p[i]; break; }
+    case DType::kUInt16: { const uint16_t* p = t.data<uint16_t>(); for (size_t i = 0; i < out.size(); ++i) out[i] = p[i]; break; }
+    case DType::kInt16: { const int16_t* p = t.data<int16_t>(); for (size_t i = 0; i < out.size(); ++i) out[i] = p[i]; break; }
+    case DType::kInt32: { const int32_t* p = t.data<int32_t>(); for (size_t i = 0; i < out.size(); ++i) out[i] = p[i]; break; }
+    default: fail(MRT_NOT_IMPLEMENTED, "zero point of element type ", dtype_name(t.dtype()), " is not supported");
+  }
+  return out;
+}
+
+// B operand packed for igemm: (b - zero_point) as int16 in panels of kIgemmPanel columns;
+// within a panel, for each pair of rows (2kp, 2kp+1): col0(k0,k1), col1(k0,k1), ...
+// Columns past N and the odd row past K are zero.
+struct PackedB {
+  int64_t K = 0, N = 0, Kp = 0, panels = 0;
+  std::vector<int16_t> data;
+  const int16_t* panel(int64_t p) const { return data.data() + p * Kp * kIgemmPanel; }
+};
+
+// Pack a K x N matrix (row stride ldb) of uint8/int8 values. zp: nullptr (0), one value
+// (zp_per_col false) or N values, one per column.
+void pack_b_u8(PackedB& out, const uint8_t* B, int64_t ldb, int64_t K, int64_t N, const int32_t* zp, bool zp_per_col);
+void pack_b_s8(PackedB& out, const int8_t* B, int64_t ldb, int64_t K, int64_t N, const int32_t* zp, bool zp_per_col);
+// Pack an already zero-point-adjusted int16 K x N matrix.
+void pack_b_s16(PackedB& out, const int16_t* B, int64_t ldb, int64_t K, int64_t N);
+
+// A operand: M rows of Kp int16 values (a - zero_point), zero past K. zp: nullptr,
+// one value, or M values (one per row).
+std::vector<int16_t> pack_a(const Tensor& A, int64_t offset, int64_t M, int64_t K, const int32_t* zp, bool zp_per_row,
+                            int64_t Kp);
+
+// C[M, N] (row stride ldc) = A16[M, Kp] * B. Threads over row blocks and panels.
+void igemm(int64_t M, const int16_t* A, const PackedB& B, int32_t* C, int64_t ldc, ThreadPool* pool);
+
+// Micro-kernel entry points (quant_igemm*.cc): rows x kIgemmPanel block of C for one panel.
+// `valid_n` columns are stored.
+using IgemmBlockFn = void (*)(int64_t rows, int64_t Kp, const int16_t* A, int64_t lda, const int16_t* panel,
+                              int32_t* C, int64_t ldc, int64_t valid_n);
+IgemmBlockFn igemm_block_avx2();  // nullptr when not compiled in
+constexpr int64_t kIgemmRows = 6;  // rows per micro-kernel call
+
+// Requantize an int32 accumulator: clamp(rint(acc * multiplier) + zp) into [lo, hi].
+inline double requantize(double acc, double multiplier, double zp, double lo, double hi) {
+  double v = std::nearbyint(acc * multiplier) + zp;
+  return v < lo ? lo : (v > hi ? hi : v);
+}
+
+}  // namespace quant
+}  // namespace mrt

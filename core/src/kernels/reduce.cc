@@ -1,0 +1,519 @@
+// Kernel group: reduce — Reduce* (axes as attribute or input, keepdims,
+// noop_with_empty_axes, empty-set identities), ArgMax/ArgMin, CumSum/CumProd.
+//
+// Every reduction is brought to the canonical layout [outer, reduced, inner]: adjacent
+// kept/reduced dimensions are merged, and layouts with several separate reduced groups
+// are first copied into [kept..., reduced...] order. Rows then reduce with a contiguous
+// inner loop, split across threads over `outer` (or `inner` when outer is small).
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "elementwise_common.h"
+
+namespace mrt {
+namespace {
+
+using ew::Compute;
+using ew::compute_t;
+
+constexpr int64_t kReduceGrain = 32768;  // elements of work per task
+
+// ---------------------------------------------------------------------------------
+// Layout planning
+
+struct ReduceLayout {
+  int64_t outer = 1, reduce = 1, inner = 1;
+  bool transpose = false;   // input must be permuted to [kept..., reduced...] first
+  std::vector<int64_t> perm;  // permutation used when transpose is set
+};
+
+// `reduced[d]` marks the reduced dims of `shape`.
+ReduceLayout plan_layout(const Shape& shape, const std::vector<bool>& reduced) {
+  ReduceLayout L;
+  std::vector<std::pair<int64_t, bool>> groups;  // merged (size, reduced)
+  for (size_t d = 0; d < shape.size(); ++d) {
+    if (shape[d] == 1) continue;
+    if (!groups.empty() && groups.back().second == reduced[d]) groups.back().first *= shape[d];
+    else groups.emplace_back(shape[d], reduced[d]);
+  }
+  // Drop nothing else; classify.
+  size_t n_red = 0;
+  for (auto& g : groups) n_red += g.second ? 1 : 0;
+  if (n_red == 0) {
+    for (auto& g : groups) L.outer *= g.first;
+    return L;
+  }
+  if (n_red == 1) {
+    bool before = true;
+    for (auto& g : groups) {
+      if (g.second) { L.reduce = g.first; before = false; }
+      else if (before) L.outer *= g.first;
+      else L.inner *= g.first;
+    }
+    return L;
+  }
+  L.transpose = true;
+  for (size_t d = 0; d < shape.size(); ++d)
+    if (!reduced[d]) L.perm.push_back(static_cast<int64_t>(d));
+  for (size_t d = 0; d < shape.size(); ++d)
+    if (reduced[d]) L.perm.push_back(static_cast<int64_t>(d));
+  for (size_t d = 0; d < shape.size(); ++d) (reduced[d] ? L.reduce : L.outer) *= shape[d];
+  L.inner = 1;
+  return L;
+}
+
+// Copies `src` into a new buffer with its axes permuted by `perm`.
+template <class U>
+void permute_copy(const U* src, U* dst, const Shape& shape, const std::vector<int64_t>& perm) {
+  const size_t r = shape.size();
+  const std::vector<int64_t> st = shape_strides(shape);
+  Shape pshape(r);
+  std::vector<int64_t> pst(r);
+  for (size_t i = 0; i < r; ++i) {
+    pshape[i] = shape[perm[i]];
+    pst[i] = st[perm[i]];
+  }
+  const int64_t n = shape_size(shape);
+  if (n == 0) return;
+  std::vector<int64_t> idx(r, 0);
+  int64_t off = 0;
+  for (int64_t k = 0; k < n; ++k) {
+    dst[k] = src[off];
+    for (size_t d = r; d-- > 0;) {
+      if (++idx[d] < pshape[d]) {
+        off += pst[d];
+        break;
+      }
+      off -= (pshape[d] - 1) * pst[d];
+      idx[d] = 0;
+    }
+  }
+}
+
+Tensor permuted(const Tensor& x, const std::vector<int64_t>& perm, Allocator* alloc) {
+  Shape pshape;
+  for (int64_t p : perm) pshape.push_back(x.dim(static_cast<size_t>(p)));
+  Tensor t(x.dtype(), pshape, alloc);
+  switch (dtype_size(x.dtype())) {
+    case 1: permute_copy(x.data_as<uint8_t>(), t.data_as<uint8_t>(), x.shape(), perm); break;
+    case 2: permute_copy(x.data_as<uint16_t>(), t.data_as<uint16_t>(), x.shape(), perm); break;
+    case 4: permute_copy(x.data_as<uint32_t>(), t.data_as<uint32_t>(), x.shape(), perm); break;
+    case 8: permute_copy(x.data_as<uint64_t>(), t.data_as<uint64_t>(), x.shape(), perm); break;
+    default: fail(MRT_NOT_IMPLEMENTED, "element type ", dtype_name(x.dtype()), " is not supported");
+  }
+  return t;
+}
+
+// ---------------------------------------------------------------------------------
+// Accumulator types and reducers
+
+template <class T> struct Acc { using type = compute_t<T>; };
+template <> struct Acc<int8_t> { using type = int64_t; };
+template <> struct Acc<int16_t> { using type = int64_t; };
+template <> struct Acc<int32_t> { using type = int64_t; };
+template <> struct Acc<int64_t> { using type = int64_t; };
+template <> struct Acc<uint8_t> { using type = uint64_t; };
+template <> struct Acc<uint16_t> { using type = uint64_t; };
+template <> struct Acc<uint32_t> { using type = uint64_t; };
+template <> struct Acc<uint64_t> { using type = uint64_t; };
+template <> struct Acc<bool> { using type = int64_t; };
+template <class T> using acc_t = typename Acc<T>::type;
+
+template <class T> inline acc_t<T> load_acc(T v) { return static_cast<acc_t<T>>(Compute<T>::load(v)); }
+template <class T> inline T store_acc(acc_t<T> a) {
+  if constexpr (std::is_same<T, bool>::value) return a != 0;
+  else if constexpr (ew::is_half_v<T>) return Compute<T>::store(a);
+  else return static_cast<T>(a);
+}
+
+// Largest/smallest value of T expressed as its accumulator (±inf for floats).
+template <class T> inline acc_t<T> lowest_of() {
+  using C = compute_t<T>;
+  if constexpr (std::is_same<T, bool>::value) return 0;
+  else if constexpr (std::numeric_limits<C>::has_infinity) return -std::numeric_limits<C>::infinity();
+  else return static_cast<acc_t<T>>(std::numeric_limits<C>::lowest());
+}
+template <class T> inline acc_t<T> highest_of() {
+  using C = compute_t<T>;
+  if constexpr (std::is_same<T, bool>::value) return 1;
+  else if constexpr (std::numeric_limits<C>::has_infinity) return std::numeric_limits<C>::infinity();
+  else return static_cast<acc_t<T>>(std::numeric_limits<C>::max());
+}
+
+template <class A> inline A from_double(double v) {
+  if constexpr (std::is_floating_point<A>::value) return static_cast<A>(v);
+  else {
+    if (std::isnan(v)) return 0;
+    if (v <= static_cast<double>(std::numeric_limits<A>::lowest())) return std::numeric_limits<A>::lowest();
+    if (v >= static_cast<double>(std::numeric_limits<A>::max())) return std::numeric_limits<A>::max();
+    return static_cast<A>(v);
+  }
+}
+
+enum class RKind { kSum, kMean, kMax, kMin, kProd, kL1, kL2, kLogSum, kLogSumExp, kSumSquare };
+
+template <RKind K, class T>
+struct Reducer {
+  using A = acc_t<T>;
+  static inline A init() {
+    if constexpr (K == RKind::kMax) return lowest_of<T>();
+    else if constexpr (K == RKind::kMin) return highest_of<T>();
+    else if constexpr (K == RKind::kProd) return A(1);
+    else return A(0);
+  }
+  static inline A pre(A x) {
+    if constexpr (K == RKind::kL1) {
+      if constexpr (std::is_unsigned<A>::value) return x;
+      else return x < 0 ? A(0) - x : x;
+    } else if constexpr (K == RKind::kL2 || K == RKind::kSumSquare) {
+      return x * x;
+    } else {
+      return x;
+    }
+  }
+  static inline A combine(A a, A x) {
+    if constexpr (K == RKind::kMax) {
+      if constexpr (std::is_floating_point<A>::value) return (x > a || x != x) ? x : a;
+      else return x > a ? x : a;
+    } else if constexpr (K == RKind::kMin) {
+      if constexpr (std::is_floating_point<A>::value) return (x < a || x != x) ? x : a;
+      else return x < a ? x : a;
+    } else if constexpr (K == RKind::kProd) {
+      return a * x;
+    } else {
+      return a + x;
+    }
+  }
+  static inline A post(A a, int64_t n) {
+    if constexpr (K == RKind::kMean) {
+      if constexpr (std::is_floating_point<A>::value) return a / static_cast<A>(n);
+      else return n == 0 ? A(0) : static_cast<A>(a / static_cast<A>(n));
+    } else if constexpr (K == RKind::kL2) {
+      return from_double<A>(std::sqrt(static_cast<double>(a)));
+    } else if constexpr (K == RKind::kLogSum) {
+      return from_double<A>(std::log(static_cast<double>(a)));
+    } else {
+      return a;
+    }
+  }
+};
+
+// Generic [outer, reduce, inner] reduction for the single-pass reducers.
+template <RKind K, class T>
+void reduce_ori(OpContext& ctx, const T* x, T* y, int64_t O, int64_t R, int64_t I) {
+  using Rd = Reducer<K, T>;
+  using A = acc_t<T>;
+  const int64_t work = O * std::max<int64_t>(R, 1) * I;
+  if (I == 1) {
+    auto rows = [&](int64_t b, int64_t e) {
+      for (int64_t o = b; o < e; ++o) {
+        const T* p = x + o * R;
+        A acc = Rd::init();
+        if constexpr (std::is_same<A, float>::value && (K == RKind::kSum || K == RKind::kMean ||
+                                                        K == RKind::kSumSquare || K == RKind::kL2)) {
+          // 8 independent partial sums: vectorizable and more accurate.
+          float part[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+          int64_t r = 0;
+          for (; r + 8 <= R; r += 8)
+            for (int k = 0; k < 8; ++k) part[k] += Rd::pre(load_acc<T>(p[r + k]));
+          for (; r < R; ++r) part[0] += Rd::pre(load_acc<T>(p[r]));
+          acc = ((part[0] + part[4]) + (part[1] + part[5])) + ((part[2] + part[6]) + (part[3] + part[7]));
+        } else {
+          for (int64_t r = 0; r < R; ++r) acc = Rd::combine(acc, Rd::pre(load_acc<T>(p[r])));
+        }
+        y[o] = store_acc<T>(Rd::post(acc, R));
+      }
+    };
+    if (work < 2 * kReduceGrain || O == 1) rows(0, O);
+    else ctx.threads().parallel_for(O, std::max<int64_t>(1, kReduceGrain / std::max<int64_t>(R, 1)), rows);
+    return;
+  }
+  // inner > 1: accumulate rows of `inner` values, contiguous in memory.
+  auto block = [&](int64_t o, int64_t i0, int64_t i1, A* acc) {
+    const int64_t n = i1 - i0;
+    for (int64_t i = 0; i < n; ++i) acc[i] = Rd::init();
+    const T* base = x + o * R * I + i0;
+    for (int64_t r = 0; r < R; ++r) {
+      const T* p = base + r * I;
+      for (int64_t i = 0; i < n; ++i) acc[i] = Rd::combine(acc[i], Rd::pre(load_acc<T>(p[i])));
+    }
+    T* q = y + o * I + i0;
+    for (int64_t i = 0; i < n; ++i) q[i] = store_acc<T>(Rd::post(acc[i], R));
+  };
+  constexpr int64_t kTile = 1024;
+  auto tiles = [&](int64_t o, int64_t t0, int64_t t1) {
+    A acc[kTile];
+    for (int64_t t = t0; t < t1; ++t) {
+      const int64_t i0 = t * kTile, i1 = std::min(I, i0 + kTile);
+      block(o, i0, i1, acc);
+    }
+  };
+  const int64_t ntiles = (I + kTile - 1) / kTile;
+  if (work < 2 * kReduceGrain) {
+    for (int64_t o = 0; o < O; ++o) tiles(o, 0, ntiles);
+  } else {
+    // Parallel over (outer x tiles).
+    const int64_t tasks = O * ntiles;
+    const int64_t per = std::max<int64_t>(1, R * std::min(I, kTile));
+    ctx.threads().parallel_for(tasks, std::max<int64_t>(1, kReduceGrain / per), [&](int64_t b, int64_t e) {
+      for (int64_t k = b; k < e; ++k) tiles(k / ntiles, k % ntiles, k % ntiles + 1);
+    });
+  }
+}
+
+// log(sum(exp(x))) computed as m + log(sum(exp(x - m))) with m the maximum.
+template <class T>
+void reduce_logsumexp(OpContext& ctx, const T* x, T* y, int64_t O, int64_t R, int64_t I) {
+  using C = compute_t<T>;
+  static_assert(std::is_floating_point<C>::value, "LogSumExp needs a floating type");
+  auto one = [&](int64_t o, int64_t i) {
+    const T* p = x + o * R * I + i;
+    C m = -std::numeric_limits<C>::infinity();
+    for (int64_t r = 0; r < R; ++r) {
+      const C v = Compute<T>::load(p[r * I]);
+      if (v > m || v != v) m = v;
+    }
+    C result;
+    if (std::isinf(m) || std::isnan(m)) {
+      result = m;
+    } else {
+      C s = 0;
+      for (int64_t r = 0; r < R; ++r) s += std::exp(Compute<T>::load(p[r * I]) - m);
+      result = m + std::log(s);
+    }
+    y[o * I + i] = Compute<T>::store(result);
+  };
+  const int64_t n = O * I;
+  auto body = [&](int64_t b, int64_t e) {
+    for (int64_t k = b; k < e; ++k) one(k / I, k % I);
+  };
+  if (n * std::max<int64_t>(R, 1) < 2 * kReduceGrain) body(0, n);
+  else ctx.threads().parallel_for(n, std::max<int64_t>(1, kReduceGrain / std::max<int64_t>(R, 1)), body);
+}
+
+// ---------------------------------------------------------------------------------
+// Reduce kernels
+
+struct ReduceSetup {
+  Shape out_shape;
+  ReduceLayout layout;
+};
+
+std::vector<int64_t> reduce_axes(OpContext& ctx, int64_t axes_input_since, bool& noop) {
+  const Node& n = ctx.node();
+  noop = false;
+  if (ctx.opset() >= axes_input_since) {
+    noop = n.attr_int("noop_with_empty_axes", 0) != 0;
+    const Tensor* a = ctx.optional_input(1);
+    if (!a) return {};
+    MRT_CHECK_ARG(a->rank() <= 1, "axes must be a 1-D tensor, got ", a->describe());
+    MRT_CHECK_ARG(a->dtype() == DType::kInt64 || a->dtype() == DType::kInt32, "axes must be int64, got ",
+                  a->describe());
+    return a->to_int64_vector();
+  }
+  return n.attr_ints("axes", {});
+}
+
+ReduceSetup setup_reduce(OpContext& ctx, const Tensor& x, int64_t axes_input_since) {
+  bool noop = false;
+  std::vector<int64_t> axes = reduce_axes(ctx, axes_input_since, noop);
+  const int64_t rank = static_cast<int64_t>(x.rank());
+  const bool keepdims = ctx.node().attr_int("keepdims", 1) != 0;
+  std::vector<bool> reduced(static_cast<size_t>(rank), false);
+  if (axes.empty()) {
+    if (!noop) std::fill(reduced.begin(), reduced.end(), true);
+  } else {
+    for (int64_t a : axes) {
+      MRT_CHECK_ARG(a >= -rank && a < rank, "axis ", a, " is out of range for input of rank ", rank,
+                    " (", x.describe(), ")");
+      const int64_t d = a < 0 ? a + rank : a;
+      MRT_CHECK_ARG(!reduced[d], "axis ", a, " is repeated in axes");
+      reduced[d] = true;
+    }
+  }
+  ReduceSetup s;
+  for (int64_t d = 0; d < rank; ++d) {
+    if (!reduced[d]) s.out_shape.push_back(x.dim(d));
+    else if (keepdims) s.out_shape.push_back(1);
+  }
+  s.layout = plan_layout(x.shape(), reduced);
+  return s;
+}
+
+template <RKind K>
+void reduce_kernel_impl(OpContext& ctx, const char* what, int64_t axes_input_since) {
+  const Tensor& x = ctx.input(0);
+  ReduceSetup s = setup_reduce(ctx, x, axes_input_since);
+  Tensor& y = ctx.output(0, x.dtype(), s.out_shape);
+  if (y.numel() == 0) return;
+  Tensor src = x;
+  if (s.layout.transpose) src = permuted(x, s.layout.perm, ctx.allocator());
+  const int64_t O = s.layout.outer, R = s.layout.reduce, I = s.layout.inner;
+  constexpr bool kAllowBool = (K == RKind::kMax || K == RKind::kMin);
+  constexpr bool kFloatOnly = (K == RKind::kLogSumExp);
+  if (x.dtype() == DType::kBool) {
+    MRT_CHECK_IMPL(kAllowBool, what, ": element type bool is not supported");
+    if constexpr (kAllowBool) reduce_ori<K, bool>(ctx, src.data_as<bool>(), y.data_as<bool>(), O, R, I);
+    return;
+  }
+  if constexpr (kFloatOnly) {
+    MRT_EW_DISPATCH_FLOATLIKE(x.dtype(), what,
+                              { reduce_logsumexp<T>(ctx, src.data_as<T>(), y.data_as<T>(), O, R, I); });
+  } else {
+    MRT_EW_DISPATCH_NUMERIC(x.dtype(), what, { reduce_ori<K, T>(ctx, src.data_as<T>(), y.data_as<T>(), O, R, I); });
+  }
+}
+
+void reduce_sum(OpContext& c) { reduce_kernel_impl<RKind::kSum>(c, "ReduceSum", 13); }
+void reduce_mean(OpContext& c) { reduce_kernel_impl<RKind::kMean>(c, "ReduceMean", 18); }
+void reduce_max(OpContext& c) { reduce_kernel_impl<RKind::kMax>(c, "ReduceMax", 18); }
+void reduce_min(OpContext& c) { reduce_kernel_impl<RKind::kMin>(c, "ReduceMin", 18); }
+void reduce_prod(OpContext& c) { reduce_kernel_impl<RKind::kProd>(c, "ReduceProd", 18); }
+void reduce_l1(OpContext& c) { reduce_kernel_impl<RKind::kL1>(c, "ReduceL1", 18); }
+void reduce_l2(OpContext& c) { reduce_kernel_impl<RKind::kL2>(c, "ReduceL2", 18); }
+void reduce_log_sum(OpContext& c) { reduce_kernel_impl<RKind::kLogSum>(c, "ReduceLogSum", 18); }
+void reduce_log_sum_exp(OpContext& c) { reduce_kernel_impl<RKind::kLogSumExp>(c, "ReduceLogSumExp", 18); }
+void reduce_sum_square(OpContext& c) { reduce_kernel_impl<RKind::kSumSquare>(c, "ReduceSumSquare", 18); }
+
+// ---------------------------------------------------------------------------------
+// ArgMax / ArgMin
+
+template <class T, bool kMax>
+void arg_apply(OpContext& ctx, const T* x, int64_t* y, int64_t O, int64_t R, int64_t I, bool last) {
+  using C = compute_t<T>;
+  auto better = [last](C v, C best) {
+    if constexpr (std::is_floating_point<C>::value) {
+      if (best != best) return false;  // first NaN wins
+      if (v != v) return true;
+    }
+    if (last) return kMax ? v >= best : v <= best;
+    return kMax ? v > best : v < best;
+  };
+  auto body = [&](int64_t b, int64_t e) {
+    for (int64_t k = b; k < e; ++k) {
+      const int64_t o = k / I, i = k % I;
+      const T* p = x + o * R * I + i;
+      C best = Compute<T>::load(p[0]);
+      int64_t bi = 0;
+      for (int64_t r = 1; r < R; ++r) {
+        const C v = Compute<T>::load(p[r * I]);
+        if (better(v, best)) {
+          best = v;
+          bi = r;
+        }
+      }
+      y[k] = bi;
+    }
+  };
+  const int64_t n = O * I;
+  if (n * R < 2 * kReduceGrain) body(0, n);
+  else ctx.threads().parallel_for(n, std::max<int64_t>(1, kReduceGrain / R), body);
+}
+
+template <bool kMax>
+void arg_kernel(OpContext& ctx) {
+  const Tensor& x = ctx.input(0);
+  const Node& n = ctx.node();
+  const int64_t rank = static_cast<int64_t>(x.rank());
+  MRT_CHECK_ARG(rank >= 1, "input must have rank >= 1, got ", x.describe());
+  const int64_t axis = normalize_axis(n.attr_int("axis", 0), rank);
+  const bool keepdims = n.attr_int("keepdims", 1) != 0;
+  const bool last = ctx.opset() >= 12 && n.attr_int("select_last_index", 0) != 0;
+  const int64_t R = x.dim(axis);
+  Shape out;
+  int64_t O = 1, I = 1;
+  for (int64_t d = 0; d < rank; ++d) {
+    if (d < axis) O *= x.dim(d);
+    if (d > axis) I *= x.dim(d);
+    if (d != axis) out.push_back(x.dim(d));
+    else if (keepdims) out.push_back(1);
+  }
+  Tensor& y = ctx.output(0, DType::kInt64, out);
+  if (y.numel() == 0) return;
+  MRT_CHECK_ARG(R > 0, "cannot take ", kMax ? "ArgMax" : "ArgMin", " over an empty axis (", x.describe(), ")");
+  MRT_EW_DISPATCH_NUMERIC(x.dtype(), kMax ? "ArgMax" : "ArgMin", {
+    arg_apply<T, kMax>(ctx, x.data_as<T>(), y.data_as<int64_t>(), O, R, I, last);
+  });
+}
+
+// ---------------------------------------------------------------------------------
+// CumSum / CumProd
+
+template <class T, bool kProd>
+void cum_apply(OpContext& ctx, const T* x, T* y, int64_t O, int64_t R, int64_t I, bool exclusive, bool reverse) {
+  using A = acc_t<T>;
+  auto body = [&](int64_t b, int64_t e) {
+    std::vector<A> acc(static_cast<size_t>(I));
+    for (int64_t o = b; o < e; ++o) {
+      std::fill(acc.begin(), acc.end(), kProd ? A(1) : A(0));
+      for (int64_t s = 0; s < R; ++s) {
+        const int64_t r = reverse ? R - 1 - s : s;
+        const T* p = x + (o * R + r) * I;
+        T* q = y + (o * R + r) * I;
+        for (int64_t i = 0; i < I; ++i) {
+          const A v = load_acc<T>(p[i]);
+          if (exclusive) {
+            q[i] = store_acc<T>(acc[i]);
+            acc[i] = kProd ? acc[i] * v : acc[i] + v;
+          } else {
+            acc[i] = kProd ? acc[i] * v : acc[i] + v;
+            q[i] = store_acc<T>(acc[i]);
+          }
+        }
+      }
+    }
+  };
+  if (O * R * I < 2 * kReduceGrain || O == 1) body(0, O);
+  else ctx.threads().parallel_for(O, std::max<int64_t>(1, kReduceGrain / std::max<int64_t>(R * I, 1)), body);
+}
+
+template <bool kProd>
+void cum_kernel(OpContext& ctx) {
+  const char* what = kProd ? "CumProd" : "CumSum";
+  const Tensor& x = ctx.input(0);
+  const Tensor& axis_t = ctx.input(1);
+  MRT_CHECK_ARG(axis_t.numel() == 1 && (axis_t.dtype() == DType::kInt32 || axis_t.dtype() == DType::kInt64),
+                "axis must be an int32/int64 scalar, got ", axis_t.describe());
+  const int64_t rank = static_cast<int64_t>(x.rank());
+  MRT_CHECK_ARG(rank >= 1, "input must have rank >= 1, got ", x.describe());
+  const int64_t axis = normalize_axis(axis_t.int_at(0), rank);
+  const bool exclusive = ctx.node().attr_int("exclusive", 0) != 0;
+  const bool reverse = ctx.node().attr_int("reverse", 0) != 0;
+  int64_t O = 1, I = 1;
+  for (int64_t d = 0; d < rank; ++d) {
+    if (d < axis) O *= x.dim(d);
+    if (d > axis) I *= x.dim(d);
+  }
+  const int64_t R = x.dim(axis);
+  Tensor& y = ctx.output(0, x.dtype(), x.shape());
+  if (y.numel() == 0) return;
+  MRT_EW_DISPATCH_NUMERIC(x.dtype(), what, {
+    cum_apply<T, kProd>(ctx, x.data_as<T>(), y.data_as<T>(), O, R, I, exclusive, reverse);
+  });
+}
+
+}  // namespace
+
+void register_reduce_kernels(KernelRegistry& r) {
+  r.add("ReduceSum", 1, reduce_sum);
+  r.add("ReduceMean", 1, reduce_mean);
+  r.add("ReduceMax", 1, reduce_max);
+  r.add("ReduceMin", 1, reduce_min);
+  r.add("ReduceProd", 1, reduce_prod);
+  r.add("ReduceL1", 1, reduce_l1);
+  r.add("ReduceL2", 1, reduce_l2);
+  r.add("ReduceLogSum", 1, reduce_log_sum);
+  r.add("ReduceLogSumExp", 1, reduce_log_sum_exp);
+  r.add("ReduceSumSquare", 1, reduce_sum_square);
+  r.add("ArgMax", 1, arg_kernel<true>);
+  r.add("ArgMin", 1, arg_kernel<false>);
+  r.add("CumSum", 11, cum_kernel<false>);
+  r.add("CumProd", 26, cum_kernel<true>);
+}
+
+}  // namespace mrt

@@ -1,0 +1,231 @@
+// Shared helpers of the shape kernel group: strided copies, transposes, index reading.
+#include "shape_common.h"
+
+#include <algorithm>
+
+namespace mrt {
+namespace shape_kernels {
+
+size_t element_size(const Tensor& t, const char* op) {
+  size_t s = dtype_size(t.dtype());
+  if (s == 0) fail(MRT_NOT_IMPLEMENTED, op, ": element type ", dtype_name(t.dtype()), " is not supported");
+  return s;
+}
+
+std::vector<int64_t> read_int64s(const Tensor& t, const char* what) {
+  std::vector<int64_t> v(static_cast<size_t>(t.numel()));
+  switch (t.dtype()) {
+    case DType::kInt64: {
+      const int64_t* p = t.data_as<int64_t>();
+      std::copy(p, p + t.numel(), v.begin());
+      break;
+    }
+    case DType::kInt32: {
+      const int32_t* p = t.data_as<int32_t>();
+      std::copy(p, p + t.numel(), v.begin());
+      break;
+    }
+    case DType::kInt8: case DType::kInt16: case DType::kUInt8: case DType::kUInt16: case DType::kUInt32:
+    case DType::kUInt64:
+      for (int64_t i = 0; i < t.numel(); ++i) v[static_cast<size_t>(i)] = t.int_at(i);
+      break;
+    default:
+      fail(MRT_INVALID_ARGUMENT, what, " must be an integer tensor, got ", t.describe());
+  }
+  return v;
+}
+
+void store_scalar(DType dt, double v, void* dst) {
+  switch (dt) {
+    case DType::kFloat: { float x = static_cast<float>(v); std::memcpy(dst, &x, 4); break; }
+    case DType::kDouble: std::memcpy(dst, &v, 8); break;
+    case DType::kFloat16: { uint16_t x = float_to_half(static_cast<float>(v)); std::memcpy(dst, &x, 2); break; }
+    case DType::kBFloat16: { uint16_t x = float_to_bfloat16(static_cast<float>(v)); std::memcpy(dst, &x, 2); break; }
+    case DType::kBool: { uint8_t x = v != 0.0 ? 1 : 0; std::memcpy(dst, &x, 1); break; }
+#define MRT_STORE_INT(E, T) \
+    case DType::E: { T x = static_cast<T>(v); std::memcpy(dst, &x, sizeof(T)); break; }
+    MRT_STORE_INT(kInt8, int8_t)
+    MRT_STORE_INT(kInt16, int16_t)
+    MRT_STORE_INT(kInt32, int32_t)
+    MRT_STORE_INT(kInt64, int64_t)
+    MRT_STORE_INT(kUInt8, uint8_t)
+    MRT_STORE_INT(kUInt16, uint16_t)
+    MRT_STORE_INT(kUInt32, uint32_t)
+    MRT_STORE_INT(kUInt64, uint64_t)
+#undef MRT_STORE_INT
+    default: fail(MRT_NOT_IMPLEMENTED, "element type ", dtype_name(dt), " is not supported");
+  }
+}
+
+void fill_elements(void* dst, const void* value, size_t esize, int64_t count) {
+  if (count <= 0) return;
+  dispatch_by_size(esize, "fill", [&](auto tag) {
+    using T = decltype(tag);
+    T v;
+    std::memcpy(&v, value, sizeof(T));
+    std::fill(static_cast<T*>(dst), static_cast<T*>(dst) + count, v);
+  });
+}
+
+void maybe_parallel(const OpContext& ctx, int64_t n, int64_t work, const std::function<void(int64_t, int64_t)>& fn) {
+  if (n <= 0) return;
+  constexpr int64_t kMinWork = 1 << 15;
+  if (work < 2 * kMinWork || n < 2 || ctx.threads().size() <= 1) {
+    fn(0, n);
+    return;
+  }
+  int64_t per_item = std::max<int64_t>(1, work / n);
+  int64_t grain = std::max<int64_t>(1, kMinWork / per_item);
+  ctx.threads().parallel_for(n, grain, fn);
+}
+
+namespace {
+
+// Walks a multi-index over `dims` (last fastest) tracking a source and destination offset.
+struct Odometer {
+  std::vector<int64_t> dims, sstride, dstride, idx;
+  int64_t soff = 0, doff = 0;
+
+  void seek(int64_t linear) {
+    idx.assign(dims.size(), 0);
+    soff = doff = 0;
+    for (size_t k = dims.size(); k-- > 0;) {
+      idx[k] = linear % dims[k];
+      linear /= dims[k];
+      soff += idx[k] * sstride[k];
+      doff += idx[k] * dstride[k];
+    }
+  }
+  void next() {
+    for (size_t k = dims.size(); k-- > 0;) {
+      ++idx[k];
+      soff += sstride[k];
+      doff += dstride[k];
+      if (idx[k] < dims[k]) return;
+      soff -= sstride[k] * dims[k];
+      doff -= dstride[k] * dims[k];
+      idx[k] = 0;
+    }
+  }
+};
+
+template <class T>
+void strided_copy_typed(const OpContext& ctx, const std::vector<int64_t>& dims, const std::vector<int64_t>& strides,
+                        const T* src, T* dst) {
+  const size_t r = dims.size();
+  std::vector<int64_t> dstrides(r, 1);
+  for (size_t k = r; k-- > 1;) dstrides[k - 1] = dstrides[k] * dims[k];
+  int64_t total = dstrides[0] * dims[0];
+  const int64_t inner = dims[r - 1];
+  const int64_t s_inner = strides[r - 1];
+
+  // Blocked 2-D transpose: the innermost output dim is strided and another dim is
+  // contiguous in the source (NCHW<->NHWC, plain matrix transposes, ...).
+  int64_t j = -1;
+  if (s_inner != 1 && s_inner != 0 && inner >= 4) {
+    for (size_t k = 0; k + 1 < r; ++k)
+      if (strides[k] == 1 && dims[k] >= 4) j = static_cast<int64_t>(k);
+  }
+  if (j >= 0) {
+    const int64_t rows = dims[j];  // contiguous in src, stride dstrides[j] in dst
+    const int64_t ds_j = dstrides[j];
+    constexpr int64_t kBlock = 32;
+    Odometer od;
+    for (size_t k = 0; k + 1 < r; ++k) {
+      if (static_cast<int64_t>(k) == j) continue;
+      od.dims.push_back(dims[k]);
+      od.sstride.push_back(strides[k]);
+      od.dstride.push_back(dstrides[k]);
+    }
+    int64_t outer = 1;
+    for (int64_t d : od.dims) outer *= d;
+    const int64_t rblocks = (rows + kBlock - 1) / kBlock;
+    maybe_parallel(ctx, outer * rblocks, total, [&](int64_t b, int64_t e) {
+      Odometer o = od;
+      int64_t cur = b / rblocks;
+      o.seek(cur);
+      for (int64_t it = b; it < e; ++it) {
+        int64_t ob = it / rblocks;
+        if (ob != cur) {
+          o.next();
+          cur = ob;
+        }
+        int64_t r0 = (it % rblocks) * kBlock, r1 = std::min(rows, r0 + kBlock);
+        const T* s = src + o.soff;
+        T* d = dst + o.doff;
+        for (int64_t c0 = 0; c0 < inner; c0 += kBlock) {
+          int64_t c1 = std::min(inner, c0 + kBlock);
+          for (int64_t a = r0; a < r1; ++a) {
+            T* drow = d + a * ds_j;
+            const T* scol = s + a;
+            for (int64_t c = c0; c < c1; ++c) drow[c] = scol[c * s_inner];
+          }
+        }
+      }
+    });
+    return;
+  }
+
+  // Row-wise: the innermost dim is contiguous (memcpy), broadcast (fill) or strided.
+  Odometer od;
+  od.dims.assign(dims.begin(), dims.end() - 1);
+  od.sstride.assign(strides.begin(), strides.end() - 1);
+  od.dstride.assign(dstrides.begin(), dstrides.end() - 1);
+  const int64_t nrows = total / inner;
+  maybe_parallel(ctx, nrows, total, [&](int64_t b, int64_t e) {
+    Odometer o = od;
+    o.seek(b);
+    for (int64_t row = b; row < e; ++row, o.next()) {
+      const T* s = src + o.soff;
+      T* d = dst + row * inner;
+      if (s_inner == 1) {
+        std::memcpy(d, s, static_cast<size_t>(inner) * sizeof(T));
+      } else if (s_inner == 0) {
+        std::fill(d, d + inner, *s);
+      } else {
+        for (int64_t c = 0; c < inner; ++c) d[c] = s[c * s_inner];
+      }
+    }
+  });
+}
+
+}  // namespace
+
+void strided_copy(const OpContext& ctx, size_t esize, const Shape& out_shape, const std::vector<int64_t>& in_strides,
+                  const void* src, int64_t src_offset, void* dst) {
+  if (shape_size(out_shape) == 0) return;
+  std::vector<int64_t> dims, strides;
+  for (size_t k = 0; k < out_shape.size(); ++k) {
+    if (out_shape[k] == 1) continue;
+    if (!dims.empty() && strides.back() == in_strides[k] * out_shape[k]) {
+      dims.back() *= out_shape[k];
+      strides.back() = in_strides[k];
+    } else {
+      dims.push_back(out_shape[k]);
+      strides.push_back(in_strides[k]);
+    }
+  }
+  if (dims.empty()) {
+    dims.push_back(1);
+    strides.push_back(1);
+  }
+  dispatch_by_size(esize, "copy", [&](auto tag) {
+    using T = decltype(tag);
+    strided_copy_typed<T>(ctx, dims, strides, static_cast<const T*>(src) + src_offset, static_cast<T*>(dst));
+  });
+}
+
+void transpose_copy(const OpContext& ctx, size_t esize, const Shape& in_shape, const std::vector<int64_t>& perm,
+                    const void* src, void* dst) {
+  std::vector<int64_t> in_strides = shape_strides(in_shape);
+  Shape out_shape(perm.size());
+  std::vector<int64_t> strides(perm.size());
+  for (size_t i = 0; i < perm.size(); ++i) {
+    out_shape[i] = in_shape[static_cast<size_t>(perm[i])];
+    strides[i] = in_strides[static_cast<size_t>(perm[i])];
+  }
+  strided_copy(ctx, esize, out_shape, strides, src, 0, dst);
+}
+
+}  // namespace shape_kernels
+}  // namespace mrt

@@ -1,0 +1,331 @@
+#include "session.h"
+
+#include <algorithm>
+#include <fstream>
+#include <queue>
+#include <set>
+#include <unordered_map>
+
+namespace mrt {
+
+namespace {
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
+  if (!in) fail(MRT_NO_SUCH_FILE, "cannot open model file '", path, "'");
+  std::streamoff n = in.tellg();
+  if (n < 0) fail(MRT_NO_SUCH_FILE, "cannot read model file '", path, "'");
+  std::string data(static_cast<size_t>(n), '\0');
+  in.seekg(0);
+  if (n && !in.read(&data[0], n)) fail(MRT_NO_SUCH_FILE, "failed reading model file '", path, "'");
+  return data;
+}
+
+std::string dir_of(const std::string& path) {
+  size_t p = path.find_last_of("/\\");
+  return p == std::string::npos ? std::string(".") : path.substr(0, p == 0 ? 1 : p);
+}
+
+std::string dims_str(const ValueInfo& v) {
+  if (!v.has_shape) return "[?]";
+  std::string s = "[";
+  for (size_t i = 0; i < v.dims.size(); ++i) {
+    if (i) s += ",";
+    s += v.dims[i].value >= 0 ? std::to_string(v.dims[i].value) : (v.dims[i].param.empty() ? "?" : v.dims[i].param);
+  }
+  return s + "]";
+}
+
+}  // namespace
+
+std::unique_ptr<Session> Session::from_path(const std::string& path, const SessionOptions& options) {
+  std::string bytes = read_file(path);
+  DecodeOptions d;
+  d.model_dir = dir_of(path);
+  Model m = decode_model(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), d);
+  std::unique_ptr<Session> s(new Session(std::move(m), options));
+  s->build();
+  return s;
+}
+
+std::unique_ptr<Session> Session::from_bytes(const uint8_t* data, size_t size, const SessionOptions& options) {
+  DecodeOptions d;
+  auto it = options.config.find("session.model_dir");
+  if (it != options.config.end()) d.model_dir = it->second;
+  Model m = decode_model(data, size, d);
+  std::unique_ptr<Session> s(new Session(std::move(m), options));
+  s->build();
+  return s;
+}
+
+Session::Session(Model model, const SessionOptions& options) : model_(std::move(model)), options_(options) {}
+
+int Session::value_id(const std::string& name) const {
+  auto it = ids_.find(name);
+  return it == ids_.end() ? -1 : it->second;
+}
+
+void Session::build() {
+  const Graph& g = model_.graph;
+  auto intern = [&](const std::string& name) {
+    auto it = ids_.find(name);
+    if (it != ids_.end()) return it->second;
+    int id = static_cast<int>(names_.size());
+    ids_[name] = id;
+    names_.push_back(name);
+    return id;
+  };
+
+  for (const auto& [name, t] : g.initializers) {
+    if (ids_.count(name)) fail(MRT_INVALID_MODEL, "initializer '", name, "' is defined twice");
+    int id = intern(name);
+    if (constants_.size() <= static_cast<size_t>(id)) constants_.resize(id + 1);
+    constants_[id] = *t;
+  }
+  std::set<std::string> seen_inputs;
+  for (const auto& in : g.inputs) {
+    if (in.name.empty()) fail(MRT_INVALID_MODEL, "graph input without a name");
+    if (!seen_inputs.insert(in.name).second) fail(MRT_INVALID_MODEL, "graph input '", in.name, "' is listed twice");
+    bool is_init = ids_.count(in.name) != 0;
+    int id = intern(in.name);
+    if (!in.is_tensor)
+      fail(MRT_NOT_IMPLEMENTED, "graph input '", in.name, "' is not a tensor (sequence/map/optional types are not supported)");
+    if (is_init) {
+      overridable_.push_back(id);
+    } else {
+      inputs_.push_back(in);
+      input_ids_.push_back(id);
+    }
+  }
+  // Producers: every node output is defined exactly once.
+  std::unordered_map<int, size_t> producer;
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    for (const auto& o : g.nodes[i].outputs) {
+      if (o.empty()) continue;
+      int before = value_id(o);
+      if (before >= 0) {
+        bool is_const = static_cast<size_t>(before) < constants_.size() && constants_[before].valid();
+        if (producer.count(before) || is_const)
+          fail(MRT_INVALID_MODEL, g.nodes[i].label(), ": output '", o, "' is already defined elsewhere in the graph");
+        if (std::find(input_ids_.begin(), input_ids_.end(), before) != input_ids_.end())
+          fail(MRT_INVALID_MODEL, g.nodes[i].label(), ": output '", o, "' has the same name as a graph input");
+      }
+      producer[intern(o)] = i;
+    }
+  }
+  constants_.resize(names_.size());
+  // Kahn's algorithm over node dependencies, keeping the model's order among ready nodes.
+  std::vector<std::vector<size_t>> users(g.nodes.size());
+  std::vector<int> pending(g.nodes.size(), 0);
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const Node& n = g.nodes[i];
+    std::set<size_t> deps;
+    for (const auto& in : n.inputs) {
+      if (in.empty()) continue;
+      int id = value_id(in);
+      if (id < 0)
+        fail(MRT_INVALID_MODEL, n.label(), ": input '", in,
+             "' is not a graph input, an initializer or the output of any node");
+      auto p = producer.find(id);
+      if (p != producer.end()) {
+        if (p->second == i) fail(MRT_INVALID_MODEL, n.label(), ": consumes its own output '", in, "'");
+        deps.insert(p->second);
+      }
+    }
+    pending[i] = static_cast<int>(deps.size());
+    for (size_t d : deps) users[d].push_back(i);
+  }
+  std::priority_queue<size_t, std::vector<size_t>, std::greater<size_t>> ready;
+  for (size_t i = 0; i < g.nodes.size(); ++i)
+    if (pending[i] == 0) ready.push(i);
+  std::vector<size_t> order;
+  while (!ready.empty()) {
+    size_t i = ready.top();
+    ready.pop();
+    order.push_back(i);
+    for (size_t u : users[i])
+      if (--pending[u] == 0) ready.push(u);
+  }
+  if (order.size() != g.nodes.size()) {
+    for (size_t i = 0; i < g.nodes.size(); ++i)
+      if (pending[i] > 0) fail(MRT_INVALID_MODEL, "the graph has a cycle through ", g.nodes[i].label());
+  }
+
+  // Resolve kernels (unsupported ops are reported here, before any run).
+  const KernelRegistry& reg = KernelRegistry::cpu();
+  for (size_t idx : order) {
+    const Node& n = g.nodes[idx];
+    auto op = model_.opsets.find(n.domain);
+    if (op == model_.opsets.end())
+      fail(MRT_INVALID_MODEL, n.label(), ": domain '", n.domain.empty() ? "ai.onnx" : n.domain,
+           "' is not imported by the model (opset_import)");
+    int64_t opset = op->second;
+    const KernelDef* k = reg.find(n.domain, n.op_type, opset);
+    if (!k) {
+      std::string dom = n.domain.empty() ? "ai.onnx" : n.domain;
+      if (reg.knows_op(n.domain, n.op_type))
+        fail(MRT_NOT_IMPLEMENTED, n.label(), ": operator ", n.op_type, " of domain '", dom, "' at opset ", opset,
+             " is not supported by the CPU execution provider (other opset versions are)");
+      fail(MRT_NOT_IMPLEMENTED, n.label(), ": operator ", n.op_type, " of domain '", dom, "' (opset ", opset,
+           ") is not supported by the CPU execution provider");
+    }
+    if (k->check) {
+      try {
+        k->check(n, opset);
+      } catch (const Error& e) {
+        throw Error(e.code(), n.label() + ": " + e.what());
+      }
+    }
+    Step s;
+    s.node = &n;
+    s.kernel = k;
+    s.opset = opset;
+    for (const auto& in : n.inputs) s.inputs.push_back(in.empty() ? -1 : value_id(in));
+    for (const auto& o : n.outputs) s.outputs.push_back(o.empty() ? -1 : value_id(o));
+    for (int id : s.inputs)
+      s.constant.push_back(id >= 0 && constants_[id].valid() &&
+                           std::find(overridable_.begin(), overridable_.end(), id) == overridable_.end());
+    s.cache = std::make_unique<OpContext::Cache>();
+    steps_.push_back(std::move(s));
+  }
+
+  // Graph outputs.
+  for (const auto& o : g.outputs) {
+    int id = value_id(o.name);
+    if (id < 0) fail(MRT_INVALID_MODEL, "graph output '", o.name, "' is not produced by any node, input or initializer");
+    if (!o.is_tensor) fail(MRT_NOT_IMPLEMENTED, "graph output '", o.name, "' is not a tensor");
+    outputs_.push_back(o);
+    output_ids_.push_back(id);
+  }
+
+  // Lifetimes: release a value after its last consumer, unless it is a graph output.
+  std::vector<int> last_use(names_.size(), -1);
+  for (size_t si = 0; si < steps_.size(); ++si)
+    for (int id : steps_[si].inputs)
+      if (id >= 0) last_use[id] = static_cast<int>(si);
+  for (size_t si = 0; si < steps_.size(); ++si)
+    for (int id : steps_[si].outputs)
+      if (id >= 0 && last_use[id] < 0) last_use[id] = static_cast<int>(si);  // unused outputs die at once
+  for (int id : output_ids_) last_use[id] = -1;
+  for (size_t id = 0; id < last_use.size(); ++id)
+    if (last_use[id] >= 0 && !constants_[id].valid()) steps_[last_use[id]].release.push_back(static_cast<int>(id));
+
+  pool_ = std::make_unique<ThreadPool>(options_.intra_op_num_threads);
+  alloc_ = std::make_shared<Allocator>();
+}
+
+std::vector<Tensor> Session::run(const std::vector<std::string>& input_names, const std::vector<Tensor>& input_values,
+                                 const std::vector<std::string>& output_names) {
+  if (input_names.size() != input_values.size())
+    fail(MRT_INVALID_ARGUMENT, input_names.size(), " input names but ", input_values.size(), " input values");
+  std::vector<Tensor> values(names_.size());
+  for (size_t id = 0; id < constants_.size(); ++id)
+    if (constants_[id].valid()) values[id] = constants_[id];
+
+  std::map<std::string, int64_t> symbols;
+  std::vector<bool> fed(names_.size(), false);
+  for (size_t i = 0; i < input_names.size(); ++i) {
+    const std::string& name = input_names[i];
+    const Tensor& t = input_values[i];
+    const ValueInfo* info = nullptr;
+    int id = value_id(name);
+    for (size_t k = 0; k < inputs_.size(); ++k)
+      if (inputs_[k].name == name) info = &inputs_[k];
+    bool overridable = id >= 0 && std::find(overridable_.begin(), overridable_.end(), id) != overridable_.end();
+    if (!info && !overridable) {
+      std::string valid;
+      for (const auto& v : inputs_) valid += (valid.empty() ? "'" : ", '") + v.name + "'";
+      fail(MRT_INVALID_ARGUMENT, "unknown input name '", name, "'; the model's inputs are ", valid.empty() ? "none" : valid);
+    }
+    if (fed[id]) fail(MRT_INVALID_ARGUMENT, "input '", name, "' is given twice");
+    fed[id] = true;
+    if (info) {
+      if (info->elem_type != DType::kUndefined && info->elem_type != t.dtype())
+        fail(MRT_INVALID_ARGUMENT, "input '", name, "' has element type ", dtype_name(t.dtype()), " but the model expects ",
+             dtype_name(info->elem_type));
+      if (info->has_shape) {
+        if (info->dims.size() != t.rank())
+          fail(MRT_INVALID_ARGUMENT, "input '", name, "' has rank ", t.rank(), " (shape ", shape_str(t.shape()),
+               ") but the model expects rank ", info->dims.size(), " ", dims_str(*info));
+        for (size_t d = 0; d < t.rank(); ++d) {
+          const Dim& dim = info->dims[d];
+          if (dim.value >= 0 && dim.value != t.dim(d))
+            fail(MRT_INVALID_ARGUMENT, "input '", name, "' has shape ", shape_str(t.shape()), " but the model expects ",
+                 dims_str(*info), " (dimension ", d, ")");
+          if (dim.value < 0 && !dim.param.empty()) {
+            auto [it, inserted] = symbols.emplace(dim.param, t.dim(d));
+            if (!inserted && it->second != t.dim(d))
+              fail(MRT_INVALID_ARGUMENT, "input '", name, "' dimension ", d, " ('", dim.param, "') is ", t.dim(d),
+                   " but another input bound '", dim.param, "' to ", it->second);
+          }
+        }
+      }
+    } else {
+      const Tensor& c = constants_[id];
+      if (c.dtype() != t.dtype() || c.shape() != t.shape())
+        fail(MRT_INVALID_ARGUMENT, "input '", name, "' overrides an initializer of ", c.describe(), " with ", t.describe());
+    }
+    values[id] = t;
+  }
+  for (size_t k = 0; k < inputs_.size(); ++k)
+    if (!fed[input_ids_[k]])
+      fail(MRT_INVALID_ARGUMENT, "missing input '", inputs_[k].name, "' (", inputs_[k].elem_type == DType::kUndefined
+                                                                                 ? "any type"
+                                                                                 : dtype_name(inputs_[k].elem_type),
+           dims_str(inputs_[k]), ")");
+
+  std::vector<int> wanted;
+  if (output_names.empty()) {
+    wanted = output_ids_;
+  } else {
+    for (const auto& name : output_names) {
+      int id = value_id(name);
+      bool is_output = id >= 0 && std::find(output_ids_.begin(), output_ids_.end(), id) != output_ids_.end();
+      if (!is_output) {
+        std::string valid;
+        for (const auto& v : outputs_) valid += (valid.empty() ? "'" : ", '") + v.name + "'";
+        fail(MRT_INVALID_ARGUMENT, "unknown output name '", name, "'; the model's outputs are ", valid);
+      }
+      wanted.push_back(id);
+    }
+  }
+
+  std::vector<Tensor> outs;
+  OpContext ctx;
+  ctx.pool_ = pool_.get();
+  ctx.alloc_ = alloc_.get();
+  for (auto& s : steps_) {
+    ctx.node_ = s.node;
+    ctx.opset_ = s.opset;
+    ctx.inputs_.assign(s.inputs.size(), nullptr);
+    for (size_t i = 0; i < s.inputs.size(); ++i)
+      if (s.inputs[i] >= 0 && values[s.inputs[i]].valid()) ctx.inputs_[i] = &values[s.inputs[i]];
+    ctx.constant_ = s.constant;
+    outs.assign(s.outputs.size(), Tensor());
+    ctx.outputs_ = &outs;
+    ctx.output_names_ = &s.node->outputs;
+    ctx.cache_ = s.cache.get();
+    try {
+      s.kernel->fn(ctx);
+    } catch (const Error& e) {
+      throw Error(e.code(), s.node->label() + ": " + e.what());
+    } catch (const std::bad_alloc&) {
+      fail(MRT_OUT_OF_MEMORY, s.node->label(), ": out of memory");
+    } catch (const std::exception& e) {
+      fail(MRT_RUNTIME_ERROR, s.node->label(), ": ", e.what());
+    }
+    for (size_t i = 0; i < s.outputs.size(); ++i)
+      if (s.outputs[i] >= 0) values[s.outputs[i]] = std::move(outs[i]);
+    for (int id : s.release) values[id] = Tensor();
+  }
+
+  std::vector<Tensor> result;
+  for (int id : wanted) {
+    if (!values[id].valid())
+      fail(MRT_RUNTIME_ERROR, "output '", names_[id], "' was not produced (an optional output the kernel skipped)");
+    result.push_back(values[id]);
+  }
+  return result;
+}
+
+}  // namespace mrt

@@ -1,0 +1,106 @@
+// Dense tensors: element type, shape and a reference-counted, 64-byte aligned buffer.
+// Views (Reshape, Identity, Squeeze, ...) share the buffer with their source.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "dtype.h"
+
+namespace mrt {
+
+using Shape = std::vector<int64_t>;
+
+class Allocator;
+
+// A raw allocation. When `pool` is set the memory goes back to it for reuse.
+struct Buffer {
+  void* data = nullptr;
+  size_t bytes = 0;
+  bool owned = true;  // false: borrowed from the caller, never freed here
+  std::shared_ptr<Allocator> pool;
+  Buffer() = default;
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+  ~Buffer();
+};
+
+// Size-bucketed free lists: buffers whose tensors died are reused by later
+// allocations of the same rounded size (memory reuse by tensor lifetime).
+class Allocator : public std::enable_shared_from_this<Allocator> {
+ public:
+  Allocator();
+  std::shared_ptr<Buffer> allocate(size_t bytes);
+  void release(void* data, size_t bytes);  // called by ~Buffer
+  ~Allocator();
+  size_t bytes_reused() const { return reused_; }
+
+ private:
+  struct Impl;
+  std::shared_ptr<Impl> impl_;
+  size_t reused_ = 0;
+  friend struct Buffer;
+};
+
+// Number of elements of a shape; throws on negative dims or int64 overflow.
+int64_t shape_size(const Shape& shape);
+std::string shape_str(const Shape& shape);  // "[2,3,4]"
+// Row-major strides in elements.
+std::vector<int64_t> shape_strides(const Shape& shape);
+// Multidirectional (numpy) broadcasting; throws INVALID_ARGUMENT naming both shapes.
+Shape broadcast_shapes(const Shape& a, const Shape& b);
+// Map a possibly negative axis into [0, rank); throws naming the op context string.
+int64_t normalize_axis(int64_t axis, int64_t rank, const char* what = "axis");
+
+class Tensor {
+ public:
+  Tensor() = default;
+  // Allocate an uninitialized tensor (from `alloc` when given, else the heap).
+  Tensor(DType dtype, Shape shape, Allocator* alloc = nullptr);
+  // Wrap caller-owned memory without copying; the caller keeps it alive.
+  static Tensor borrow(DType dtype, Shape shape, void* data);
+  // A view of `src` with another shape and the same number of elements.
+  static Tensor reshaped(const Tensor& src, Shape shape);
+  // Deep copy.
+  Tensor clone(Allocator* alloc = nullptr) const;
+
+  DType dtype() const { return dtype_; }
+  const Shape& shape() const { return shape_; }
+  int64_t dim(size_t i) const { return shape_[i]; }
+  size_t rank() const { return shape_.size(); }
+  int64_t numel() const { return numel_; }
+  size_t nbytes() const { return static_cast<size_t>(numel_) * dtype_size(dtype_); }
+  bool valid() const { return dtype_ != DType::kUndefined; }
+
+  void* raw() { return buffer_ ? static_cast<char*>(buffer_->data) + offset_ : nullptr; }
+  const void* raw() const { return buffer_ ? static_cast<const char*>(buffer_->data) + offset_ : nullptr; }
+  template <class T> T* data() { check_type<T>(); return static_cast<T*>(raw()); }
+  template <class T> const T* data() const { check_type<T>(); return static_cast<const T*>(raw()); }
+  // Untyped access for kernels that move bytes (any element type of the right size).
+  template <class T> T* data_as() { return static_cast<T*>(raw()); }
+  template <class T> const T* data_as() const { return static_cast<const T*>(raw()); }
+
+  // Read element i of an integer tensor (int32/int64/...) as int64; throws for other types.
+  int64_t int_at(int64_t i) const;
+  // All elements of a 0-D/1-D integer tensor as int64 (for shape/axes inputs).
+  std::vector<int64_t> to_int64_vector() const;
+  // Element i converted to double (any numeric type).
+  double scalar_as_double(int64_t i = 0) const;
+
+  const std::shared_ptr<Buffer>& buffer() const { return buffer_; }
+  std::string describe() const;  // "float32[2,3]"
+
+ private:
+  template <class T> void check_type() const {
+    if (DTypeOf<T>::value != dtype_)
+      fail(MRT_INTERNAL, "tensor of type ", dtype_name(dtype_), " accessed as ", dtype_name(DTypeOf<T>::value));
+  }
+  DType dtype_ = DType::kUndefined;
+  Shape shape_;
+  int64_t numel_ = 0;
+  std::shared_ptr<Buffer> buffer_;
+  size_t offset_ = 0;
+};
+
+}  // namespace mrt

@@ -1,0 +1,116 @@
+#include "threadpool.h"
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <exception>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace mrt {
+
+namespace {
+thread_local bool t_in_parallel = false;
+}
+
+// Workers wait for a "job" (a chunked range); each participant (workers + caller)
+// grabs chunk indices from an atomic counter until the range is exhausted.
+struct ThreadPool::Impl {
+  std::vector<std::thread> workers;
+  std::mutex mutex;
+  std::condition_variable wake, done;
+  bool stop = false;
+  uint64_t generation = 0;
+
+  // current job
+  const std::function<void(int64_t, int64_t)>* fn = nullptr;
+  int64_t n = 0, chunk = 1, chunks = 0;
+  std::atomic<int64_t> next{0};
+  int active = 0;
+  std::exception_ptr error;
+  std::mutex error_mutex;
+
+  void run_chunks() {
+    t_in_parallel = true;
+    for (;;) {
+      int64_t c = next.fetch_add(1);
+      if (c >= chunks) break;
+      int64_t b = c * chunk, e = std::min(n, b + chunk);
+      try {
+        (*fn)(b, e);
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(error_mutex);
+        if (!error) error = std::current_exception();
+      }
+    }
+    t_in_parallel = false;
+  }
+
+  void worker_loop() {
+    uint64_t seen = 0;
+    for (;;) {
+      {
+        std::unique_lock<std::mutex> lock(mutex);
+        wake.wait(lock, [&] { return stop || generation != seen; });
+        if (stop) return;
+        seen = generation;
+      }
+      run_chunks();
+      {
+        std::lock_guard<std::mutex> lock(mutex);
+        if (--active == 0) done.notify_all();
+      }
+    }
+  }
+};
+
+ThreadPool::ThreadPool(int threads) : impl_(new Impl) {
+  if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  threads_ = threads;
+  for (int i = 1; i < threads; ++i) impl_->workers.emplace_back([this] { impl_->worker_loop(); });
+}
+
+ThreadPool::~ThreadPool() {
+  {
+    std::lock_guard<std::mutex> lock(impl_->mutex);
+    impl_->stop = true;
+  }
+  impl_->wake.notify_all();
+  for (auto& t : impl_->workers) t.join();
+}
+
+void ThreadPool::parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn) {
+  if (n <= 0) return;
+  grain = std::max<int64_t>(grain, 1);
+  int64_t max_chunks = (n + grain - 1) / grain;
+  if (threads_ <= 1 || max_chunks <= 1 || t_in_parallel) {
+    fn(0, n);
+    return;
+  }
+  // One job at a time per pool; concurrent Run() calls on a session serialize here.
+  std::unique_lock<std::mutex> job_lock(job_mutex_);
+  Impl& im = *impl_;
+  int64_t target_chunks = std::min<int64_t>(max_chunks, static_cast<int64_t>(threads_) * 4);
+  im.chunk = (n + target_chunks - 1) / target_chunks;
+  im.chunks = (n + im.chunk - 1) / im.chunk;
+  im.n = n;
+  im.fn = &fn;
+  im.next.store(0);
+  im.error = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(im.mutex);
+    im.active = static_cast<int>(im.workers.size());
+    ++im.generation;
+  }
+  im.wake.notify_all();
+  im.run_chunks();
+  {
+    std::unique_lock<std::mutex> lock(im.mutex);
+    im.done.wait(lock, [&] { return im.active == 0; });
+  }
+  im.fn = nullptr;
+  if (im.error) std::rethrow_exception(im.error);
+}
+
+}  // namespace mrt

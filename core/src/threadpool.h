@@ -1,0 +1,31 @@
+// Intra-op thread pool: a fixed set of workers that split a [0, n) range.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+
+namespace mrt {
+
+class ThreadPool {
+ public:
+  // threads <= 0 → hardware concurrency. A pool of 1 runs everything inline.
+  explicit ThreadPool(int threads);
+  ~ThreadPool();
+  ThreadPool(const ThreadPool&) = delete;
+  ThreadPool& operator=(const ThreadPool&) = delete;
+
+  int size() const { return threads_; }
+  // Calls fn(begin, end) over disjoint chunks covering [0, n); chunks hold at least
+  // `grain` items (except the last). Blocks until all chunks ran. Exceptions thrown by
+  // fn are rethrown here (the first one). Nested calls run inline.
+  void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+  std::mutex job_mutex_;
+  int threads_;
+};
+
+}  // namespace mrt

@@ -1,0 +1,560 @@
+"""The build matrix: load ``matrix/*.toml`` once, validate it, freeze it.
+
+Nothing downstream re-reads TOML: the rest of the pipeline receives a :class:`Matrix`
+of frozen, keyword-only dataclasses. Every problem is a :class:`MatrixError` naming the
+file and the dotted key, with a suggestion for near-miss names.
+
+Files (all in ``matrix/``):
+
+- ``targets.toml``    ``[target.<name>]``: os, arch, toolchain, wheel tag, emulator, CI runner
+- ``components.toml`` ``[component.<name>]`` with ``[component.<name>.variant.<v>]``
+- ``sdks.toml``       ``[sdk.<name>]``: how to detect an SDK a component needs, and how to get it
+- ``python.toml``     ``[python] tested = [...]``: the CPython versions wheels are tested on
+- ``policy.toml``     platform policy: Python floor, macOS floor, forbidden os/arch, retired EPs
+"""
+
+from __future__ import annotations
+
+import tomllib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal, TypeVar, cast, get_args
+
+from .errors import MatrixError, UsageError, VersionError, choices_hint, suggest
+from .versions import read_version, version_tuple
+
+OS = Literal["linux", "windows", "macos"]
+Arch = Literal["x86_64", "aarch64", "armv7"]
+Repair = Literal["auditwheel", "delocate", "none"]
+Kind = Literal["core", "ep"]
+
+# The Python API uses 3.11 features (tomllib, typing); no policy file may lower this.
+HARD_PYTHON_FLOOR = "3.11"
+
+# conan's spelling of our os/arch names, used to cross-check each target's host profile.
+CONAN_OS: Mapping[str, str] = {"linux": "Linux", "windows": "Windows", "macos": "Macos"}
+CONAN_ARCH: Mapping[str, str] = {"x86_64": "x86_64", "aarch64": "armv8", "armv7": "armv7hf"}
+
+MATRIX_FILES = ("targets.toml", "components.toml", "sdks.toml", "python.toml", "policy.toml")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Target:
+    name: str
+    os: OS
+    arch: Arch
+    triple: str  #: compiler triple, e.g. aarch64-linux-gnu
+    conan_profile: str  #: repo-relative path of the conan host profile
+    wheel_platform: str  #: platform tag of the unrepaired wheel, e.g. linux_aarch64
+    python_host_platform: str  #: value of _PYTHON_HOST_PLATFORM when cross building
+    repair: Repair  #: how the wheel is made portable (auditwheel → manylinux)
+    c_compiler: str
+    cxx_compiler: str
+    toolchain_hint: str  #: how to install the compilers on a machine that lacks them
+    emulator: tuple[str, ...] = ()  #: runs target binaries on the build host (qemu, wine)
+    ci_runner: str  #: GitHub Actions runner label
+    build_hosts: tuple[str, ...]  #: targets whose machines can build this one
+    macos_deployment_target: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Sdk:
+    name: str
+    executables: tuple[str, ...] = ()  #: all must be on PATH
+    python_dists: tuple[str, ...] = ()  #: all must be installed in the build environment
+    hint: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class Variant:
+    name: str
+    dist: str  #: distribution (wheel) name
+    cmake_defines: tuple[tuple[str, str], ...] = ()
+    planned: str | None = None  #: declared but not buildable yet; the reason
+
+
+@dataclass(frozen=True, kw_only=True)
+class Component:
+    name: str
+    path: str  #: repo-relative folder with the component's pyproject.toml and VERSION
+    kind: Kind
+    import_package: str
+    tag_prefix: str
+    version: str
+    targets: tuple[str, ...]
+    sdks: tuple[str, ...] = ()
+    recipe: str | None = None  #: repo-relative conan recipe folder
+    max_wheel_mb: float
+    variants: tuple[Variant, ...]
+
+    @property
+    def tag(self) -> str:
+        return f"{self.tag_prefix}-v{self.version}"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Forbidden:
+    os: str
+    arch: str
+    reason: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class RetiredEp:
+    name: str
+    replacements: tuple[str, ...]
+    message: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class Policy:
+    python_floor: str
+    macos_min_deployment_target: str
+    forbidden: tuple[Forbidden, ...] = ()
+    retired_eps: tuple[RetiredEp, ...] = ()
+
+    def retired(self, name: str) -> RetiredEp | None:
+        key = name.lower().removeprefix("ep-")
+        return next((r for r in self.retired_eps if r.name == key), None)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Cell:
+    """One (component, variant, target) build."""
+
+    component: Component
+    variant: Variant
+    target: Target
+
+    @property
+    def id(self) -> str:
+        return f"{self.component.name}/{self.variant.name}/{self.target.name}"
+
+    @property
+    def slug(self) -> str:
+        return self.id.replace("/", "-")
+
+    @property
+    def dist(self) -> str:
+        return self.variant.dist
+
+
+@dataclass(frozen=True, kw_only=True)
+class Matrix:
+    root: Path  #: repository root; every path in the matrix is relative to it
+    targets: tuple[Target, ...]
+    components: tuple[Component, ...]
+    sdks: tuple[Sdk, ...]
+    pythons: tuple[str, ...]
+    policy: Policy
+
+    def target(self, name: str) -> Target:
+        for t in self.targets:
+            if t.name == name:
+                return t
+        raise UsageError(f"unknown target '{name}'{choices_hint(name, [t.name for t in self.targets])}")
+
+    def component(self, name: str) -> Component:
+        for c in self.components:
+            if c.name == name:
+                return c
+        retired = self.policy.retired(name)
+        if retired is not None:
+            raise UsageError(f"component '{name}': {retired.message}")
+        raise UsageError(f"unknown component '{name}'{choices_hint(name, [c.name for c in self.components])}")
+
+    def sdk(self, name: str) -> Sdk:
+        return next(s for s in self.sdks if s.name == name)
+
+    def cells(self) -> tuple[Cell, ...]:
+        """Every declared cell, in declaration order (component, variant, target)."""
+        return tuple(
+            Cell(component=c, variant=v, target=self.target(t))
+            for c in self.components
+            for v in c.variants
+            for t in c.targets
+        )
+
+
+# --------------------------------------------------------------------------------------
+# Loading
+
+
+T = TypeVar("T")
+
+
+class _Table:
+    """A TOML table being read: every access is typed, unknown keys are errors."""
+
+    def __init__(self, file: str, key: str, data: object, allowed: tuple[str, ...]) -> None:
+        self.file = file
+        self.key = key
+        if not isinstance(data, dict):
+            raise MatrixError(file, key, f"must be a table, got {_type_name(data)}")
+        self.data: dict[str, Any] = data
+        for k in data:
+            if k not in allowed:
+                raise MatrixError(file, self.sub(k), f"unknown key{suggest(k, allowed)}")
+
+    def sub(self, k: str) -> str:
+        return f"{self.key}.{k}" if self.key else k
+
+    def error(self, k: str, problem: str) -> MatrixError:
+        return MatrixError(self.file, self.sub(k), problem)
+
+    def _get(self, k: str, check: Callable[[object], bool], what: str, default: object) -> Any:
+        if k not in self.data:
+            if default is _REQUIRED:
+                raise self.error(k, f"required key is missing ({what})")
+            return default
+        value = self.data[k]
+        if not check(value):
+            raise self.error(k, f"expected {what}, got {_type_name(value)} {value!r}")
+        return value
+
+    def str(self, k: str, default: object = None) -> Any:
+        value = self._get(k, lambda v: isinstance(v, str), "a string", default)
+        if isinstance(value, str) and not value.strip():
+            raise self.error(k, "must not be empty")
+        return value
+
+    def choice(self, k: str, allowed: tuple[str, ...], default: object = None) -> Any:
+        value = self.str(k, default)
+        if value is not None and value not in allowed:
+            raise self.error(k, f"'{value}' is not allowed{choices_hint(value, allowed)}")
+        return value
+
+    def number(self, k: str, default: object = None) -> Any:
+        check = lambda v: isinstance(v, int | float) and not isinstance(v, bool)  # noqa: E731
+        return self._get(k, check, "a number", default)
+
+    def str_list(self, k: str, default: object = ()) -> tuple[str, ...]:
+        check = lambda v: isinstance(v, list) and all(isinstance(x, str) for x in v)  # noqa: E731
+        return tuple(self._get(k, check, "a list of strings", default))
+
+    def str_map(self, k: str) -> tuple[tuple[str, str], ...]:
+        check = lambda v: isinstance(v, dict) and all(isinstance(x, str) for x in v.values())  # noqa: E731
+        value = self._get(k, check, "a table of strings", {})
+        return tuple(sorted(value.items()))
+
+    def table(self, k: str, allowed: tuple[str, ...], *, required: bool = False) -> _Table:
+        if k not in self.data and required:
+            raise self.error(k, "required table is missing")
+        return _Table(self.file, self.sub(k), self.data.get(k, {}), allowed)
+
+    def tables(self, k: str) -> dict[str, object]:
+        value = self.data.get(k, {})
+        if not isinstance(value, dict):
+            raise self.error(k, f"must be a table of named tables, got {_type_name(value)}")
+        return value
+
+
+_REQUIRED = object()
+
+
+def _type_name(value: object) -> str:
+    return {dict: "table", list: "array", str: "string", bool: "boolean", int: "integer", float: "float"}.get(
+        type(value), type(value).__name__
+    )
+
+
+def _read_toml(path: Path, display: str) -> dict[str, Any]:
+    try:
+        with path.open("rb") as fh:
+            return tomllib.load(fh)
+    except FileNotFoundError:
+        raise MatrixError(display, "", "file is missing") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise MatrixError(display, "", f"invalid TOML: {exc}") from None
+
+
+def load_matrix(root: Path, matrix_dir: Path | None = None) -> Matrix:
+    """Load and validate ``<root>/matrix`` (or ``matrix_dir``); paths inside are relative to ``root``."""
+    root = root.resolve()
+    mdir = (matrix_dir or root / "matrix").resolve()
+    if not mdir.is_dir():
+        raise MatrixError(_display(mdir, root), "", "matrix folder is missing")
+    for extra in sorted(mdir.glob("*.toml")):
+        if extra.name not in MATRIX_FILES:
+            raise MatrixError(
+                _display(extra, root), "", f"unknown matrix file{choices_hint(extra.name, MATRIX_FILES)}"
+            )
+
+    def doc(name: str, top: tuple[str, ...]) -> _Table:
+        path = mdir / name
+        return _Table(_display(path, root), "", _read_toml(path, _display(path, root)), top)
+
+    policy = _load_policy(doc("policy.toml", ("python", "macos", "forbidden", "retired_ep")))
+    pythons = _load_pythons(doc("python.toml", ("python",)), policy)
+    sdks = _load_sdks(doc("sdks.toml", ("sdk",)))
+    targets = _load_targets(doc("targets.toml", ("target",)), policy, root)
+    components = _load_components(doc("components.toml", ("component",)), targets, sdks, policy, root)
+    return Matrix(root=root, targets=targets, components=components, sdks=sdks, pythons=pythons, policy=policy)
+
+
+def _display(path: Path, root: Path) -> str:
+    try:
+        return str(path.relative_to(root))
+    except ValueError:
+        return str(path)
+
+
+def _version_ge(t: _Table, k: str, value: str, floor: str) -> bool:
+    try:
+        return version_tuple(value) >= version_tuple(floor)
+    except ValueError:
+        raise t.error(k, f"'{value}' is not a dotted version like {floor}") from None
+
+
+def _load_policy(doc: _Table) -> Policy:
+    py = doc.table("python", ("floor",), required=True)
+    floor = py.str("floor", _REQUIRED)
+    if not _version_ge(py, "floor", floor, HARD_PYTHON_FLOOR):
+        raise py.error(
+            "floor", f"CPython {floor} is below the supported floor {HARD_PYTHON_FLOOR}: cp310 and older are not built"
+        )
+    mac = doc.table("macos", ("min_deployment_target",), required=True)
+    mac_floor = mac.str("min_deployment_target", _REQUIRED)
+    if not _version_ge(mac, "min_deployment_target", mac_floor, "14.0"):
+        raise mac.error("min_deployment_target", f"{mac_floor} is below the project's macOS floor 14.0")
+    forbidden: list[Forbidden] = []
+    raw_forbidden = doc.data.get("forbidden", [])
+    if not isinstance(raw_forbidden, list):
+        raise doc.error("forbidden", "must be an array of tables ([[forbidden]])")
+    for i, entry in enumerate(raw_forbidden):
+        t = _Table(doc.file, f"forbidden[{i}]", entry, ("os", "arch", "reason"))
+        forbidden.append(
+            Forbidden(
+                os=t.choice("os", get_args(OS), _REQUIRED),
+                arch=t.choice("arch", get_args(Arch), _REQUIRED),
+                reason=t.str("reason", _REQUIRED),
+            )
+        )
+    retired: list[RetiredEp] = []
+    for name, body in doc.tables("retired_ep").items():
+        t = _Table(doc.file, f"retired_ep.{name}", body, ("replacements", "message"))
+        retired.append(
+            RetiredEp(name=name, replacements=t.str_list("replacements", _REQUIRED), message=t.str("message", _REQUIRED))
+        )
+    return Policy(
+        python_floor=floor,
+        macos_min_deployment_target=mac_floor,
+        forbidden=tuple(forbidden),
+        retired_eps=tuple(retired),
+    )
+
+
+def _load_pythons(doc: _Table, policy: Policy) -> tuple[str, ...]:
+    t = doc.table("python", ("tested",), required=True)
+    tested = t.str_list("tested", _REQUIRED)
+    if not tested:
+        raise t.error("tested", "list at least one CPython version")
+    for v in tested:
+        if not _version_ge(t, "tested", v, "0.0") or len(version_tuple(v)) != 2:
+            raise t.error("tested", f"'{v}' must look like 3.12")
+        if version_tuple(v) < version_tuple(policy.python_floor):
+            raise t.error(
+                "tested",
+                f"CPython {v} is below the policy floor {policy.python_floor} (matrix/policy.toml python.floor);"
+                f" remove it (cp310 and older are not supported)",
+            )
+    if len(set(tested)) != len(tested):
+        raise t.error("tested", "lists a version twice")
+    return tuple(sorted(tested, key=version_tuple))
+
+
+def _load_sdks(doc: _Table) -> tuple[Sdk, ...]:
+    sdks = []
+    for name, body in doc.tables("sdk").items():
+        t = _Table(doc.file, f"sdk.{name}", body, ("executables", "python_dists", "hint"))
+        sdk = Sdk(
+            name=name,
+            executables=t.str_list("executables"),
+            python_dists=t.str_list("python_dists"),
+            hint=t.str("hint", _REQUIRED),
+        )
+        if not sdk.executables and not sdk.python_dists:
+            raise t.error("executables", "an SDK needs executables or python_dists to detect it")
+        sdks.append(sdk)
+    return tuple(sdks)
+
+
+_TARGET_KEYS = tuple(f for f in Target.__dataclass_fields__ if f != "name")
+
+
+def _load_targets(doc: _Table, policy: Policy, root: Path) -> tuple[Target, ...]:
+    targets: list[Target] = []
+    raw = doc.tables("target")
+    if not raw:
+        raise doc.error("target", "declare at least one [target.<name>]")
+    for name, body in raw.items():
+        t = _Table(doc.file, f"target.{name}", body, _TARGET_KEYS)
+        target = Target(
+            name=name,
+            os=t.choice("os", get_args(OS), _REQUIRED),
+            arch=t.choice("arch", get_args(Arch), _REQUIRED),
+            triple=t.str("triple", _REQUIRED),
+            conan_profile=t.str("conan_profile", _REQUIRED),
+            wheel_platform=t.str("wheel_platform", _REQUIRED),
+            python_host_platform=t.str("python_host_platform", _REQUIRED),
+            repair=t.choice("repair", get_args(Repair), _REQUIRED),
+            c_compiler=t.str("c_compiler", _REQUIRED),
+            cxx_compiler=t.str("cxx_compiler", _REQUIRED),
+            toolchain_hint=t.str("toolchain_hint", _REQUIRED),
+            emulator=t.str_list("emulator"),
+            ci_runner=t.str("ci_runner", _REQUIRED),
+            build_hosts=t.str_list("build_hosts", _REQUIRED),
+            macos_deployment_target=t.str("macos_deployment_target"),
+        )
+        _check_target(t, target, policy, root)
+        targets.append(target)
+    names = [x.name for x in targets]
+    for target in targets:
+        for host in target.build_hosts:
+            if host not in names:
+                raise MatrixError(
+                    doc.file, f"target.{target.name}.build_hosts", f"unknown target '{host}'{choices_hint(host, names)}"
+                )
+    return tuple(targets)
+
+
+def _check_target(t: _Table, target: Target, policy: Policy, root: Path) -> None:
+    for rule in policy.forbidden:
+        if (rule.os, rule.arch) == (target.os, target.arch):
+            raise t.error("arch", f"{target.os}/{target.arch} is forbidden by matrix/policy.toml: {rule.reason}")
+    if target.os == "macos":
+        if target.macos_deployment_target is None:
+            raise t.error(
+                "macos_deployment_target",
+                f"required for macOS targets (at least {policy.macos_min_deployment_target})",
+            )
+        if not _version_ge(t, "macos_deployment_target", target.macos_deployment_target,
+                           policy.macos_min_deployment_target):
+            raise t.error(
+                "macos_deployment_target",
+                f"{target.macos_deployment_target} is below the policy floor {policy.macos_min_deployment_target}",
+            )
+    elif target.macos_deployment_target is not None:
+        raise t.error("macos_deployment_target", f"only applies to macOS targets, not {target.os}")
+    expected_repair = {"linux": "auditwheel", "macos": "delocate", "windows": "none"}[target.os]
+    if target.repair != expected_repair:
+        raise t.error("repair", f"'{target.repair}' cannot repair {target.os} wheels; use '{expected_repair}'")
+    _check_profile(t, target, root)
+
+
+def _check_profile(t: _Table, target: Target, root: Path) -> None:
+    """The conan host profile must exist and agree with the target's os/arch (and macOS floor)."""
+    path = root / target.conan_profile
+    if not path.is_file():
+        raise t.error("conan_profile", f"'{target.conan_profile}' does not exist (add it under recipes/profiles/)")
+    settings = read_profile_settings(path)
+    want = {"os": CONAN_OS[target.os], "arch": CONAN_ARCH[target.arch]}
+    if target.macos_deployment_target is not None:
+        want["os.version"] = target.macos_deployment_target
+    for key, value in want.items():
+        got = settings.get(key)
+        if got is not None and got != value:
+            raise t.error(
+                "conan_profile", f"'{target.conan_profile}' sets {key}={got} but the target needs {key}={value}"
+            )
+
+
+def read_profile_settings(path: Path) -> dict[str, str]:
+    """The ``[settings]`` of a conan profile file (includes are not followed)."""
+    section = ""
+    out: dict[str, str] = {}
+    for line in path.read_text(encoding="utf-8").splitlines():
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        if line.startswith("[") and line.endswith("]"):
+            section = line[1:-1]
+        elif section == "settings" and "=" in line:
+            k, v = line.split("=", 1)
+            out[k.strip()] = v.strip()
+    return out
+
+
+_COMPONENT_KEYS = tuple(f for f in Component.__dataclass_fields__ if f not in ("name", "version", "variants")) + (
+    "dist",
+    "variant",
+)
+_VARIANT_KEYS = ("dist", "cmake_defines", "planned")
+
+
+def _load_components(
+    doc: _Table, targets: tuple[Target, ...], sdks: tuple[Sdk, ...], policy: Policy, root: Path
+) -> tuple[Component, ...]:
+    target_names = [x.name for x in targets]
+    sdk_names = [s.name for s in sdks]
+    components: list[Component] = []
+    dists: dict[str, str] = {}
+    raw = doc.tables("component")
+    if not raw:
+        raise doc.error("component", "declare at least one [component.<name>]")
+    for name, body in raw.items():
+        t = _Table(doc.file, f"component.{name}", body, _COMPONENT_KEYS)
+        kind = cast(Kind, t.choice("kind", get_args(Kind), _REQUIRED))
+        retired = policy.retired(name)
+        if kind == "ep" and retired is not None:
+            raise t.error("kind", retired.message)
+        path = t.str("path", _REQUIRED)
+        folder = root / path
+        if not folder.is_dir():
+            raise t.error("path", f"folder '{path}' does not exist")
+        if not (folder / "pyproject.toml").is_file():
+            raise t.error("path", f"'{path}' has no pyproject.toml (a component builds one wheel)")
+        try:
+            version = read_version(folder / "VERSION", display=f"{path}/VERSION")
+        except VersionError as exc:
+            raise VersionError(f"{exc.message} (component '{name}' in {doc.file})") from None
+        comp_targets = t.str_list("targets", _REQUIRED)
+        for tn in comp_targets:
+            if tn not in target_names:
+                raise t.error("targets", f"unknown target '{tn}'{choices_hint(tn, target_names)}")
+        comp_sdks = t.str_list("sdks")
+        for sn in comp_sdks:
+            if sn not in sdk_names:
+                raise t.error("sdks", f"unknown SDK '{sn}'{choices_hint(sn, sdk_names)} (declare it in matrix/sdks.toml)")
+        recipe = t.str("recipe")
+        if recipe is not None and not (root / recipe / "conanfile.py").is_file():
+            raise t.error("recipe", f"'{recipe}/conanfile.py' does not exist")
+        default_dist = t.str("dist", _REQUIRED)
+        variants = [Variant(name="default", dist=default_dist)]
+        for vname, vbody in t.tables("variant").items():
+            vt = _Table(doc.file, f"component.{name}.variant.{vname}", vbody, _VARIANT_KEYS)
+            if vname == "default":
+                raise vt.error("dist", "the default variant is the component itself; name this variant differently")
+            variants.append(
+                Variant(
+                    name=vname,
+                    dist=vt.str("dist", _REQUIRED),
+                    cmake_defines=vt.str_map("cmake_defines"),
+                    planned=vt.str("planned"),
+                )
+            )
+        for v in variants:
+            owner = dists.get(v.dist)
+            if owner is not None:
+                raise t.error("dist", f"distribution '{v.dist}' is also built by {owner}; dist names must be unique")
+            dists[v.dist] = f"{name}/{v.name}"
+        max_mb = t.number("max_wheel_mb", _REQUIRED)
+        if max_mb <= 0:
+            raise t.error("max_wheel_mb", "must be positive")
+        components.append(
+            Component(
+                name=name,
+                path=path,
+                kind=kind,
+                import_package=t.str("import_package", _REQUIRED),
+                tag_prefix=t.str("tag_prefix", name if kind == "core" else f"ep-{name}"),
+                version=version,
+                targets=comp_targets,
+                sdks=comp_sdks,
+                recipe=recipe,
+                max_wheel_mb=float(max_mb),
+                variants=tuple(variants),
+            )
+        )
+    return tuple(components)

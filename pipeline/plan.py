@@ -1,0 +1,130 @@
+"""Which cells this machine builds, and why the others are skipped.
+
+The *host* target (the machine running the pipeline) only decides what can be built here
+and what is built by default; what gets compiled into a binary is decided from the cell's
+target by its toolchain, never from the host.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import platform
+import shutil
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from .errors import UsageError
+from .matrix import Cell, Matrix, Target
+
+_MACHINE = {"x86_64": "x86_64", "amd64": "x86_64", "aarch64": "aarch64", "arm64": "aarch64", "armv7l": "armv7"}
+
+Availability = Literal["buildable", "skipped"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class PlannedCell:
+    cell: Cell
+    availability: Availability
+    reason: str | None = None  #: why skipped: policy, toolchain, SDK, or not selected
+
+
+@dataclass(frozen=True, kw_only=True)
+class Selection:
+    """What the user asked for (empty = the default: every cell of the host target)."""
+
+    targets: tuple[str, ...] = ()
+    components: tuple[str, ...] = ()
+    variants: tuple[str, ...] = ()
+
+
+def host_target(matrix: Matrix, *, system: str | None = None, machine: str | None = None) -> Target | None:
+    """The matrix target describing this machine, or None if it is not a declared target."""
+    os_name = {"linux": "linux", "windows": "windows", "darwin": "macos"}.get((system or platform.system()).lower())
+    arch = _MACHINE.get((machine or platform.machine()).lower())
+    for t in matrix.targets:
+        if (t.os, t.arch) == (os_name, arch):
+            return t
+    return None
+
+
+def sdk_missing(matrix: Matrix, names: Sequence[str]) -> str | None:
+    """A skip reason naming the first undetected SDK and how to get it, or None."""
+    for name in names:
+        sdk = matrix.sdk(name)
+        for exe in sdk.executables:
+            if shutil.which(exe) is None:
+                return f"SDK missing: {name} ({exe} not on PATH; fix: {sdk.hint})"
+        for dist in sdk.python_dists:
+            try:
+                importlib.metadata.distribution(dist)
+            except importlib.metadata.PackageNotFoundError:
+                return f"SDK missing: {name} (Python package {dist} not installed; fix: {sdk.hint})"
+    return None
+
+
+def toolchain_missing(target: Target, host: Target | None) -> str | None:
+    host_name = host.name if host else "this machine"
+    if host is None or host.name not in target.build_hosts:
+        return (
+            f"{target.name} wheels are built on {' or '.join(target.build_hosts)}"
+            f" (CI runner {target.ci_runner}), not on {host_name}"
+        )
+    for exe in (target.c_compiler, target.cxx_compiler):
+        if shutil.which(exe) is None:
+            return f"toolchain missing: {exe} not on PATH (fix: {target.toolchain_hint})"
+    return None
+
+
+def validate_selection(matrix: Matrix, sel: Selection) -> None:
+    """Unknown names are usage errors with a suggestion (retired EPs get their migration hint)."""
+    for t in sel.targets:
+        matrix.target(t)
+    for c in sel.components:
+        matrix.component(c)
+    known_variants = {v.name for c in matrix.components for v in c.variants}
+    for v in sel.variants:
+        if v not in known_variants:
+            from .errors import choices_hint
+
+            raise UsageError(f"unknown variant '{v}'{choices_hint(v, known_variants)}")
+
+
+def plan(matrix: Matrix, sel: Selection, host: Target | None) -> list[PlannedCell]:
+    """Every declared cell with its availability on this machine under the selection."""
+    validate_selection(matrix, sel)
+    wanted_targets = set(sel.targets) or ({host.name} if host else set())
+    out: list[PlannedCell] = []
+    for cell in matrix.cells():
+        reason = _skip_reason(matrix, cell, host)
+        if reason is None and not _selected(cell, sel, wanted_targets):
+            if cell.target.name not in wanted_targets:
+                reason = f"not selected (buildable here: nox -s build -- --target {cell.target.name})"
+            else:
+                reason = "not selected (--component/--variant)"
+        out.append(PlannedCell(cell=cell, availability="skipped" if reason else "buildable", reason=reason))
+    return out
+
+
+def _selected(cell: Cell, sel: Selection, wanted_targets: set[str]) -> bool:
+    return (
+        cell.target.name in wanted_targets
+        and (not sel.components or cell.component.name in sel.components)
+        and (not sel.variants or cell.variant.name in sel.variants)
+    )
+
+
+def _skip_reason(matrix: Matrix, cell: Cell, host: Target | None) -> str | None:
+    if cell.variant.planned:
+        return f"planned: {cell.variant.planned}"
+    return toolchain_missing(cell.target, host) or sdk_missing(matrix, cell.component.sdks)
+
+
+def is_requested(pc: PlannedCell, sel: Selection) -> bool:
+    """True when the user explicitly named this cell's target/component/variant."""
+    c = pc.cell
+    return bool(sel.targets or sel.components or sel.variants) and (
+        (not sel.targets or c.target.name in sel.targets)
+        and (not sel.components or c.component.name in sel.components)
+        and (not sel.variants or c.variant.name in sel.variants)
+    )
