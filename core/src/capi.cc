@@ -112,6 +112,18 @@ MRT_API const char* MrtGetBuildInfo(void) {
   return info.c_str();
 }
 
+MRT_API const char* MrtGetCpuOperators(void) {
+  static const std::string ops = [] {
+    std::string out;
+    for (const auto& name : mrt::KernelRegistry::cpu().op_names()) {
+      if (!out.empty()) out += ",";
+      out += name;
+    }
+    return out;
+  }();
+  return ops.c_str();
+}
+
 MRT_API MrtErrorCode MrtStatusGetCode(const MrtStatus* status) { return status ? status->code : MRT_OK; }
 MRT_API const char* MrtStatusGetMessage(const MrtStatus* status) { return status ? status->message.c_str() : ""; }
 MRT_API void MrtReleaseStatus(MrtStatus* status) {

@@ -42,6 +42,9 @@ const char* dtype_name(DType t) {
     case 21: return "uint4";
     case 22: return "int4";
     case 23: return "float4e2m1";
+    case 24: return "float8e8m0";
+    case 25: return "uint2";
+    case 26: return "int2";
     default: return "unknown-type";
   }
 }

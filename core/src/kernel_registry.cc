@@ -10,13 +10,15 @@ const Tensor& OpContext::input(size_t i) const {
 }
 
 Tensor& OpContext::output(size_t i, DType dtype, Shape shape) {
-  if (i >= outputs_->size()) fail(MRT_INTERNAL, "output index ", i, " out of range");
+  if (i >= outputs_->size())
+    fail(MRT_INVALID_MODEL, "the node declares ", outputs_->size(), " output(s) but the operator produces at least ", i + 1);
   (*outputs_)[i] = Tensor(dtype, std::move(shape), alloc_);
   return (*outputs_)[i];
 }
 
 void OpContext::set_output(size_t i, Tensor t) {
-  if (i >= outputs_->size()) fail(MRT_INTERNAL, "output index ", i, " out of range");
+  if (i >= outputs_->size())
+    fail(MRT_INVALID_MODEL, "the node declares ", outputs_->size(), " output(s) but the operator produces at least ", i + 1);
   (*outputs_)[i] = std::move(t);
 }
 

@@ -1,5 +1,8 @@
 #include "session.h"
 
+#include "function_inliner.h"
+#include "type_inference.h"
+
 #include <algorithm>
 #include <fstream>
 #include <queue>
@@ -66,6 +69,7 @@ int Session::value_id(const std::string& name) const {
 }
 
 void Session::build() {
+  inline_model_functions(model_);
   const Graph& g = model_.graph;
   auto intern = [&](const std::string& name) {
     auto it = ids_.find(name);
@@ -90,6 +94,9 @@ void Session::build() {
     int id = intern(in.name);
     if (!in.is_tensor)
       fail(MRT_NOT_IMPLEMENTED, "graph input '", in.name, "' is not a tensor (sequence/map/optional types are not supported)");
+    if (in.elem_type != DType::kUndefined && !dtype_is_storable(in.elem_type))
+      fail(MRT_NOT_IMPLEMENTED, "graph input '", in.name, "' has element type ", dtype_name(in.elem_type),
+           ", which is not supported");
     if (is_init) {
       overridable_.push_back(id);
     } else {
@@ -173,7 +180,8 @@ void Session::build() {
       try {
         k->check(n, opset);
       } catch (const Error& e) {
-        throw Error(e.code(), n.label() + ": " + e.what());
+        std::string msg = e.what();
+        throw Error(e.code(), msg.rfind(n.label(), 0) == 0 ? msg : n.label() + ": " + msg);
       }
     }
     Step s;
@@ -194,9 +202,17 @@ void Session::build() {
     int id = value_id(o.name);
     if (id < 0) fail(MRT_INVALID_MODEL, "graph output '", o.name, "' is not produced by any node, input or initializer");
     if (!o.is_tensor) fail(MRT_NOT_IMPLEMENTED, "graph output '", o.name, "' is not a tensor");
+    if (o.elem_type != DType::kUndefined && !dtype_is_storable(o.elem_type))
+      fail(MRT_NOT_IMPLEMENTED, "graph output '", o.name, "' has element type ", dtype_name(o.elem_type),
+           ", which is not supported");
     outputs_.push_back(o);
     output_ids_.push_back(id);
   }
+
+  // Static type/shape propagation: fills undeclared output metadata, rejects contradictions.
+  std::vector<const Node*> node_order;
+  for (const auto& s : steps_) node_order.push_back(s.node);
+  infer_types(g, node_order, outputs_);
 
   // Lifetimes: release a value after its last consumer, unless it is a graph output.
   std::vector<int> last_use(names_.size(), -1);
@@ -308,7 +324,8 @@ std::vector<Tensor> Session::run(const std::vector<std::string>& input_names, co
     try {
       s.kernel->fn(ctx);
     } catch (const Error& e) {
-      throw Error(e.code(), s.node->label() + ": " + e.what());
+      std::string msg = e.what();
+      throw Error(e.code(), msg.rfind(s.node->label(), 0) == 0 ? msg : s.node->label() + ": " + msg);
     } catch (const std::bad_alloc&) {
       fail(MRT_OUT_OF_MEMORY, s.node->label(), ": out of memory");
     } catch (const std::exception& e) {

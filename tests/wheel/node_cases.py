@@ -40,6 +40,8 @@ def _compare(name: str, expected: np.ndarray[Any, Any], actual: np.ndarray[Any, 
         return f"output {name}: dtype {actual.dtype}, expected {expected.dtype}"
     if expected.shape != actual.shape:
         return f"output {name}: shape {actual.shape}, expected {expected.shape}"
+    if expected.dtype.name == "bfloat16":  # ml_dtypes: compare as float32
+        expected, actual = expected.astype(np.float32), actual.astype(np.float32)
     if expected.dtype.kind in "fc":
         try:
             np.testing.assert_allclose(actual, expected, rtol=rtol, atol=atol, equal_nan=True)

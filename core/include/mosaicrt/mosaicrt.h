@@ -63,6 +63,9 @@ MRT_API const char* MrtGetVersionString(void);
 /* Comma-separated build facts, e.g. "arch=x86_64,simd=avx2;avx512f,threads=1". */
 MRT_API const char* MrtGetBuildInfo(void);
 
+/* Operators the built-in CPU EP implements, comma-separated "domain::OpType" ("" domain = ai.onnx). */
+MRT_API const char* MrtGetCpuOperators(void);
+
 /* ---- status ---- */
 MRT_API MrtErrorCode MrtStatusGetCode(const MrtStatus* status);
 MRT_API const char* MrtStatusGetMessage(const MrtStatus* status);

@@ -32,6 +32,16 @@ def get_build_info() -> dict[str, str]:
     return info
 
 
+def get_cpu_operators() -> list[tuple[str, str]]:
+    """(domain, op_type) pairs the built-in CPU execution provider implements ("" = ai.onnx)."""
+    result = []
+    for item in _lib.MrtGetCpuOperators().decode().split(","):
+        if "::" in item:
+            domain, op = item.split("::", 1)
+            result.append((domain, op))
+    return result
+
+
 __all__ = [
     "InferenceSession",
     "InternalError",
@@ -47,5 +57,6 @@ __all__ = [
     "__version__",
     "get_available_providers",
     "get_build_info",
+    "get_cpu_operators",
     "get_device",
 ]

@@ -77,6 +77,7 @@ def _declare(lib: ctypes.CDLL) -> None:
     fn("MrtGetAbiVersion", ctypes.c_uint32)
     fn("MrtGetVersionString", ctypes.c_char_p)
     fn("MrtGetBuildInfo", ctypes.c_char_p)
+    fn("MrtGetCpuOperators", ctypes.c_char_p)
     fn("MrtStatusGetCode", ctypes.c_int, StatusP)
     fn("MrtStatusGetMessage", ctypes.c_char_p, StatusP)
     fn("MrtReleaseStatus", None, StatusP)

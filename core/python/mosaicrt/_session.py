@@ -37,6 +37,19 @@ _CODE_OF_DTYPE: dict[np.dtype[Any], int] = {
     np.dtype(t): code for code, (t, _) in _ELEM_TYPES.items() if t is not None and code not in (14, 15)
 }
 
+
+def _register_bfloat16() -> None:
+    """bfloat16 arrays need the optional ml_dtypes package (numpy has no bfloat16)."""
+    try:
+        import ml_dtypes
+    except ImportError:
+        return
+    _ELEM_TYPES[16] = (ml_dtypes.bfloat16, "tensor(bfloat16)")
+    _CODE_OF_DTYPE[np.dtype(ml_dtypes.bfloat16)] = 16
+
+
+_register_bfloat16()
+
 CPU_PROVIDER = "CPUExecutionProvider"
 
 
@@ -227,7 +240,8 @@ def _as_input_array(name: str, value: Any) -> np.ndarray[Any, Any]:
     if arr.dtype == object or arr.dtype.kind in "USO":
         raise InvalidArgument(f"input {name!r}: string/object arrays are not supported (dtype {arr.dtype})")
     if arr.dtype not in _CODE_OF_DTYPE:
-        raise InvalidArgument(f"input {name!r}: numpy dtype {arr.dtype} is not supported")
+        hint = " (install ml_dtypes for bfloat16)" if arr.dtype.name == "bfloat16" else ""
+        raise InvalidArgument(f"input {name!r}: numpy dtype {arr.dtype} is not supported{hint}")
     # (np.ascontiguousarray would turn 0-d arrays into 1-d ones)
     return arr if arr.flags.c_contiguous else arr.copy(order="C")
 

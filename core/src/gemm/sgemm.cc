@@ -27,38 +27,83 @@ namespace {
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 // ---------------------------------------------------------------------------------------
-// Portable micro-kernel (plain C++, auto-vectorized by the compiler where it can).
+// Portable micro-kernel: plain C++ with GCC/Clang vector extensions where available (SSE2,
+// NEON, ... without any ISA-specific code), scalar otherwise. The tile fits 16 vector
+// registers (armv7 NEON, x86 SSE2); arm64's 32 registers take a taller tile.
 
+#if defined(__aarch64__) || defined(_M_ARM64)
+constexpr int kPortableMr = 8;
+#else
 constexpr int kPortableMr = 4;
-constexpr int kPortableNr = 16;
+#endif
+constexpr int kPortableNr = 8;
+
+#if defined(__GNUC__) || defined(__clang__)
+typedef float v4f __attribute__((vector_size(16)));
+
+inline v4f load4(const float* p) {
+  v4f v;
+  std::memcpy(&v, p, sizeof(v));
+  return v;
+}
 
 template <int M>
 void portable_micro(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, int64_t n, float alpha,
                     float beta) {
-  float acc[M][kPortableNr];
-  for (int i = 0; i < M; ++i)
-    for (int j = 0; j < kPortableNr; ++j) acc[i][j] = 0.f;
+  v4f acc0[M], acc1[M];
+  for (int i = 0; i < M; ++i) acc0[i] = acc1[i] = v4f{0.f, 0.f, 0.f, 0.f};
   for (int64_t k = 0; k < kc; ++k) {
-    const float* bk = b + k * kPortableNr;
-    const float* ak = a + k * kPortableMr;
+    const v4f b0 = load4(b), b1 = load4(b + 4);
     for (int i = 0; i < M; ++i) {
-      const float ai = ak[i];
-      for (int j = 0; j < kPortableNr; ++j) acc[i][j] += ai * bk[j];
+      const float ai = a[i];
+      acc0[i] += ai * b0;
+      acc1[i] += ai * b1;
     }
+    a += kPortableMr;
+    b += kPortableNr;
   }
   for (int i = 0; i < M; ++i) {
+    float row[kPortableNr];
+    std::memcpy(row, &acc0[i], sizeof(v4f));
+    std::memcpy(row + 4, &acc1[i], sizeof(v4f));
     float* ci = c + i * ldc;
     if (beta == 0.f) {
-      for (int64_t j = 0; j < n; ++j) ci[j] = alpha * acc[i][j];
+      for (int64_t j = 0; j < n; ++j) ci[j] = alpha * row[j];
     } else {
-      for (int64_t j = 0; j < n; ++j) ci[j] = alpha * acc[i][j] + beta * ci[j];
+      for (int64_t j = 0; j < n; ++j) ci[j] = alpha * row[j] + beta * ci[j];
     }
   }
 }
+#else
+template <int M>
+void portable_micro(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, int64_t n, float alpha,
+                    float beta) {
+  float acc[M][kPortableNr] = {};
+  for (int64_t k = 0; k < kc; ++k) {
+    const float* bk = b + k * kPortableNr;
+    const float* ak = a + k * kPortableMr;
+    for (int i = 0; i < M; ++i)
+      for (int j = 0; j < kPortableNr; ++j) acc[i][j] += ak[i] * bk[j];
+  }
+  for (int i = 0; i < M; ++i) {
+    float* ci = c + i * ldc;
+    for (int64_t j = 0; j < n; ++j) ci[j] = alpha * acc[i][j] + (beta == 0.f ? 0.f : beta * ci[j]);
+  }
+}
+#endif
 
-const SgemmKernel kPortable = {
-    "portable", kPortableMr, kPortableNr, 256, 128, 4096,
-    {nullptr, portable_micro<1>, portable_micro<2>, portable_micro<3>, portable_micro<4>}};
+const SgemmKernel kPortable = {"portable",
+                               kPortableMr,
+                               kPortableNr,
+                               256,
+                               kPortableMr * 32,
+                               4096,
+                               {nullptr, portable_micro<1>, portable_micro<2>, portable_micro<3>, portable_micro<4>
+#if defined(__aarch64__) || defined(_M_ARM64)
+                                ,
+                                portable_micro<5>, portable_micro<6>, portable_micro<7>, portable_micro<8>
+#endif
+                               }};
 
 // ---------------------------------------------------------------------------------------
 // Packing.
@@ -79,13 +124,15 @@ void pack_a(int mr, bool trans_a, const float* A, int64_t lda, int64_t i0, int64
         for (; i < rows; ++i) d[i] = src[i];
         for (; i < mr; ++i) d[i] = 0.f;
       }
-    } else {  // A is [M, K]: each row contiguous over k
-      for (int64_t i = 0; i < rows; ++i) {
-        const float* src = A + (row0 + i) * lda + k0;
-        for (int64_t k = 0; k < kc; ++k) p[k * mr + i] = src[k];
+    } else {  // A is [M, K]: read the panel's rows side by side, write contiguously
+      const float* rp[kSgemmMaxMr];
+      for (int64_t i = 0; i < rows; ++i) rp[i] = A + (row0 + i) * lda + k0;
+      for (int64_t k = 0; k < kc; ++k) {
+        float* d = p + k * mr;
+        int64_t i = 0;
+        for (; i < rows; ++i) d[i] = rp[i][k];
+        for (; i < mr; ++i) d[i] = 0.f;
       }
-      for (int64_t i = rows; i < mr; ++i)
-        for (int64_t k = 0; k < kc; ++k) p[k * mr + i] = 0.f;
     }
   }
 }
@@ -105,13 +152,15 @@ void pack_b(int nr, bool trans_b, const float* B, int64_t ldb, int64_t k0, int64
         std::memcpy(d, src, sizeof(float) * cols);
         for (int64_t j = cols; j < nr; ++j) d[j] = 0.f;
       }
-    } else {  // B is [N, K]: B(k,j) = B[j*ldb + k]
-      for (int64_t j = 0; j < cols; ++j) {
-        const float* src = B + (col0 + j) * ldb + k0;
-        for (int64_t k = 0; k < kc; ++k) p[k * nr + j] = src[k];
+    } else {  // B is [N, K]: B(k,j) = B[j*ldb + k]; read nr rows side by side
+      const float* rp[kSgemmMaxNr];
+      for (int64_t j = 0; j < cols; ++j) rp[j] = B + (col0 + j) * ldb + k0;
+      for (int64_t k = 0; k < kc; ++k) {
+        float* d = p + k * nr;
+        int64_t j = 0;
+        for (; j < cols; ++j) d[j] = rp[j][k];
+        for (; j < nr; ++j) d[j] = 0.f;
       }
-      for (int64_t j = cols; j < nr; ++j)
-        for (int64_t k = 0; k < kc; ++k) p[k * nr + j] = 0.f;
     }
   }
 }
@@ -249,7 +298,8 @@ void gemm_driver(const SgemmKernel& kr, int64_t M, int64_t N, int64_t K, float a
 
   thread_local std::vector<float> b_scratch;
   float* bbuf = nullptr;
-  if (!B.packed) bbuf = scratch(b_scratch, static_cast<size_t>(std::min(kr.kc, K) * ceil_div(std::min(kr.nc, N), nr) * nr));
+  if (!B.packed && n_mblocks > 1)
+    bbuf = scratch(b_scratch, static_cast<size_t>(std::min(kr.kc, K) * ceil_div(std::min(kr.nc, N), nr) * nr));
 
   for (int64_t jc = 0; jc < N; jc += kr.nc) {
     const int64_t nc = std::min(kr.nc, N - jc);
@@ -265,7 +315,10 @@ void gemm_driver(const SgemmKernel& kr, int64_t M, int64_t N, int64_t K, float a
     for (int64_t pc = 0; pc < K; pc += kr.kc) {
       const int64_t kc = std::min(kr.kc, K - pc);
       const float beta_k = pc == 0 ? beta : 1.f;
-      if (!B.packed) {
+      // With a single M block no two tasks share a B panel: each task packs its own panels
+      // right before using them (no separate pass, no extra barrier, panel hot in L1).
+      const bool fuse_b = !B.packed && n_mblocks == 1;
+      if (!B.packed && !fuse_b) {
         auto pack = [&](int64_t q0, int64_t q1) {
           pack_b(static_cast<int>(nr), B.trans, B.p, B.ld, pc, kc, jc, nc, q0, q1, bbuf + q0 * kc * nr, kc * nr);
         };
@@ -281,8 +334,9 @@ void gemm_driver(const SgemmKernel& kr, int64_t M, int64_t N, int64_t K, float a
       };
 
       auto task = [&](int64_t t0, int64_t t1) {
-        thread_local std::vector<float> a_scratch;
+        thread_local std::vector<float> a_scratch, b_panel_scratch;
         float* abuf = A.packed ? nullptr : scratch(a_scratch, static_cast<size_t>(ceil_div(mc, mr) * mr * kc));
+        float* own_b = fuse_b ? scratch(b_panel_scratch, static_cast<size_t>(kc * nr)) : nullptr;
         int64_t packed_block = -1;
         for (int64_t t = t0; t < t1; ++t) {
           const int64_t ib = t / nsplit, js = t % nsplit;
@@ -296,7 +350,13 @@ void gemm_driver(const SgemmKernel& kr, int64_t M, int64_t N, int64_t K, float a
           for (int64_t q = q0; q < q1; ++q) {
             const int64_t j = jc + q * nr;
             const int64_t n = std::min(nr, N - j);
-            const float* bp = b_panel(q);
+            const float* bp;
+            if (fuse_b) {
+              pack_b(static_cast<int>(nr), B.trans, B.p, B.ld, pc, kc, jc, nc, q, q + 1, own_b, kc * nr);
+              bp = own_b;
+            } else {
+              bp = b_panel(q);
+            }
             for (int64_t r = 0; r * mr < mcb; ++r) {
               const int64_t i = ic + r * mr;
               const int64_t m = std::min(mr, M - i);

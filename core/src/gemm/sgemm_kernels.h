@@ -15,6 +15,7 @@
 namespace mrt {
 
 constexpr int kSgemmMaxMr = 16;
+constexpr int kSgemmMaxNr = 64;
 
 using SgemmMicroKernel = void (*)(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, int64_t n,
                                   float alpha, float beta);

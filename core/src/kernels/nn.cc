@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstring>
 #include <memory>
+#include <type_traits>
 
 #include "../gemm/sgemm.h"
 #include "nn_geometry.h"
@@ -20,15 +21,10 @@ namespace {
 using nn::AutoPad;
 using nn::Window;
 
-constexpr int64_t kColBufferBytes = int64_t{64} << 20;  // bound on one im2col/col2im buffer
+constexpr int64_t kColBufferBytes = int64_t{16} << 20;  // bound on one im2col/col2im buffer
 
 // ---------------------------------------------------------------------------------------
-// GEMM: float goes to mrt::sgemm, double to a plain loop (double convs are rare).
-
-void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* B,
-          int64_t ldb, float beta, float* C, int64_t ldc, ThreadPool* pool) {
-  sgemm(ta, tb, M, N, K, 1.f, A, lda, B, ldb, beta, C, ldc, pool);
-}
+// GEMM for double (a plain loop; double convs are rare). float goes to mrt::sgemm.
 
 void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const double* A, int64_t lda, const double* B,
           int64_t ldb, double beta, double* C, int64_t ldc, ThreadPool*) {
@@ -307,50 +303,91 @@ ConvPlan plan_conv(const OpContext& ctx, const Tensor& X, const Tensor& W, const
   return p;
 }
 
+bool cpu_has_avx2() {
+#if defined(MOSAICRT_X86_SIMD)
+  // Same decision as the SGEMM dispatcher (CPU features, MOSAICRT_SGEMM_KERNEL override).
+  static const bool yes = std::strcmp(sgemm_kernel_name(), "portable") != 0;
+  return yes;
+#else
+  return false;
+#endif
+}
+
+template <class T>
+void depthwise_plane(const T* xp, const T* wp, T b0, T* yp, const nn::DepthwisePlane& d) {
+#if defined(MOSAICRT_X86_SIMD)
+  if constexpr (std::is_same<T, float>::value) {
+    if (cpu_has_avx2()) {
+      nn::depthwise_plane_avx2(xp, wp, b0, yp, d);
+      return;
+    }
+  }
+#endif
+  std::vector<int64_t> lo(static_cast<size_t>(d.KW)), hi(static_cast<size_t>(d.KW));
+  for (int64_t kw = 0; kw < d.KW; ++kw) nn::valid_range(d.OW, d.sw, kw * d.dw - d.pw, d.W, lo[kw], hi[kw]);
+  for (int64_t oh = 0; oh < d.OH; ++oh) {
+    T* yr = yp + oh * d.OW;
+    std::fill(yr, yr + d.OW, b0);
+    for (int64_t kh = 0; kh < d.KH; ++kh) {
+      const int64_t ih = oh * d.sh - d.ph + kh * d.dh;
+      if (ih < 0 || ih >= d.H) continue;
+      for (int64_t kw = 0; kw < d.KW; ++kw) {
+        const T wv = wp[kh * d.KW + kw];
+        const T* xr = xp + ih * d.W + (kw * d.dw - d.pw);
+        const int64_t l = lo[kw], h = hi[kw];
+        if (d.sw == 1) {
+          for (int64_t ow = l; ow < h; ++ow) yr[ow] += wv * xr[ow];
+        } else {
+          for (int64_t ow = l; ow < h; ++ow) yr[ow] += wv * xr[ow * d.sw];
+        }
+      }
+    }
+  }
+}
+
 template <class T>
 void conv_depthwise_2d(const ConvPlan& p, const T* x, const T* w, const T* bias, T* y, ThreadPool& pool) {
   const Window& g = p.g;
-  const int64_t H = g.in[0], W = g.in[1], KH = g.kernel[0], KW = g.kernel[1];
-  const int64_t OH = g.out[0], OW = g.out[1], sh = g.stride[0], sw = g.stride[1];
-  const int64_t dh = g.dilation[0], dw = g.dilation[1], ph = g.pad_begin[0], pw = g.pad_begin[1];
-  const int64_t planes = p.N * p.M;
-  std::vector<int64_t> lo(static_cast<size_t>(KW)), hi(static_cast<size_t>(KW));
-  for (int64_t kw = 0; kw < KW; ++kw) nn::valid_range(OW, sw, kw * dw - pw, W, lo[kw], hi[kw]);
-  pool.parallel_for(planes, 1, [&](int64_t b, int64_t e) {
+  nn::DepthwisePlane d{g.in[0],     g.in[1],     g.kernel[0],   g.kernel[1],   g.out[0],      g.out[1],
+                       g.stride[0], g.stride[1], g.dilation[0], g.dilation[1], g.pad_begin[0], g.pad_begin[1]};
+  const int64_t in_size = d.H * d.W, out_size = d.OH * d.OW, ksize = d.KH * d.KW;
+  pool.parallel_for(p.N * p.M, 1, [&](int64_t b, int64_t e) {
     for (int64_t plane = b; plane < e; ++plane) {
       const int64_t n = plane / p.M, m = plane % p.M, c = m / p.Mg;  // Cg == 1: one input channel per group
-      const T* xp = x + (n * p.C + c) * H * W;
-      const T* wp = w + m * KH * KW;
-      T* yp = y + plane * OH * OW;
-      const T b0 = bias ? bias[m] : T(0);
-      for (int64_t oh = 0; oh < OH; ++oh) {
-        T* yr = yp + oh * OW;
-        std::fill(yr, yr + OW, b0);
-        for (int64_t kh = 0; kh < KH; ++kh) {
-          const int64_t ih = oh * sh - ph + kh * dh;
-          if (ih < 0 || ih >= H) continue;
-          for (int64_t kw = 0; kw < KW; ++kw) {
-            const T wv = wp[kh * KW + kw];
-            const T* xr = xp + ih * W + (kw * dw - pw);
-            const int64_t l = lo[kw], h = hi[kw];
-            if (sw == 1) {
-              for (int64_t ow = l; ow < h; ++ow) yr[ow] += wv * xr[ow];
-            } else {
-              for (int64_t ow = l; ow < h; ++ow) yr[ow] += wv * xr[ow * sw];
-            }
-          }
-        }
-      }
+      depthwise_plane(x + (n * p.C + c) * in_size, w + m * ksize, bias ? bias[m] : T(0), y + plane * out_size, d);
     }
   });
 }
 
+// Constant Conv/ConvTranspose filters packed once per group for the SGEMM micro-kernel.
+struct PackedFilters {
+  std::vector<PackedA> groups;
+};
+
+// C = A_g x B (+ beta C), with A_g the group's filter matrix, packed when available.
+inline void filter_gemm(const PackedFilters* packed, int64_t grp, bool ta, int64_t M, int64_t N, int64_t K,
+                        const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc,
+                        ThreadPool* pool) {
+  if (packed)
+    sgemm_packed_a(packed->groups[static_cast<size_t>(grp)], false, N, 1.f, B, ldb, beta, C, ldc, pool);
+  else
+    sgemm(ta, false, M, N, K, 1.f, A, lda, B, ldb, beta, C, ldc, pool);
+}
+inline void filter_gemm(const PackedFilters*, int64_t, bool ta, int64_t M, int64_t N, int64_t K, const double* A,
+                        int64_t lda, const double* B, int64_t ldb, double beta, double* C, int64_t ldc,
+                        ThreadPool* pool) {
+  gemm(ta, false, M, N, K, A, lda, B, ldb, beta, C, ldc, pool);
+}
+
+bool conv_is_depthwise(const ConvPlan& p) { return p.Cg == 1 && p.group > 1 && p.g.nsp == 2; }
+
 template <class T>
-void conv_run(const ConvPlan& p, const T* x, const T* w, const T* bias, T* y, ThreadPool& pool) {
+void conv_run(const ConvPlan& p, const T* x, const T* w, const T* bias, T* y, ThreadPool& pool,
+              const PackedFilters* packed) {
   const Window& g = p.g;
   const int64_t in_size = prod(g.in), out_size = prod(g.out), ksize = prod(g.kernel);
   if (out_size == 0 || p.N == 0 || p.M == 0) return;
-  if (p.Cg == 1 && p.group > 1 && g.nsp == 2) {
+  if (conv_is_depthwise(p)) {
     conv_depthwise_2d(p, x, w, bias, y, pool);
     return;
   }
@@ -376,13 +413,13 @@ void conv_run(const ConvPlan& p, const T* x, const T* w, const T* bias, T* y, Th
       beta = T(1);
     }
     if (pointwise) {
-      gemm(false, false, p.Mg, out_size, K, wg, K, xg, in_size, beta, yg, out_size, gemm_pool);
+      filter_gemm(packed, grp, false, p.Mg, out_size, K, wg, K, xg, in_size, beta, yg, out_size, gemm_pool);
       return;
     }
     for (int64_t r0 = 0; r0 < outer; r0 += rows) {
       const int64_t r1 = std::min(outer, r0 + rows), cols = (r1 - r0) * inner;
       im2col(xg, p.Cg, g, r0, r1, col, cols, gemm_pool);
-      gemm(false, false, p.Mg, cols, K, wg, K, col, cols, beta, yg + r0 * inner, out_size, gemm_pool);
+      filter_gemm(packed, grp, false, p.Mg, cols, K, wg, K, col, cols, beta, yg + r0 * inner, out_size, gemm_pool);
     }
   };
 
@@ -404,8 +441,26 @@ void conv_kernel(OpContext& ctx) {
   const Tensor* B = ctx.optional_input(2);
   ConvPlan p = plan_conv(ctx, X, W, B);
   Tensor& Y = ctx.output(0, X.dtype(), p.out_shape);
+  std::shared_ptr<PackedFilters> packed;
+  if (X.dtype() == DType::kFloat && ctx.input_is_constant(1) && !conv_is_depthwise(p) && X.numel() > 0) {
+    packed = ctx.node_cache<PackedFilters>([&] {
+      auto pf = std::make_shared<PackedFilters>();
+      const int64_t K = W.numel() / std::max<int64_t>(p.M, 1);  // Cg * kernel size
+      for (int64_t grp = 0; grp < p.group; ++grp)
+        pf->groups.push_back(sgemm_pack_a(false, p.Mg, K, W.data<float>() + grp * p.Mg * K, K));
+      return pf;
+    });
+  }
+  if (X.dtype() == DType::kFloat16 || X.dtype() == DType::kBFloat16) {
+    // 16-bit floats: computed in float32 and rounded once at the end.
+    std::vector<float> xf = nn::widen(X), wf = nn::widen(W), bf = B ? nn::widen(*B) : std::vector<float>();
+    std::vector<float> yf(static_cast<size_t>(Y.numel()));
+    conv_run<float>(p, xf.data(), wf.data(), B ? bf.data() : nullptr, yf.data(), ctx.threads(), nullptr);
+    nn::narrow(yf.data(), Y);
+    return;
+  }
   MRT_DISPATCH_FLOATING(X.dtype(), "Conv", {
-    conv_run<T>(p, X.data<T>(), W.data<T>(), B ? B->data<T>() : nullptr, Y.data<T>(), ctx.threads());
+    conv_run<T>(p, X.data<T>(), W.data<T>(), B ? B->data<T>() : nullptr, Y.data<T>(), ctx.threads(), packed.get());
   });
 }
 
@@ -496,7 +551,8 @@ ConvTPlan plan_conv_transpose(const OpContext& ctx, const Tensor& X, const Tenso
 }
 
 template <class T>
-void conv_transpose_run(const ConvTPlan& p, const T* x, const T* w, const T* bias, T* y, ThreadPool& pool) {
+void conv_transpose_run(const ConvTPlan& p, const T* x, const T* w, const T* bias, T* y, ThreadPool& pool,
+                        const PackedFilters* packed) {
   const Window& g = p.g;
   const int64_t in_size = prod(g.out), out_size = prod(g.in), ksize = prod(g.kernel);
   if (out_size == 0 || p.N == 0 || p.M == 0) return;
@@ -517,8 +573,8 @@ void conv_transpose_run(const ConvTPlan& p, const T* x, const T* w, const T* bia
     for (int64_t r0 = 0; r0 < outer; r0 += rows) {
       const int64_t r1 = std::min(outer, r0 + rows), cols = (r1 - r0) * inner;
       // col[Mg*K, cols] = W_g^T [Mg*K, Cg] x X_g[:, band]
-      gemm(true, false, rows_of_col, cols, p.Cg, wg, rows_of_col, xg + r0 * inner, in_size, T(0), col, cols,
-           gemm_pool);
+      filter_gemm(packed, grp, true, rows_of_col, cols, p.Cg, wg, rows_of_col, xg + r0 * inner, in_size, T(0), col,
+                  cols, gemm_pool);
       col2im(col, p.Mg, g, r0, r1, cols, yg, gemm_pool);
     }
   };
@@ -540,8 +596,19 @@ void conv_transpose_kernel(OpContext& ctx) {
   const Tensor* B = ctx.optional_input(2);
   ConvTPlan p = plan_conv_transpose(ctx, X, W, B);
   Tensor& Y = ctx.output(0, X.dtype(), p.out_shape);
+  std::shared_ptr<PackedFilters> packed;
+  if (X.dtype() == DType::kFloat && ctx.input_is_constant(1) && X.numel() > 0 && p.Cg > 0) {
+    packed = ctx.node_cache<PackedFilters>([&] {
+      auto pf = std::make_shared<PackedFilters>();
+      const int64_t rows = W.numel() / std::max<int64_t>(p.C, 1);  // Mg * kernel size
+      for (int64_t grp = 0; grp < p.group; ++grp)
+        pf->groups.push_back(sgemm_pack_a(true, rows, p.Cg, W.data<float>() + grp * p.Cg * rows, rows));
+      return pf;
+    });
+  }
   MRT_DISPATCH_FLOATING(X.dtype(), "ConvTranspose", {
-    conv_transpose_run<T>(p, X.data<T>(), W.data<T>(), B ? B->data<T>() : nullptr, Y.data<T>(), ctx.threads());
+    conv_transpose_run<T>(p, X.data<T>(), W.data<T>(), B ? B->data<T>() : nullptr, Y.data<T>(), ctx.threads(),
+                          packed.get());
   });
 }
 
@@ -561,6 +628,7 @@ void register_nn_kernels(KernelRegistry& r) {
   r.add("Conv", 1, conv_kernel, conv_check);
   r.add("ConvTranspose", 1, conv_transpose_kernel, conv_check);
   register_nn_pool_kernels(r);
+  register_nn_deform_kernels(r);
 }
 
 }  // namespace mrt

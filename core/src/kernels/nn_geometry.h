@@ -119,6 +119,38 @@ inline void resolve_forward(Window& w, AutoPad auto_pad, bool ceil_mode, const c
   }
 }
 
+// 16-bit float tensors (float16/bfloat16) widened to float32 and back (round to nearest even).
+inline std::vector<float> widen(const Tensor& t) {
+  std::vector<float> out(static_cast<size_t>(t.numel()));
+  const uint16_t* src = t.data_as<uint16_t>();
+  if (t.dtype() == DType::kFloat16) {
+    for (size_t i = 0; i < out.size(); ++i) out[i] = half_to_float(src[i]);
+  } else if (t.dtype() == DType::kBFloat16) {
+    for (size_t i = 0; i < out.size(); ++i) out[i] = bfloat16_to_float(src[i]);
+  } else {
+    fail(MRT_INTERNAL, "widen: ", dtype_name(t.dtype()), " is not a 16-bit float type");
+  }
+  return out;
+}
+inline void narrow(const float* src, Tensor& t) {
+  uint16_t* dst = t.data_as<uint16_t>();
+  const int64_t n = t.numel();
+  if (t.dtype() == DType::kFloat16) {
+    for (int64_t i = 0; i < n; ++i) dst[i] = float_to_half(src[i]);
+  } else {
+    for (int64_t i = 0; i < n; ++i) dst[i] = float_to_bfloat16(src[i]);
+  }
+}
+
+// One plane of a depthwise 2-D convolution (one input channel -> one output channel).
+struct DepthwisePlane {
+  int64_t H, W, KH, KW, OH, OW, sh, sw, dh, dw, ph, pw;
+};
+#if defined(MOSAICRT_X86_SIMD)
+// y[OH, OW] = bias + conv(x[H, W], w[KH, KW]) (nn_depthwise_avx2.cc; needs AVX2 + FMA).
+void depthwise_plane_avx2(const float* x, const float* w, float bias, float* y, const DepthwisePlane& g);
+#endif
+
 // col2im accumulation over all sliding positions (defined in nn.cc): for every channel c,
 // img[c, pos * stride - pad_begin + k * dilation] += col[(c, k), pos], where g.in is the
 // image size and g.out the sliding-position grid (g.nsp >= 1; 2-D has a fast path).
@@ -127,7 +159,9 @@ void col2im_double(const double* col, int64_t channels, const Window& g, double*
 
 }  // namespace nn
 
-// Registered from nn_pool.cc (pooling, MaxUnpool, Col2Im).
+// Registered from nn_pool.cc (pooling, MaxUnpool, Col2Im) and nn_deform_conv.cc
+// (DeformConv, CausalConvWithState).
 void register_nn_pool_kernels(KernelRegistry& r);
+void register_nn_deform_kernels(KernelRegistry& r);
 
 }  // namespace mrt

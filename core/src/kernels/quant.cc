@@ -242,7 +242,8 @@ void dynamic_quantize_kernel(OpContext& ctx) {
     mn = std::min(mn, lmn);
     mx = std::max(mx, lmx);
   });
-  const float scale = (mx == mn ? 1.0f : (mx - mn)) / 255.0f;
+  // An all-zero input gets scale 1 (as onnxruntime does); every value quantizes to 0.
+  const float scale = mx == mn ? 1.0f : (mx - mn) / 255.0f;
   const float izp = 0.0f - mn / scale;
   const float zpf = std::nearbyint(std::min(255.0f, std::max(0.0f, izp)));
   Tensor& Y = ctx.output(0, DType::kUInt8, X.shape());

@@ -79,6 +79,33 @@ using IgemmBlockFn = void (*)(int64_t rows, int64_t Kp, const int16_t* A, int64_
 IgemmBlockFn igemm_block_avx2();  // nullptr when not compiled in
 constexpr int64_t kIgemmRows = 6;  // rows per micro-kernel call
 
+// u8 x s8 GEMM on AVX512-VNNI (vpdpbusd, 64 multiply-adds per instruction). Any uint8/int8
+// operand pair maps onto it: an int8 A is shifted to uint8 (a + 128, zero point + 128), a
+// uint8 B to int8 (b - 128, zero point - 128); the products with the raw bytes are then
+// corrected with row/column sums: C = acc - zb[n] * rowsum[m] + za[m] * (K * zb[n] - colsum[n]).
+constexpr int64_t kVnniPanel = 32;  // columns per B panel (two zmm of 16 int32)
+constexpr int64_t kVnniRows = 8;    // rows per micro-kernel call
+
+struct PackedB8 {
+  int64_t K = 0, N = 0, K4 = 0, panels = 0;  // K4: K rounded up to a multiple of 4
+  // Per panel and group of 4 k: 16 columns x 4 bytes (cols 0-15), then cols 16-31.
+  std::vector<int8_t> data;
+  std::vector<int32_t> zb;      // panels * 32: zero point of each column (int8 domain)
+  std::vector<int32_t> colfix;  // panels * 32: K * zb[n] - sum_k b[k, n]
+  const int8_t* panel(int64_t p) const { return data.data() + p * K4 * kVnniPanel; }
+};
+
+using VnniBlockFn = void (*)(int64_t rows, int64_t K4, const uint8_t* A, int64_t lda, const int8_t* panel,
+                             const int32_t* za, const int32_t* rowsum, const int32_t* zb, const int32_t* colfix,
+                             int32_t* C, int64_t ldc, int64_t valid_n);
+VnniBlockFn igemm_block_vnni();  // nullptr when not compiled in
+bool igemm_vnni_available();     // compiled in and the running CPU has AVX512-VNNI
+// B: K x N uint8/int8 matrix at element `offset` of the tensor (row stride N).
+void pack_b8(PackedB8& out, const Tensor& B, int64_t offset, int64_t K, int64_t N, const int32_t* zp, bool zp_per_col);
+// C[M, N] = (A - za) x (B - zb) with A: M x K uint8/int8 rows at element `offset`.
+void igemm_vnni(int64_t M, const Tensor& A, int64_t offset, int64_t K, const int32_t* za, bool za_per_row,
+                const PackedB8& B, int32_t* C, int64_t ldc, ThreadPool* pool);
+
 // Requantize an int32 accumulator: clamp(rint(acc * multiplier) + zp) into [lo, hi].
 inline double requantize(double acc, double multiplier, double zp, double lo, double hi) {
   double v = std::nearbyint(acc * multiplier) + zp;

@@ -112,7 +112,94 @@ void igemm(int64_t M, const int16_t* A, const PackedB& B, int32_t* C, int64_t ld
 
 #if !defined(MOSAICRT_X86_SIMD)
 IgemmBlockFn igemm_block_avx2() { return nullptr; }
+VnniBlockFn igemm_block_vnni() { return nullptr; }
 #endif
+
+bool igemm_vnni_available() {
+  static const bool ok = [] {
+#if defined(MOSAICRT_X86_SIMD) && (defined(__GNUC__) || defined(__clang__))
+    return igemm_block_vnni() != nullptr && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+           __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
+           __builtin_cpu_supports("avx512vnni");
+#else
+    return false;
+#endif
+  }();
+  return ok;
+}
+
+void pack_b8(PackedB8& out, const Tensor& B, int64_t offset, int64_t K, int64_t N, const int32_t* zp, bool zp_per_col) {
+  const bool is_u8 = B.dtype() == DType::kUInt8;
+  MRT_CHECK_IMPL(is_u8 || B.dtype() == DType::kInt8, "integer GEMM: B element type ", dtype_name(B.dtype()),
+                 " is not supported (uint8/int8)");
+  const uint8_t* src = static_cast<const uint8_t*>(B.raw()) + offset;  // raw bytes of either type
+  out.K = K;
+  out.N = N;
+  out.K4 = (K + 3) & ~int64_t(3);
+  out.panels = (N + kVnniPanel - 1) / kVnniPanel;
+  out.data.assign(static_cast<size_t>(out.panels * out.K4 * kVnniPanel), 0);
+  out.zb.assign(static_cast<size_t>(out.panels * kVnniPanel), 0);
+  out.colfix.assign(out.zb.size(), 0);
+  // Work in the int8 domain: a uint8 byte b becomes b - 128 (flip the top bit).
+  const uint8_t flip = is_u8 ? 0x80 : 0x00;
+  const int32_t zshift = is_u8 ? -128 : 0;
+  for (int64_t n = 0; n < N; ++n) {
+    const int32_t z = (zp ? (zp_per_col ? zp[n] : zp[0]) : 0) + zshift;
+    const int64_t p = n / kVnniPanel, j = n % kVnniPanel;
+    int8_t* dst = out.data.data() + p * out.K4 * kVnniPanel + (j / 16) * 64 + (j % 16) * 4;
+    int64_t sum = 0;
+    for (int64_t k = 0; k < K; ++k) {
+      const int8_t v = static_cast<int8_t>(src[k * N + n] ^ flip);
+      dst[(k >> 2) * 4 * kVnniPanel + (k & 3)] = v;
+      sum += v;
+    }
+    out.zb[n] = z;
+    out.colfix[n] = static_cast<int32_t>(static_cast<uint32_t>(K * z - sum));
+  }
+}
+
+void igemm_vnni(int64_t M, const Tensor& A, int64_t offset, int64_t K, const int32_t* za, bool za_per_row,
+                const PackedB8& B, int32_t* C, int64_t ldc, ThreadPool* pool) {
+  static const VnniBlockFn kernel = igemm_block_vnni();
+  MRT_ENFORCE(kernel != nullptr, MRT_INTERNAL, "integer GEMM: the VNNI kernel is not available");
+  if (M <= 0 || B.N <= 0) return;
+  const bool is_s8 = A.dtype() == DType::kInt8;
+  MRT_CHECK_IMPL(is_s8 || A.dtype() == DType::kUInt8, "integer GEMM: A element type ", dtype_name(A.dtype()),
+                 " is not supported (uint8/int8)");
+  const uint8_t* src = static_cast<const uint8_t*>(A.raw()) + offset;
+  const int64_t K4 = B.K4;
+  // A in the uint8 domain: an int8 byte a becomes a + 128 (flip the top bit).
+  std::vector<uint8_t> a8(static_cast<size_t>(M * K4), 0);
+  std::vector<int32_t> zrow(static_cast<size_t>(M)), rowsum(static_cast<size_t>(M));
+  const uint8_t flip = is_s8 ? 0x80 : 0x00;
+  const int32_t zshift = is_s8 ? 128 : 0;
+  for (int64_t m = 0; m < M; ++m) {
+    const uint8_t* s = src + m * K;
+    uint8_t* d = a8.data() + m * K4;
+    int32_t sum = 0;
+    for (int64_t k = 0; k < K; ++k) {
+      d[k] = static_cast<uint8_t>(s[k] ^ flip);
+      sum += d[k];
+    }
+    rowsum[m] = sum;
+    zrow[m] = (za ? (za_per_row ? za[m] : za[0]) : 0) + zshift;
+  }
+  const int64_t row_blocks = (M + kVnniRows - 1) / kVnniRows;
+  const int64_t tasks = row_blocks * B.panels;
+  auto run = [&](int64_t tb, int64_t te) {
+    for (int64_t t = tb; t < te; ++t) {
+      const int64_t p = t / row_blocks, rb = t % row_blocks;
+      const int64_t m0 = rb * kVnniRows, rows = std::min(kVnniRows, M - m0);
+      const int64_t n0 = p * kVnniPanel, vn = std::min(kVnniPanel, B.N - n0);
+      kernel(rows, K4, a8.data() + m0 * K4, K4, B.panel(p), zrow.data() + m0, rowsum.data() + m0,
+             B.zb.data() + n0, B.colfix.data() + n0, C + m0 * ldc + n0, ldc, vn);
+    }
+  };
+  const int64_t work = std::max<int64_t>(1, K4 * kVnniRows * kVnniPanel);
+  const int64_t grain = std::max<int64_t>(1, (1 << 17) / work);
+  if (pool && tasks > 1) pool->parallel_for(tasks, grain, run);
+  else run(0, tasks);
+}
 
 }  // namespace quant
 }  // namespace mrt

@@ -92,7 +92,7 @@ void squeeze_kernel(OpContext& ctx) {
   std::vector<int64_t> axes = axes_from(ctx, 1, &given);
   const int64_t r = static_cast<int64_t>(x.rank());
   std::vector<bool> drop(x.rank(), false);
-  if (!given) {
+  if (!given || axes.empty()) {  // an empty axes tensor squeezes every size-1 dim, like no axes
     for (size_t i = 0; i < x.rank(); ++i) drop[i] = x.dim(i) == 1;
   } else {
     for (int64_t a : axes) {

@@ -3,6 +3,11 @@
 
 #include <algorithm>
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#include <xmmintrin.h>
+#endif
+
 namespace mrt {
 namespace shape_kernels {
 
@@ -109,6 +114,48 @@ struct Odometer {
   }
 };
 
+// dst[a * ds + c] = src[a + c * ss] for a in [r0, r1), c in [c0, c1).
+template <class T>
+inline void transpose_tile_scalar(const T* src, int64_t ss, T* dst, int64_t ds, int64_t r0, int64_t r1, int64_t c0,
+                                  int64_t c1) {
+  for (int64_t c = c0; c < c1; ++c) {
+    const T* srow = src + c * ss;
+    for (int64_t a = r0; a < r1; ++a) dst[a * ds + c] = srow[a];
+  }
+}
+
+template <class T>
+inline void transpose_tile(const T* src, int64_t ss, T* dst, int64_t ds, int64_t r0, int64_t r1, int64_t c0,
+                           int64_t c1) {
+#if defined(__SSE2__)
+  if constexpr (sizeof(T) == 4) {
+    // 4x4 register transposes (pure bit moves, so any 4-byte type is safe).
+    int64_t c = c0;
+    for (; c + 4 <= c1; c += 4) {
+      const float* s0 = reinterpret_cast<const float*>(src + c * ss);
+      const float* s1 = s0 + ss;
+      const float* s2 = s1 + ss;
+      const float* s3 = s2 + ss;
+      int64_t a = r0;
+      for (; a + 4 <= r1; a += 4) {
+        __m128 x0 = _mm_loadu_ps(s0 + a), x1 = _mm_loadu_ps(s1 + a), x2 = _mm_loadu_ps(s2 + a),
+               x3 = _mm_loadu_ps(s3 + a);
+        _MM_TRANSPOSE4_PS(x0, x1, x2, x3);
+        float* d = reinterpret_cast<float*>(dst + a * ds + c);
+        _mm_storeu_ps(d, x0);
+        _mm_storeu_ps(d + ds, x1);
+        _mm_storeu_ps(d + 2 * ds, x2);
+        _mm_storeu_ps(d + 3 * ds, x3);
+      }
+      if (a < r1) transpose_tile_scalar(src, ss, dst, ds, a, r1, c, c + 4);
+    }
+    if (c < c1) transpose_tile_scalar(src, ss, dst, ds, r0, r1, c, c1);
+    return;
+  }
+#endif
+  transpose_tile_scalar(src, ss, dst, ds, r0, r1, c0, c1);
+}
+
 template <class T>
 void strided_copy_typed(const OpContext& ctx, const std::vector<int64_t>& dims, const std::vector<int64_t>& strides,
                         const T* src, T* dst) {
@@ -120,16 +167,16 @@ void strided_copy_typed(const OpContext& ctx, const std::vector<int64_t>& dims, 
   const int64_t s_inner = strides[r - 1];
 
   // Blocked 2-D transpose: the innermost output dim is strided and another dim is
-  // contiguous in the source (NCHW<->NHWC, plain matrix transposes, ...).
+  // contiguous in the source (NCHW<->NHWC, plain matrix transposes, DepthToSpace, ...).
   int64_t j = -1;
-  if (s_inner != 1 && s_inner != 0 && inner >= 4) {
+  if (s_inner != 1 && s_inner != 0 && inner >= 2) {
     for (size_t k = 0; k + 1 < r; ++k)
       if (strides[k] == 1 && dims[k] >= 4) j = static_cast<int64_t>(k);
   }
   if (j >= 0) {
     const int64_t rows = dims[j];  // contiguous in src, stride dstrides[j] in dst
     const int64_t ds_j = dstrides[j];
-    constexpr int64_t kBlock = 32;
+    constexpr int64_t kBlock = 16;
     Odometer od;
     for (size_t k = 0; k + 1 < r; ++k) {
       if (static_cast<int64_t>(k) == j) continue;
@@ -155,11 +202,7 @@ void strided_copy_typed(const OpContext& ctx, const std::vector<int64_t>& dims, 
         T* d = dst + o.doff;
         for (int64_t c0 = 0; c0 < inner; c0 += kBlock) {
           int64_t c1 = std::min(inner, c0 + kBlock);
-          for (int64_t a = r0; a < r1; ++a) {
-            T* drow = d + a * ds_j;
-            const T* scol = s + a;
-            for (int64_t c = c0; c < c1; ++c) drow[c] = scol[c * s_inner];
-          }
+          transpose_tile<T>(s, s_inner, d, ds_j, r0, r1, c0, c1);
         }
       }
     });

@@ -384,7 +384,7 @@ class Decoder {
     int32_t data_type = 0;
     std::string name;
     Reader::Bytes raw{nullptr, 0, 0};
-    bool has_raw = false, external = false;
+    bool has_raw = false, external = false, has_strings = false;
     std::vector<float> floats;
     std::vector<double> doubles;
     std::vector<int64_t> ints;  // int32_data and int64_data and uint64_data
@@ -400,7 +400,7 @@ class Decoder {
         case 3: r.error("segmented tensors are not supported");
         case 4: read_repeated_fixed32(r, t, [&](uint32_t v) { floats.push_back(bits_to_float(v)); }); typed_field = 4; break;
         case 5: read_repeated_varint(r, t, [&](uint64_t v) { ints.push_back(static_cast<int32_t>(v)); }); typed_field = 5; break;
-        case 6: r.error("string tensors are not supported");
+        case 6: r.skip(t); has_strings = true; break;
         case 7: read_repeated_varint(r, t, [&](uint64_t v) { ints.push_back(static_cast<int64_t>(v)); }); typed_field = 7; break;
         case 8: r.expect(t, wire::kLengthDelimited, "name"); name = r.string(); break;
         case 9: r.expect(t, wire::kLengthDelimited, "raw_data"); raw = r.bytes(); has_raw = true; break;
@@ -422,7 +422,7 @@ class Decoder {
       fail(MRT_INVALID_MODEL, "malformed model at byte ", start, " in ", r.path(), ": ", label, " ", what);
     };
     DType dt = static_cast<DType>(data_type);
-    if (data_type == 8) fail(MRT_NOT_IMPLEMENTED, label, " has element type string, which is not supported");
+    if (data_type == 8 || has_strings) fail(MRT_NOT_IMPLEMENTED, label, " has element type string, which is not supported");
     if (!dtype_is_known(data_type)) {
       if (data_type == 0) bad("has no data_type");
       fail(MRT_NOT_IMPLEMENTED, label, " has element type ", dtype_name(dt), " (", data_type, "), which is not supported");

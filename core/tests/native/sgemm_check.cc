@@ -152,12 +152,25 @@ int check_kernel(const SgemmKernel& kr, ThreadPool* pool2) {
   return failures;
 }
 
-double bench(const SgemmKernel& kr, int64_t M, int64_t N, int64_t K, bool tb, ThreadPool* pool) {
+// GFLOP/s of C = A * op(B); `packed`: 0 plain, 1 A pre-packed (Conv filters), 2 B pre-packed
+// (MatMul/Gemm constant weights). Packing is outside the timed loop.
+double bench(const SgemmKernel& kr, int64_t M, int64_t N, int64_t K, bool tb, int packed, ThreadPool* pool) {
   std::vector<float> A(M * K), B(K * N), C(M * N);
   for (auto& v : A) v = rnd();
   for (auto& v : B) v = rnd();
+  const int64_t ldb = tb ? K : N;
+  PackedA pa;
+  PackedB pb;
+  if (packed == 1) pa = sgemm_pack_a_with_kernel(kr, false, M, K, A.data(), K);
+  if (packed == 2) pb = sgemm_pack_b_with_kernel(kr, tb, K, N, B.data(), ldb);
   auto once = [&] {
-    sgemm_with_kernel(kr, false, tb, M, N, K, 1.f, A.data(), K, B.data(), tb ? K : N, 0.f, C.data(), N, pool);
+    if (packed == 1) {
+      sgemm_packed_a(pa, tb, N, 1.f, B.data(), ldb, 0.f, C.data(), N, pool);
+    } else if (packed == 2) {
+      sgemm_packed_b(false, M, 1.f, A.data(), K, pb, 0.f, C.data(), N, pool);
+    } else {
+      sgemm_with_kernel(kr, false, tb, M, N, K, 1.f, A.data(), K, B.data(), ldb, 0.f, C.data(), N, pool);
+    }
   };
   once();
   const double flops = 2.0 * M * N * K;
@@ -189,20 +202,25 @@ int main(int argc, char** argv) {
       const char* what;
       int64_t M, N, K;
       bool tb;
+      int packed;
     };
+    // ResNet-50 convolutions as im2col GEMMs (batch 1, filters pre-packed as A) and
+    // transformer-style MatMuls (weights pre-packed as B).
     const Shape shapes[] = {
-        {"square 256", 256, 256, 256, false},       {"conv1 7x7", 64, 12544, 147, false},
-        {"l1 1x1 64", 64, 3136, 64, false},          {"l1 3x3", 64, 3136, 576, false},
-        {"l1 1x1 256", 256, 3136, 64, false},        {"l2 3x3", 128, 784, 1152, false},
-        {"l3 3x3", 256, 196, 2304, false},           {"l4 3x3", 512, 49, 4608, false},
-        {"l4 1x1", 2048, 49, 512, false},            {"fc (B^T)", 1, 1000, 2048, true},
+        {"square 256", 256, 256, 256, false, 0},       {"conv1 7x7", 64, 12544, 147, false, 1},
+        {"l1 1x1 64", 64, 3136, 64, false, 1},          {"l1 3x3", 64, 3136, 576, false, 1},
+        {"l1 1x1 256", 256, 3136, 64, false, 1},        {"l2 3x3", 128, 784, 1152, false, 1},
+        {"l3 3x3", 256, 196, 2304, false, 1},           {"l4 3x3", 512, 49, 4608, false, 1},
+        {"l4 1x1", 2048, 49, 512, false, 1},            {"l4 3x3 raw", 512, 49, 4608, false, 0},
+        {"fc B^T pk", 1, 1000, 2048, true, 2},          {"fc B^T raw", 1, 1000, 2048, true, 0},
+        {"mlp 128x768", 128, 3072, 768, false, 2},      {"mlp raw", 128, 3072, 768, false, 0},
     };
     for (const SgemmKernel* k : kernels) {
       if (std::string(k->name) == "portable" && kernels.size() > 1) continue;
       std::printf("%s GFLOP/s (1 thread / 2 threads)\n", k->name);
       for (const Shape& s : shapes) {
-        double g1 = bench(*k, s.M, s.N, s.K, s.tb, nullptr);
-        double g2 = bench(*k, s.M, s.N, s.K, s.tb, &pool2);
+        double g1 = bench(*k, s.M, s.N, s.K, s.tb, s.packed, nullptr);
+        double g2 = bench(*k, s.M, s.N, s.K, s.tb, s.packed, &pool2);
         std::printf("  %-12s M=%-5lld N=%-6lld K=%-5lld %7.1f %7.1f\n", s.what, (long long)s.M, (long long)s.N,
                     (long long)s.K, g1, g2);
       }

@@ -1,0 +1,294 @@
+#!/usr/bin/env python3
+"""Times mosaicrt against onnxruntime on the same models, inputs and thread count.
+
+    python bench/run_bench.py                      # all models, 2 threads
+    python bench/run_bench.py --models resnet18 --threads 2 --repeat 20 --json out.json
+
+Both runtimes run the same serialized model with sequential node execution and `intra_op_num_threads` set to
+--threads. onnxruntime keeps its default graph optimizations (it is the peer to beat). The two runtimes are
+timed in short alternating blocks so load changes on a shared machine hit both alike. The table shows the
+median latency per model, the ratio mosaicrt / onnxruntime of the medians (lower is better for mosaicrt),
+the ratio of the fastest runs (steadier on a busy machine) and the largest output difference.
+--profile also times every node of each model alone in both runtimes and prints per-op-type totals, to
+show which kernels dominate.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import statistics
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests" / "wheel"))
+
+import models  # noqa: E402
+
+
+@dataclass(frozen=True)
+class Result:
+    model: str
+    threads: int
+    repeat: int
+    mosaicrt_ms: float | None
+    onnxruntime_ms: float
+    ratio: float | None
+    max_abs_diff: float | None
+    mosaicrt_min_ms: float | None = None
+    onnxruntime_min_ms: float | None = None
+    error: str = ""
+
+
+def _time_runs(fn: Callable[[], object]) -> float:
+    start = time.perf_counter()
+    fn()
+    return (time.perf_counter() - start) * 1e3
+
+
+BLOCK = 3
+
+
+def _time_alternating(sessions: dict[str, Any], feed: dict[str, Any], repeat: int,
+                      warmup: int) -> dict[str, list[float]]:
+    """`repeat` timed runs per session, taken in short alternating blocks (order flipped every round).
+
+    Blocks rather than strict one-by-one interleaving: onnxruntime's pool threads keep spinning for a while
+    after a run, which would steal a core from whichever runtime runs next; alternating blocks still spread
+    load changes on a shared machine over both runtimes. The first run of each block is untimed."""
+    for sess in sessions.values():
+        for _ in range(warmup):
+            sess.run(None, feed)
+    times: dict[str, list[float]] = {name: [] for name in sessions}
+    order = list(sessions)
+    while any(len(t) < repeat for t in times.values()):
+        for name in order:
+            sess = sessions[name]
+            sess.run(None, feed)
+            for _ in range(min(BLOCK, repeat - len(times[name]))):
+                times[name].append(_time_runs(lambda: sess.run(None, feed)))  # noqa: B023
+        order.reverse()
+    return times
+
+
+def bench_model(spec: models.ModelSpec, threads: int, repeat: int, warmup: int, batch: int) -> Result:
+    data = spec.build().SerializeToString()
+    feed = spec.make_input(batch, np.random.default_rng(0))
+
+    ort_sess = _make_session("onnxruntime", data, threads)
+    expected = ort_sess.run(None, feed)
+    try:
+        mrt_sess = _make_session("mosaicrt", data, threads)
+        got = mrt_sess.run(None, feed)
+    except Exception as exc:  # report and keep timing the rest
+        for _ in range(warmup):
+            ort_sess.run(None, feed)
+        ort_times = [_time_runs(lambda: ort_sess.run(None, feed)) for _ in range(repeat)]
+        return Result(spec.name, threads, repeat, None, statistics.median(ort_times), None, None, None,
+                      min(ort_times), f"{type(exc).__name__}: {exc}")
+    diff = max(float(np.max(np.abs(g.astype(np.float64) - e))) for g, e in zip(got, expected))
+
+    times = _time_alternating({"mosaicrt": mrt_sess, "onnxruntime": ort_sess}, feed, repeat, warmup)
+    mrt_ms = statistics.median(times["mosaicrt"])
+    ort_ms = statistics.median(times["onnxruntime"])
+    return Result(spec.name, threads, repeat, mrt_ms, ort_ms, mrt_ms / ort_ms, diff,
+                  min(times["mosaicrt"]), min(times["onnxruntime"]))
+
+
+@dataclass(frozen=True)
+class OpProfile:
+    op_type: str
+    nodes: int
+    mosaicrt_ms: float
+    onnxruntime_ms: float
+
+
+def _run_overhead_ms(runtime: str, threads: int, repeat: int) -> float:
+    """Median time of one run() of a one-element Identity model: the per-call cost subtracted per node."""
+    from onnx import TensorProto, helper
+
+    graph = helper.make_graph([helper.make_node("Identity", ["x"], ["y"])], "identity",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = models.IR_VERSION
+    sess = _make_session(runtime, model.SerializeToString(), threads)
+    feed = {"x": np.zeros(1, np.float32)}
+    for _ in range(3):
+        sess.run(None, feed)
+    return statistics.median(_time_runs(lambda: sess.run(None, feed)) for _ in range(max(repeat, 20)))
+
+
+def _make_session(runtime: str, data: bytes, threads: int) -> Any:
+    if runtime == "onnxruntime":
+        import onnxruntime as ort
+
+        opts = ort.SessionOptions()
+        opts.intra_op_num_threads = threads
+        opts.inter_op_num_threads = 1
+        opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+        return ort.InferenceSession(data, opts, providers=["CPUExecutionProvider"])
+    import mosaicrt
+
+    mopts = mosaicrt.SessionOptions()
+    mopts.intra_op_num_threads = threads
+    return mosaicrt.InferenceSession(data, mopts)
+
+
+def profile_model(spec: models.ModelSpec, threads: int, repeat: int, batch: int) -> list[OpProfile]:
+    """Times every node of the model alone (its real input values, constant inputs kept as initializers) in
+    both runtimes and sums the medians per op type, minus each runtime's per-run() call overhead.
+
+    Isolated nodes lose onnxruntime's fusions (e.g. Conv+BatchNormalization+Relu), so the onnxruntime column
+    says what the same op costs there, not what the fused model costs."""
+    import onnx
+    import onnxruntime as ort
+    from onnx import helper
+
+    model = spec.build()
+    feed = spec.make_input(batch, np.random.default_rng(0))
+    inferred = onnx.shape_inference.infer_shapes(model)
+    elem_types = {vi.name: vi.type.tensor_type.elem_type
+                  for vi in [*inferred.graph.value_info, *inferred.graph.input, *inferred.graph.output]}
+    # capture every intermediate value with onnxruntime (graph optimizations off so none is fused away)
+    capture = onnx.ModelProto()
+    capture.CopyFrom(model)
+    present = {o.name for o in capture.graph.output}
+    for node in capture.graph.node:
+        for out in node.output:
+            if out and out not in present:
+                capture.graph.output.append(helper.make_tensor_value_info(out, elem_types.get(out, 1), None))
+    opts = ort.SessionOptions()
+    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    opts.intra_op_num_threads = threads
+    cap_sess = ort.InferenceSession(capture.SerializeToString(), opts, providers=["CPUExecutionProvider"])
+    names = [o.name for o in cap_sess.get_outputs()]
+    values: dict[str, np.ndarray[Any, Any]] = dict(zip(names, cap_sess.run(None, feed)))
+    values.update(feed)
+    inits = {t.name: t for t in model.graph.initializer}
+
+    overhead = {rt: _run_overhead_ms(rt, threads, repeat) for rt in ("mosaicrt", "onnxruntime")}
+    totals: dict[str, list[float]] = {}
+    for node in model.graph.node:
+        graph_inputs = []
+        node_inits = []
+        node_feed = {}
+        for name in node.input:
+            if not name or name in node_feed:
+                continue
+            if name in inits:
+                node_inits.append(inits[name])
+            else:
+                arr = values[name]
+                node_feed[name] = arr
+                graph_inputs.append(helper.make_tensor_value_info(name, elem_types.get(name, 1), arr.shape))
+        outputs = [helper.make_tensor_value_info(o, elem_types.get(o, 1), None) for o in node.output if o]
+        graph = helper.make_graph([node], f"node_{node.name}", graph_inputs, outputs, node_inits)
+        single = helper.make_model(graph, opset_imports=list(model.opset_import))
+        single.ir_version = model.ir_version
+        data = single.SerializeToString()
+        sessions = {rt: _make_session(rt, data, threads) for rt in ("mosaicrt", "onnxruntime")}
+        times = _time_alternating(sessions, node_feed, repeat, warmup=1)
+        entry = totals.setdefault(node.op_type, [0, 0.0, 0.0])
+        entry[0] += 1
+        entry[1] += max(statistics.median(times["mosaicrt"]) - overhead["mosaicrt"], 0.0)
+        entry[2] += max(statistics.median(times["onnxruntime"]) - overhead["onnxruntime"], 0.0)
+    profile = [OpProfile(op, int(n), m, o) for op, (n, m, o) in totals.items()]
+    return sorted(profile, key=lambda p: -p.mosaicrt_ms)
+
+
+def format_profile(name: str, profile: Sequence[OpProfile]) -> str:
+    header = f"{'op':<22}{'nodes':>6}{'mosaicrt ms':>13}{'onnxruntime ms':>16}{'ratio':>8}"
+    lines = [f"per-op profile of {name} (isolated nodes, call overhead subtracted):", header, "-" * len(header)]
+    for p in profile:
+        ratio = f"{p.mosaicrt_ms / p.onnxruntime_ms:.2f}" if p.onnxruntime_ms > 0 else "-"
+        lines.append(f"{p.op_type:<22}{p.nodes:>6}{p.mosaicrt_ms:>13.3f}{p.onnxruntime_ms:>16.3f}{ratio:>8}")
+    total_m = sum(p.mosaicrt_ms for p in profile)
+    total_o = sum(p.onnxruntime_ms for p in profile)
+    lines.append(f"{'total':<22}{sum(p.nodes for p in profile):>6}{total_m:>13.3f}{total_o:>16.3f}"
+                 f"{(total_m / total_o if total_o else 0):>8.2f}")
+    return "\n".join(lines)
+
+
+def format_table(results: Sequence[Result]) -> str:
+    header = (f"{'model':<14}{'threads':>8}{'mosaicrt ms':>13}{'onnxruntime ms':>16}{'ratio':>8}"
+              f"{'min ratio':>11}{'max|diff|':>11}")
+    lines = [header, "-" * len(header)]
+    for r in results:
+        mrt = f"{r.mosaicrt_ms:.3f}" if r.mosaicrt_ms is not None else "error"
+        ratio = f"{r.ratio:.2f}" if r.ratio is not None else "-"
+        diff = f"{r.max_abs_diff:.1e}" if r.max_abs_diff is not None else "-"
+        min_ratio = (f"{r.mosaicrt_min_ms / r.onnxruntime_min_ms:.2f}"
+                     if r.mosaicrt_min_ms is not None and r.onnxruntime_min_ms else "-")
+        lines.append(f"{r.model:<14}{r.threads:>8}{mrt:>13}{r.onnxruntime_ms:>16.3f}{ratio:>8}{min_ratio:>11}"
+                     f"{diff:>11}")
+        if r.error:
+            lines.append(f"    mosaicrt failed: {r.error}")
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    available = models.benchmark_models()
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--threads", type=int, default=2, help="intra-op threads for both runtimes (default 2)")
+    parser.add_argument("--models", default=",".join(available),
+                        help=f"comma-separated subset of: {', '.join(available)}")
+    parser.add_argument("--repeat", type=int, default=10, help="timed runs per runtime and model (default 10)")
+    parser.add_argument("--warmup", type=int, default=2, help="untimed runs first (default 2)")
+    parser.add_argument("--batch", type=int, default=1, help="batch size (default 1)")
+    parser.add_argument("--json", type=Path, help="also write the results to this JSON file")
+    parser.add_argument("--profile", action="store_true",
+                        help="also time every node alone in both runtimes and print per-op-type totals")
+    args = parser.parse_args(argv)
+
+    names = [n.strip() for n in args.models.split(",") if n.strip()]
+    unknown = [n for n in names if n not in available]
+    if unknown:
+        parser.error(f"unknown model(s) {', '.join(unknown)}; choose from {', '.join(available)}")
+    if args.threads < 1 or args.repeat < 1 or args.warmup < 0 or args.batch < 1:
+        parser.error("--threads, --repeat and --batch must be >= 1 and --warmup >= 0")
+
+    import onnxruntime as ort
+
+    import mosaicrt
+
+    print(f"mosaicrt {mosaicrt.__version__} ({mosaicrt.get_build_info().get('library', '?')}), "
+          f"onnxruntime {ort.__version__}, {platform.machine()}, threads={args.threads}, batch={args.batch}, "
+          f"repeat={args.repeat}", flush=True)
+    results = []
+    for name in names:
+        result = bench_model(available[name], args.threads, args.repeat, args.warmup, args.batch)
+        results.append(result)
+        print(f"  {name}: mosaicrt {result.mosaicrt_ms or float('nan'):.3f} ms, "
+              f"onnxruntime {result.onnxruntime_ms:.3f} ms", file=sys.stderr, flush=True)
+    print(format_table(results))
+    profiles: dict[str, list[OpProfile]] = {}
+    if args.profile:
+        for name in names:
+            profiles[name] = profile_model(available[name], args.threads, max(3, min(args.repeat, 10)),
+                                           args.batch)
+            print("\n" + format_profile(name, profiles[name]), flush=True)
+    if args.json:
+        payload: dict[str, Any] = {
+            "mosaicrt": mosaicrt.__version__,
+            "onnxruntime": ort.__version__,
+            "machine": platform.machine(),
+            "threads": args.threads,
+            "batch": args.batch,
+            "results": [asdict(r) for r in results],
+            "profiles": {name: [asdict(p) for p in prof] for name, prof in profiles.items()},
+        }
+        args.json.write_text(json.dumps(payload, indent=2) + "\n")
+    return 0 if all(not r.error for r in results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

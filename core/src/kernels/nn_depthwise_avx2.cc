@@ -1,0 +1,106 @@
+// Depthwise 2-D convolution of one (image, channel) plane with AVX2 + FMA.
+// Compiled only for x86-64 targets (with -mavx2 -mfma); nn.cc calls it when the CPU has
+// those features (the same decision the SGEMM dispatcher makes).
+//
+// The plane is first copied into a zero-padded scratch image (split by column phase for
+// strides > 1, so every load is contiguous), then every output row is computed 8 columns
+// at a time with all taps accumulated in registers (up to four independent accumulators
+// to cover the FMA latency).
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+#include "nn_geometry.h"
+
+namespace mrt {
+namespace nn {
+
+namespace {
+
+// Output blocks [0, kBlocks) of 8 columns for one output row. `xr` points at the scratch
+// row of tap row 0 for output column 0; tap (kh, kw) reads xr + kh * row_step + off[kw].
+template <int kBlocks>
+inline void row_blocks(const float* xr, int64_t row_step, const int64_t* off, const float* w, int64_t KH,
+                       int64_t KW, __m256 vb, float* out) {
+  __m256 acc[kBlocks];
+  for (int b = 0; b < kBlocks; ++b) acc[b] = vb;
+  for (int64_t kh = 0; kh < KH; ++kh) {
+    const float* xk = xr + kh * row_step;
+    for (int64_t kw = 0; kw < KW; ++kw) {
+      const __m256 wv = _mm256_set1_ps(w[kh * KW + kw]);
+      const float* p = xk + off[kw];
+      for (int b = 0; b < kBlocks; ++b) acc[b] = _mm256_fmadd_ps(wv, _mm256_loadu_ps(p + b * 8), acc[b]);
+    }
+  }
+  for (int b = 0; b < kBlocks; ++b) _mm256_storeu_ps(out + b * 8, acc[b]);
+}
+
+}  // namespace
+
+void depthwise_plane_avx2(const float* x, const float* w, float bias, float* y, const DepthwisePlane& g) {
+  // The plane is copied into a zero-padded scratch image split by column phase: phase p
+  // holds padded columns j * sw + p, so output column ow, tap kw reads phase
+  // (kw*dw) % sw at column ow + (kw*dw) / sw -- contiguous for any stride. The scratch
+  // covers every tap of every output (rounded up to whole 8-column blocks), so the loops
+  // need no bounds checks.
+  const int64_t s = g.sw;
+  const int64_t blocks = (g.OW + 7) / 8, full = g.OW / 8;
+  const int64_t rows = (g.OH - 1) * g.sh + (g.KH - 1) * g.dh + 1;
+  const int64_t pcols = blocks * 8 + ((g.KW - 1) * g.dw) / s + 1;
+  const int64_t phase_size = rows * pcols;
+  thread_local std::vector<float> scratch;
+  scratch.resize(static_cast<size_t>(s * phase_size));
+  float* xpad = scratch.data();
+  for (int64_t ph = 0; ph < s; ++ph) {
+    // Columns j of this phase with 0 <= j*s + ph - pw < W.
+    int64_t lo, hi;
+    valid_range(pcols, s, ph - g.pw, g.W, lo, hi);
+    for (int64_t r = 0; r < rows; ++r) {
+      float* dst = xpad + ph * phase_size + r * pcols;
+      const int64_t ih = r - g.ph;
+      if (ih < 0 || ih >= g.H) {
+        std::fill(dst, dst + pcols, 0.f);
+        continue;
+      }
+      const float* src = x + ih * g.W + ph - g.pw;
+      std::fill(dst, dst + lo, 0.f);
+      if (s == 1) {
+        std::copy(src + lo, src + hi, dst + lo);
+      } else if (s == 2) {
+        int64_t j = lo;
+        // 8 outputs from 16 inputs while the 16-wide read stays inside the row.
+        for (; j + 8 <= hi && (j + 8) * 2 + ph - g.pw <= g.W; j += 8) {
+          const __m256 a = _mm256_loadu_ps(src + j * 2), b = _mm256_loadu_ps(src + j * 2 + 8);
+          const __m256 e = _mm256_shuffle_ps(a, b, _MM_SHUFFLE(2, 0, 2, 0));  // a0 a2 b0 b2 | a4 a6 b4 b6
+          _mm256_storeu_ps(dst + j, _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(e), _MM_SHUFFLE(3, 1, 2, 0))));
+        }
+        for (; j < hi; ++j) dst[j] = src[j * 2];
+      } else {
+        for (int64_t j = lo; j < hi; ++j) dst[j] = src[j * s];
+      }
+      std::fill(dst + hi, dst + pcols, 0.f);
+    }
+  }
+  std::vector<int64_t> off(static_cast<size_t>(g.KW));
+  for (int64_t kw = 0; kw < g.KW; ++kw) off[kw] = ((kw * g.dw) % s) * phase_size + (kw * g.dw) / s;
+  const int64_t row_step = g.dh * pcols;
+  const __m256 vb = _mm256_set1_ps(bias);
+  alignas(32) float tail[8];
+  for (int64_t oh = 0; oh < g.OH; ++oh) {
+    const float* xr = xpad + oh * g.sh * pcols;
+    float* yr = y + oh * g.OW;
+    int64_t b = 0;
+    for (; b + 4 <= full; b += 4) row_blocks<4>(xr + b * 8, row_step, off.data(), w, g.KH, g.KW, vb, yr + b * 8);
+    for (; b + 2 <= full; b += 2) row_blocks<2>(xr + b * 8, row_step, off.data(), w, g.KH, g.KW, vb, yr + b * 8);
+    for (; b < full; ++b) row_blocks<1>(xr + b * 8, row_step, off.data(), w, g.KH, g.KW, vb, yr + b * 8);
+    if (b < blocks) {
+      row_blocks<1>(xr + b * 8, row_step, off.data(), w, g.KH, g.KW, vb, tail);
+      for (int64_t i = 0; i < g.OW - b * 8; ++i) yr[b * 8 + i] = tail[i];
+    }
+  }
+}
+
+}  // namespace nn
+}  // namespace mrt

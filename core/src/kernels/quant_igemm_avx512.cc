@@ -1,0 +1,76 @@
+// AVX512-VNNI micro-kernel of the u8 x s8 integer GEMM (layout in quant_common.h): up to
+// 8 rows x 32 columns of int32 accumulators, one vpdpbusd per row and 16 columns for
+// every 4 values of k, then the zero-point correction on the way out.
+#include <immintrin.h>
+
+#include <cstring>
+
+#include "quant_common.h"
+
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC target("avx512vnni")
+#elif defined(__clang__)
+#pragma clang attribute push(__attribute__((target("avx512vnni"))), apply_to = function)
+#endif
+
+namespace mrt {
+namespace quant {
+namespace {
+
+template <int R>
+void block(int64_t K4, const uint8_t* A, int64_t lda, const int8_t* panel, const int32_t* za, const int32_t* rowsum,
+           const int32_t* zb, const int32_t* colfix, int32_t* C, int64_t ldc, int64_t valid_n) {
+  __m512i acc0[R], acc1[R];
+  for (int r = 0; r < R; ++r) {
+    acc0[r] = _mm512_setzero_si512();
+    acc1[r] = _mm512_setzero_si512();
+  }
+  for (int64_t k = 0; k < K4; k += 4) {
+    const __m512i b0 = _mm512_loadu_si512(panel + k * kVnniPanel);
+    const __m512i b1 = _mm512_loadu_si512(panel + k * kVnniPanel + 64);
+    for (int r = 0; r < R; ++r) {
+      int32_t quad;
+      std::memcpy(&quad, A + r * lda + k, sizeof(quad));
+      const __m512i a = _mm512_set1_epi32(quad);
+      acc0[r] = _mm512_dpbusd_epi32(acc0[r], a, b0);
+      acc1[r] = _mm512_dpbusd_epi32(acc1[r], a, b1);
+    }
+  }
+  const __m512i zb0 = _mm512_loadu_si512(zb), zb1 = _mm512_loadu_si512(zb + 16);
+  const __m512i cf0 = _mm512_loadu_si512(colfix), cf1 = _mm512_loadu_si512(colfix + 16);
+  const __mmask16 m0 = valid_n >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << valid_n) - 1);
+  const __mmask16 m1 = valid_n >= 32 ? __mmask16(0xFFFF) : (valid_n <= 16 ? __mmask16(0) : __mmask16((1u << (valid_n - 16)) - 1));
+  for (int r = 0; r < R; ++r) {
+    const __m512i rs = _mm512_set1_epi32(rowsum[r]), z = _mm512_set1_epi32(za[r]);
+    const __m512i c0 = _mm512_add_epi32(_mm512_sub_epi32(acc0[r], _mm512_mullo_epi32(zb0, rs)), _mm512_mullo_epi32(cf0, z));
+    const __m512i c1 = _mm512_add_epi32(_mm512_sub_epi32(acc1[r], _mm512_mullo_epi32(zb1, rs)), _mm512_mullo_epi32(cf1, z));
+    _mm512_mask_storeu_epi32(C + r * ldc, m0, c0);
+    _mm512_mask_storeu_epi32(C + r * ldc + 16, m1, c1);
+  }
+}
+
+void vnni_block(int64_t rows, int64_t K4, const uint8_t* A, int64_t lda, const int8_t* panel, const int32_t* za,
+                const int32_t* rowsum, const int32_t* zb, const int32_t* colfix, int32_t* C, int64_t ldc,
+                int64_t valid_n) {
+  switch (rows) {
+    case 8: block<8>(K4, A, lda, panel, za, rowsum, zb, colfix, C, ldc, valid_n); break;
+    case 7: block<7>(K4, A, lda, panel, za, rowsum, zb, colfix, C, ldc, valid_n); break;
+    case 6: block<6>(K4, A, lda, panel, za, rowsum, zb, colfix, C, ldc, valid_n); break;
+    case 5: block<5>(K4, A, lda, panel, za, rowsum, zb, colfix, C, ldc, valid_n); break;
+    case 4: block<4>(K4, A, lda, panel, za, rowsum, zb, colfix, C, ldc, valid_n); break;
+    case 3: block<3>(K4, A, lda, panel, za, rowsum, zb, colfix, C, ldc, valid_n); break;
+    case 2: block<2>(K4, A, lda, panel, za, rowsum, zb, colfix, C, ldc, valid_n); break;
+    default: block<1>(K4, A, lda, panel, za, rowsum, zb, colfix, C, ldc, valid_n); break;
+  }
+}
+
+}  // namespace
+
+VnniBlockFn igemm_block_vnni() { return vnni_block; }
+
+}  // namespace quant
+}  // namespace mrt
+
+#if defined(__clang__)
+#pragma clang attribute pop
+#endif

@@ -1,0 +1,107 @@
+"""nox sessions for mosaicrt. Each session is a few lines: the logic lives in ``pipeline/``.
+
+    nox -s main                      build and test the host target's wheels (the main job)
+    nox -s ci                        the repository's own test suite (what .ci/run runs)
+    nox -s build -- --target T --component C --variant V
+    nox -s test  -- --python 3.12 --wheel dist/linux-x86_64/<file>.whl
+    nox -s matrix -- --json
+    nox -l                           list every session
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sys
+from pathlib import Path
+
+import nox
+
+nox.needs_version = ">=2024.10.9"
+nox.options.default_venv_backend = "virtualenv"
+nox.options.sessions = ["main"]
+
+ROOT = Path(__file__).resolve().parent
+PYPROJECT = nox.project.load_toml(ROOT / "pyproject.toml")
+
+
+def _install(session: nox.Session, *groups: str) -> None:
+    """Install dependency groups once per venv; a reused venv with the same requirements skips pip.
+
+    This keeps a no-op ``nox -s build`` at the cost of hashing its inputs. ``--reinstall`` or
+    ``MOSAICRT_NOX_REINSTALL=1`` forces pip to run.
+    """
+    reqs = [r for g in groups for r in nox.project.dependency_groups(PYPROJECT, g)]
+    stamp = Path(session.virtualenv.location) / ".mosaicrt-requirements"
+    key = hashlib.sha256("\n".join(reqs).encode()).hexdigest()
+    forced = os.environ.get("MOSAICRT_NOX_REINSTALL") == "1" or "--reinstall" in sys.argv
+    if not forced and stamp.is_file() and stamp.read_text() == key:
+        return
+    session.install(*reqs)
+    stamp.write_text(key)
+
+
+def _pipeline(session: nox.Session, step: str, *args: str) -> None:
+    session.run("python", "-m", "pipeline", step, *args, external=False)
+
+
+@nox.session(reuse_venv=True)
+def build(session: nox.Session) -> None:
+    """Build wheels into dist/<target>/ (default: every cell of the host target; unchanged cells are skipped)."""
+    _install(session, "build")
+    _pipeline(session, "build", *session.posargs)
+
+
+@nox.session(reuse_venv=True)
+def test(session: nox.Session) -> None:
+    """Install each wheel by file into a fresh venv per tested CPython; write sha256-bound test records."""
+    _install(session, "test")
+    _pipeline(session, "test", *session.posargs)
+
+
+@nox.session(venv_backend="none")
+def matrix(session: nox.Session) -> None:
+    """Print every target/component/variant cell and why cells are skipped on this host (`-- --json` for CI)."""
+    session.run(sys.executable, "-m", "pipeline", "matrix", *session.posargs)
+
+
+@nox.session(reuse_venv=True)
+def main(session: nox.Session) -> None:
+    """The main job: build the host target's wheels, then test them (arguments go to both steps).
+
+    Release hook (issue "Release"): attest → sign → verify → publish runs after the test step;
+    `nox -s release` will extend this chain, and the gate only accepts wheels with a passing
+    test record for their exact sha256 (pipeline.records).
+    """
+    _install(session, "build", "test")
+    _pipeline(session, "build", *session.posargs)
+    _pipeline(session, "test", *session.posargs)
+
+
+@nox.session(reuse_venv=True)
+def ci(session: nox.Session) -> None:
+    """The repository's own test suite, slow tests included (what .ci/run and the README run)."""
+    _install(session, "ci")
+    session.run("python", "-m", "pytest", "tests", *session.posargs)
+
+
+@nox.session(reuse_venv=True, default=False)
+def lint(session: nox.Session) -> None:
+    """ruff and mypy over the pipeline, the noxfile, the recipes and the tests."""
+    _install(session, "lint", "ci")
+    session.run("ruff", "check", "pipeline", "tests", "noxfile.py", "recipes")
+    session.run("mypy")
+
+
+@nox.session(reuse_venv=True, default=False)
+def bench(session: nox.Session) -> None:
+    """Benchmarks against onnxruntime (bench/run_bench.py), on the installed host wheel."""
+    script = ROOT / "bench" / "run_bench.py"
+    if not script.is_file():
+        session.skip("bench/run_bench.py does not exist yet")
+    wheels = sorted((ROOT / "dist").glob("*/mosaicrt-*.whl"))
+    if not wheels:
+        session.error("no mosaicrt wheel in dist/: run `nox -s build` first")
+    session.install("--force-reinstall", "--no-deps", str(wheels[-1]))
+    session.install("numpy", "onnx", "onnxruntime")
+    session.run("python", str(script), *session.posargs)

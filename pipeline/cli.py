@@ -1,0 +1,151 @@
+"""``python -m pipeline <step>``: the command line the nox sessions call.
+
+Each step loads the matrix once, runs, prints a table, writes its JSON report, and returns
+an exit code from :class:`pipeline.errors.ExitCode`. Errors are one line on stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import traceback
+from collections.abc import Sequence
+from pathlib import Path
+
+from . import report
+from .errors import ExitCode, PipelineError, TestFailure, UsageError
+from .layout import Layout
+from .matrix import Matrix, Target, load_matrix
+from .plan import Selection, host_target, plan
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise UsageError(f"{self.prog}: {message}")
+
+
+def _parser() -> argparse.ArgumentParser:
+    common = _Parser(add_help=False)
+    common.add_argument("--root", type=Path, default=REPO_ROOT, help="repository root (default: this checkout)")
+    common.add_argument("--matrix-dir", type=Path, help="matrix folder (default: <root>/matrix)")
+    common.add_argument("--dist-dir", type=Path, help="wheel output folder (default: <root>/dist)")
+    common.add_argument("--work-dir", type=Path, help="state/logs/reports folder (default: <root>/build/pipeline)")
+    p = _Parser(prog="python -m pipeline", description=__doc__)
+    sub = p.add_subparsers(dest="step", required=True, parser_class=_Parser)
+
+    def selection(sp: argparse.ArgumentParser) -> None:
+        sp.add_argument("--target", action="append", default=[], help="target name (repeatable; default: host)")
+        sp.add_argument("--component", action="append", default=[], help="component name (repeatable)")
+        sp.add_argument("--variant", action="append", default=[], help="variant name (repeatable)")
+
+    m = sub.add_parser("matrix", parents=[common], help="print the expanded matrix and this host's view of it")
+    selection(m)
+    m.add_argument("--json", action="store_true", help="print JSON for CI instead of the table")
+
+    b = sub.add_parser("build", parents=[common], help="build the selected cells (default: every cell of the host target)")
+    selection(b)
+    b.add_argument("--force", action="store_true", help="rebuild even when the inputs are unchanged")
+    b.add_argument("--jobs", type=int, help="parallel compile jobs (default: $MOSAICRT_BUILD_JOBS or CPU count)")
+
+    t = sub.add_parser("test", parents=[common], help="install each wheel by file into a fresh venv per Python and test it")
+    selection(t)
+    t.add_argument("--wheel", action="append", type=Path, default=[], help="test this wheel file (repeatable)")
+    t.add_argument("--python", action="append", default=[], help="CPython version to test (default: matrix)")
+    t.add_argument("--force", action="store_true", help="retest even when a passing record exists")
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        args = _parser().parse_args(argv)
+        return _dispatch(args)
+    except PipelineError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return int(exc.exit_code)
+    except KeyboardInterrupt:
+        print("error: interrupted", file=sys.stderr)
+        return 130
+    except Exception:  # a bug in the pipeline itself: show everything
+        traceback.print_exc()
+        print("error: internal error in the pipeline (traceback above)", file=sys.stderr)
+        return int(ExitCode.INTERNAL)
+
+
+def _dispatch(args: argparse.Namespace) -> int:
+    root = args.root.resolve()
+    matrix = load_matrix(root, args.matrix_dir)
+    base = Layout.default(root)
+    layout = Layout(root=root, dist=(args.dist_dir or base.dist).resolve(), work=(args.work_dir or base.work).resolve())
+    host = host_target(matrix)
+    sel = Selection(targets=tuple(args.target), components=tuple(args.component), variants=tuple(args.variant))
+    if args.step == "matrix":
+        return _matrix(matrix, sel, host, as_json=args.json)
+    if args.step == "build":
+        return _build(matrix, sel, host, layout, force=args.force, jobs=args.jobs)
+    return _test(matrix, sel, host, layout, wheels=args.wheel, pythons=args.python, force=args.force)
+
+
+def _matrix(matrix: Matrix, sel: Selection, host: Target | None, *, as_json: bool) -> int:
+    planned = plan(matrix, sel, host)
+    name = host.name if host else None
+    print(report.matrix_json(matrix, planned, name) if as_json else report.matrix_table(matrix, planned, name))
+    return 0
+
+
+def _build(matrix: Matrix, sel: Selection, host: Target | None, layout: Layout, *, force: bool,
+           jobs: int | None) -> int:
+    from .build import BuildOptions, build, raise_for_report
+
+    opts = BuildOptions(force=force) if jobs is None else BuildOptions(force=force, jobs=jobs)
+    planned = plan(matrix, sel, host)
+    result = build(matrix, planned, layout, sel, host, opts)
+    print(report.build_table(result))
+    print(f"build report: {layout.build_report}")
+    raise_for_report(result, planned, sel, layout)
+    return 0
+
+
+def _test(matrix: Matrix, sel: Selection, host: Target | None, layout: Layout, *, wheels: list[Path],
+          pythons: list[str], force: bool) -> int:
+    from .plan import validate_selection
+    from .wheeltest import find_pythons, rows_json, test_wheels
+
+    validate_selection(matrix, sel)
+    wanted = pythons or list(matrix.pythons)
+    for v in wanted:
+        if v not in matrix.pythons:
+            raise UsageError(f"CPython {v} is not in matrix/python.toml (tested: {', '.join(matrix.pythons)})")
+    found, missing = find_pythons(wanted)
+    for v in missing:
+        print(f"note: CPython {v} not found on this machine (python{v}): not tested here")
+    host_name = host.name if host else "unknown"
+    if wheels:
+        files = [w.resolve() for w in wheels]
+        for w in files:
+            if not w.is_file():
+                raise UsageError(f"--wheel {w}: no such file")
+    else:
+        files = []
+        for t in sel.targets or (host_name,):
+            if t != host_name:
+                print(f"note: {t} wheels are not run on {host_name}; they are tested under emulation "
+                      f"(nox -s crosscheck) or on their CI runner")
+                continue
+            files += sorted(layout.dist_for(t).glob("*.whl"))
+        if sel.components:
+            dists = {v.dist.replace("-", "_") for c in sel.components for v in matrix.component(c).variants}
+            files = [f for f in files if f.name.split("-")[0] in dists]
+        if not files:
+            raise UsageError(f"no wheels to test in {layout.dist_for(host_name)} (run `nox -s build` first)")
+    rows = test_wheels(files, found, layout, platform_name=host_name, force=force)
+    print(report.test_table(rows))
+    layout.test_report.parent.mkdir(parents=True, exist_ok=True)
+    layout.test_report.write_text(json.dumps({"schema": 1, "rows": rows_json(rows)}, indent=2) + "\n")
+    print(f"test report: {layout.test_report}; records: {layout.records}")
+    bad = [r for r in rows if r.status not in ("passed", "up-to-date")]
+    if bad:
+        raise TestFailure("; ".join(f"{r.wheel} on py{r.python}: {r.status} ({r.reason}; log {r.log})" for r in bad))
+    return 0

@@ -1,0 +1,146 @@
+"""Wheel content check: the wheel holds what the cell promises and nothing else.
+
+Checks name/version/tag, size, the top-level layout, the RECORD hashes, the metadata, and
+that every native library is built for the cell's target architecture (ELF/PE/Mach-O header).
+"""
+
+from __future__ import annotations
+
+import base64
+import csv
+import hashlib
+import io
+import re
+import struct
+import zipfile
+from email.parser import Parser
+from pathlib import Path
+
+from .matrix import Target
+
+# ELF e_machine, PE machine, Mach-O cputype per target arch.
+ELF_MACHINE = {62: "x86_64", 183: "aarch64", 40: "armv7"}
+PE_MACHINE = {0x8664: "x86_64", 0xAA64: "aarch64", 0x01C4: "armv7"}
+MACHO_CPU = {0x01000007: "x86_64", 0x0100000C: "aarch64"}
+LINUX_ARCH_TAG = {"x86_64": "x86_64", "aarch64": "aarch64", "armv7": "armv7l"}
+NATIVE_SUFFIXES = (".so", ".dll", ".dylib", ".pyd")
+FORBIDDEN = re.compile(r"(\.(cc|cpp|cxx|o|obj|pyc)$)|(CMakeCache\.txt$)|(/__pycache__/)")
+
+
+def normalize(dist: str) -> str:
+    return re.sub(r"[-_.]+", "_", dist).lower()
+
+
+def binary_arch(data: bytes) -> str | None:
+    """Architecture of an ELF/PE/Mach-O image, 'unknown:<n>' for an unknown machine, None if not a binary."""
+    if data[:4] == b"\x7fELF" and len(data) >= 20:
+        endian = "<" if data[5] == 1 else ">"
+        (machine,) = struct.unpack(endian + "H", data[18:20])
+        return ELF_MACHINE.get(machine, f"unknown:{machine}")
+    if data[:2] == b"MZ" and len(data) >= 0x40:
+        (pe_off,) = struct.unpack("<I", data[0x3C:0x40])
+        if data[pe_off : pe_off + 4] == b"PE\0\0":
+            (machine,) = struct.unpack("<H", data[pe_off + 4 : pe_off + 6])
+            return PE_MACHINE.get(machine, f"unknown:{machine:#x}")
+    if data[:4] in (b"\xcf\xfa\xed\xfe", b"\xce\xfa\xed\xfe") and len(data) >= 8:
+        (cpu,) = struct.unpack("<I", data[4:8])
+        return MACHO_CPU.get(cpu, f"unknown:{cpu:#x}")
+    return None
+
+
+def platform_ok(plat: str, target: Target) -> bool:
+    if target.repair == "auditwheel":
+        arch = LINUX_ARCH_TAG[target.arch]
+        return all(re.fullmatch(rf"(manylinux_\d+_\d+|manylinux\d+)_{arch}", p) for p in plat.split("."))
+    return plat == target.wheel_platform
+
+
+def check_wheel(
+    path: Path, *, dist: str, version: str, import_package: str, target: Target, max_mb: float
+) -> list[str]:
+    """Problems found in the wheel at ``path`` (empty list: the wheel is good)."""
+    problems: list[str] = []
+    norm = normalize(dist)
+    m = re.fullmatch(r"(?P<name>[^-]+)-(?P<ver>[^-]+)-(?P<py>[^-]+)-(?P<abi>[^-]+)-(?P<plat>[^-]+)\.whl", path.name)
+    if m is None:
+        return [f"{path.name}: not a wheel file name"]
+    if m["name"].lower() != norm:
+        problems.append(f"distribution is '{m['name']}', expected '{norm}'")
+    if m["ver"] != version:
+        problems.append(f"version is {m['ver']}, VERSION says {version}")
+    if (m["py"], m["abi"]) != ("py3", "none"):
+        problems.append(f"tag is {m['py']}-{m['abi']}, expected py3-none (ctypes, no CPython ABI)")
+    if not platform_ok(m["plat"], target):
+        want = f"manylinux_*_{LINUX_ARCH_TAG[target.arch]}" if target.repair == "auditwheel" else target.wheel_platform
+        problems.append(f"platform tag is {m['plat']}, expected {want}")
+    size_mb = path.stat().st_size / 1e6
+    if size_mb > max_mb:
+        problems.append(f"wheel is {size_mb:.2f} MB, over the component limit {max_mb} MB")
+
+    dist_info = f"{m['name']}-{m['ver']}.dist-info"
+    allowed_top = {import_package, dist_info, f"{m['name']}.libs"}
+    with zipfile.ZipFile(path) as zf:
+        names = zf.namelist()
+        for name in names:
+            top = name.split("/", 1)[0]
+            if top not in allowed_top:
+                problems.append(f"unexpected top-level entry '{name}'")
+            elif FORBIDDEN.search("/" + name):
+                problems.append(f"build or source file shipped: '{name}'")
+        if f"{import_package}/__init__.py" not in names:
+            problems.append(f"missing {import_package}/__init__.py")
+        natives = [n for n in names if n.endswith(NATIVE_SUFFIXES) or ".so." in n]
+        if not any(n.startswith(import_package + "/") for n in natives):
+            problems.append(f"no native library inside {import_package}/")
+        for n in natives:
+            arch = binary_arch(zf.read(n)[:4096])
+            if arch != target.arch:
+                problems.append(f"{n} is built for {arch or 'no known binary format'}, target {target.name} is {target.arch}")
+        problems += _check_record(zf, names, dist_info)
+        problems += _check_metadata(zf, names, dist_info, norm, version)
+    return problems
+
+
+def _check_record(zf: zipfile.ZipFile, names: list[str], dist_info: str) -> list[str]:
+    record = f"{dist_info}/RECORD"
+    if record not in names:
+        return [f"missing {record}"]
+    problems = []
+    listed = set()
+    for row in csv.reader(io.StringIO(zf.read(record).decode())):
+        if not row:
+            continue
+        listed.add(row[0])
+        if row[0] == record:
+            continue
+        if row[0] not in names:
+            problems.append(f"RECORD lists missing file {row[0]}")
+            continue
+        algo, _, want = row[1].partition("=")
+        got = base64.urlsafe_b64encode(hashlib.new(algo, zf.read(row[0])).digest()).rstrip(b"=").decode()
+        if got != want:
+            problems.append(f"RECORD hash mismatch for {row[0]}")
+    unlisted = [n for n in names if n not in listed and not n.endswith("/")]
+    if unlisted:
+        problems.append(f"files not in RECORD: {', '.join(unlisted[:5])}")
+    return problems
+
+
+def _check_metadata(zf: zipfile.ZipFile, names: list[str], dist_info: str, norm: str, version: str) -> list[str]:
+    problems = []
+    meta_name = f"{dist_info}/METADATA"
+    if meta_name not in names:
+        return [f"missing {meta_name}"]
+    meta = Parser().parsestr(zf.read(meta_name).decode())
+    if normalize(meta.get("Name", "")) != norm:
+        problems.append(f"METADATA Name is {meta.get('Name')!r}")
+    if meta.get("Version") != version:
+        problems.append(f"METADATA Version is {meta.get('Version')!r}, VERSION says {version}")
+    if not meta.get("Requires-Python"):
+        problems.append("METADATA has no Requires-Python")
+    wheel_name = f"{dist_info}/WHEEL"
+    if wheel_name in names:
+        wheel = Parser().parsestr(zf.read(wheel_name).decode())
+        if wheel.get("Root-Is-Purelib", "").lower() != "false":
+            problems.append("WHEEL says Root-Is-Purelib: true for a wheel with native code")
+    return problems

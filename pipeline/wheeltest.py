@@ -1,0 +1,208 @@
+"""The test step: each wheel, by its exact file, in a fresh venv per tested CPython.
+
+For every (wheel, Python) pair: create a fresh venv, ``pip install <wheel file>`` with the
+machine's pip configuration switched off (``PIP_CONFIG_FILE=/dev/null``: no local mirrors or
+find-links can substitute another build; dependencies such as numpy come from the index),
+run the wheel test suite (``tests/wheel``) with the venv's interpreter from outside the source
+tree, and write a test record bound to the wheel's sha256.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import platform
+import re
+import shutil
+import subprocess
+import sys
+import time
+import xml.etree.ElementTree as ET
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+from .errors import EnvironmentProblem
+from .hashing import sha256_file, tree_hash
+from .layout import Layout
+from .records import Counts, Outcome, TestRecord, records_for_sha, write_record
+
+SUITE = Path("tests") / "wheel"
+_PROBE = "import sys, platform; print('%d.%d' % sys.version_info[:2], platform.python_version())"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Interpreter:
+    version: str  #: "3.12"
+    full: str  #: "3.12.1"
+    executable: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class TestRow:
+    __test__ = False
+
+    wheel: str
+    sha256: str
+    python: str
+    status: str  #: passed / failed / error / up-to-date
+    counts: Counts | None = None
+    record: str | None = None
+    log: str | None = None
+    reason: str | None = None
+
+
+def find_pythons(wanted: Sequence[str]) -> tuple[list[Interpreter], list[str]]:
+    """Working ``pythonX.Y`` interpreters for the wanted versions: PATH first, then pyenv's folder.
+
+    Returns (found, missing). Each candidate is started once to prove it works (pyenv shims of
+    versions that are not active fail) and really is the version its name says.
+    """
+    found: list[Interpreter] = []
+    missing: list[str] = []
+    pyenv_root = Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv"))
+    for version in wanted:
+        candidates = [shutil.which(f"python{version}")]
+        candidates += [str(p) for p in sorted(pyenv_root.glob(f"versions/{version}.*/bin/python{version}"))]
+        for exe in filter(None, candidates):
+            probe = _probe(exe)
+            if probe is not None and probe[0] == version:
+                found.append(Interpreter(version=version, full=probe[1], executable=exe))
+                break
+        else:
+            missing.append(version)
+    return found, missing
+
+
+def _probe(exe: str) -> tuple[str, str] | None:
+    try:
+        out = subprocess.run([exe, "-c", _PROBE], capture_output=True, text=True, timeout=30, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    parts = out.stdout.split()
+    return (parts[0], parts[1]) if out.returncode == 0 and len(parts) == 2 else None
+
+
+def suite_hash(root: Path) -> str:
+    return tree_hash(root / SUITE)
+
+
+def clean_env(extra: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment for installs and tests: no source-tree paths, no machine pip config."""
+    drop = ("PYTHONPATH", "PYTHONHOME", "MOSAICRT_LIBRARY", "VIRTUAL_ENV", "_PYTHON_HOST_PLATFORM")
+    env = {k: v for k, v in os.environ.items() if k not in drop and not k.startswith("PIP_")}
+    env.update(PIP_CONFIG_FILE=os.devnull, PIP_NO_INPUT="1", PIP_DISABLE_PIP_VERSION_CHECK="1")
+    env.update(extra or {})
+    return env
+
+
+def parse_junit(path: Path) -> Counts:
+    root = ET.parse(path).getroot()
+    suites = [root] if root.tag == "testsuite" else root.findall("testsuite")
+    total = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
+    for s in suites:
+        for key in total:
+            total[key] += int(s.get(key, "0"))
+    return Counts(**total)
+
+
+def test_wheels(wheels: Sequence[Path], pythons: Sequence[Interpreter], layout: Layout, *, platform_name: str,
+                force: bool = False, quiet: bool = False) -> list[TestRow]:
+    if not pythons:
+        raise EnvironmentProblem("no tested CPython found on this machine (need python3.11 … python3.14 on PATH)")
+    suite = layout.root / SUITE
+    if not (suite / "requirements.txt").is_file():
+        raise EnvironmentProblem(f"{SUITE}/requirements.txt is missing (the wheel suite's test dependencies)")
+    shash = suite_hash(layout.root)
+    rows: list[TestRow] = []
+    for wheel in wheels:
+        sha = sha256_file(wheel)
+        existing = records_for_sha(layout.records, sha)
+        for py in pythons:
+            rec = existing.get(py.version)
+            if rec is not None and rec.outcome == "passed" and rec.suite_hash == shash and not force:
+                rows.append(TestRow(wheel=wheel.name, sha256=sha, python=py.version, status="up-to-date",
+                                    counts=rec.counts, record=str(_rec_path(layout, sha, py))))
+                _say(quiet, f"[{wheel.name} py{py.version}] passed before with the same bytes and suite: up to date")
+                continue
+            _say(quiet, f"[{wheel.name} py{py.version}] testing in a fresh venv")
+            rec = _run_one(wheel, sha, py, layout, shash, platform_name)
+            path = write_record(layout.records, rec)
+            rows.append(TestRow(wheel=wheel.name, sha256=sha, python=py.version, status=rec.outcome,
+                                counts=rec.counts, record=str(path), log=rec.log, reason=rec.reason))
+            c = rec.counts
+            _say(quiet, f"[{wheel.name} py{py.version}] {rec.outcome}: {c.passed} passed, {c.failures} failed, "
+                        f"{c.errors} errors, {c.skipped} skipped" + (f" ({rec.reason})" if rec.reason else ""))
+    return rows
+
+
+def _say(quiet: bool, line: str) -> None:
+    if not quiet:
+        print(line, flush=True)
+
+
+def _rec_path(layout: Layout, sha: str, py: Interpreter) -> Path:
+    return layout.records / sha / f"{py.version}.json"
+
+
+def _venv_python(venv: Path) -> Path:
+    return venv / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
+
+
+def _run_one(wheel: Path, sha: str, py: Interpreter, layout: Layout, shash: str, platform_name: str) -> TestRecord:
+    start = time.monotonic()
+    stem = re.sub(r"[^A-Za-z0-9_.-]", "_", wheel.stem)
+    log = layout.work / "logs" / f"test-{stem}-py{py.version}.log"
+    junit = layout.work / "junit" / f"{stem}-py{py.version}.xml"
+    venv = layout.venvs / f"py{py.version}"
+    for p in (log.parent, junit.parent, layout.venvs):
+        p.mkdir(parents=True, exist_ok=True)
+    junit.unlink(missing_ok=True)
+    shutil.rmtree(venv, ignore_errors=True)
+    suite = layout.root / SUITE
+    env = clean_env({"MOSAICRT_TEST_WHEEL": str(wheel.resolve()), "MOSAICRT_TEST_WHEEL_SHA256": sha})
+    outcome: Outcome = "error"
+    reason: str | None = None
+    counts = Counts()
+    with log.open("w", encoding="utf-8") as fh:
+        def run(cmd: list[str], cwd: Path | None = None) -> int:
+            fh.write(f"\n$ {' '.join(cmd)}\n")
+            fh.flush()
+            return subprocess.run(cmd, stdout=fh, stderr=subprocess.STDOUT, env=env, cwd=cwd, check=False).returncode
+
+        if importlib.util.find_spec("virtualenv") is not None:
+            make = [sys.executable, "-m", "virtualenv", "-q", "-p", py.executable, str(venv)]
+        else:
+            make = [py.executable, "-m", "venv", str(venv)]
+        vpy = str(_venv_python(venv))
+        if run(make) != 0:
+            reason = "could not create the venv"
+        elif run([vpy, "-m", "pip", "install", "-q", str(wheel.resolve()), "-r", str(suite / "requirements.txt")]):
+            reason = "pip install of the wheel failed"
+        else:
+            rc = run([vpy, "-m", "pytest", str(suite), "-q", "-p", "no:cacheprovider", f"--junitxml={junit}",
+                      "-c", str(suite / "pytest.ini"), "--rootdir", str(suite)], cwd=venv)
+            if junit.is_file():
+                counts = parse_junit(junit)
+            if rc == 0 and counts.tests > 0 and counts.failures == counts.errors == 0:
+                outcome = "passed"
+            elif counts.tests == 0:
+                reason = f"no tests ran (pytest exit {rc})"
+            else:
+                outcome = "failed"
+                reason = f"pytest exit {rc}"
+    return TestRecord(
+        wheel=wheel.name, sha256=sha, outcome=outcome, python=py.version, python_full=py.full,
+        platform=platform_name, counts=counts, suite_hash=shash,
+        created=datetime.now(UTC).isoformat(timespec="seconds"), duration_s=round(time.monotonic() - start, 2),
+        log=str(log), reason=reason,
+    )
+
+
+def rows_json(rows: Sequence[TestRow]) -> list[dict[str, object]]:
+    return [asdict(r) for r in rows]
+
+
+def host_platform_name() -> str:
+    return f"{platform.system().lower()}-{platform.machine()}"

@@ -1,0 +1,217 @@
+"""The Python API's shape (onnxruntime-like) and its behaviour on bad input."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+import mosaicrt
+
+
+def _add_relu_model(dynamic: bool = True) -> onnx.ModelProto:
+    dim = "N" if dynamic else 2
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [dim, 3])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [dim, 3])
+    bias = numpy_helper.from_array(np.array([1.0, -2.0, 0.5], np.float32), "bias")
+    nodes = [helper.make_node("Add", ["x", "bias"], ["t"], name="add"),
+             helper.make_node("Relu", ["t"], ["y"], name="relu")]
+    graph = helper.make_graph(nodes, "g", [x], [y], [bias])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def test_version_and_providers() -> None:
+    assert mosaicrt.__version__.count(".") == 2
+    assert mosaicrt.get_available_providers() == ["CPUExecutionProvider"]
+    assert mosaicrt.get_device() == "CPU"
+    info = mosaicrt.get_build_info()
+    assert info["abi"].startswith("1.")
+    assert ("", "Conv") in mosaicrt.get_cpu_operators()
+
+
+def test_run_from_bytes_and_path(tmp_path: Path) -> None:
+    model = _add_relu_model()
+    path = tmp_path / "m.onnx"
+    onnx.save(model, str(path))
+    x = np.array([[0.0, 1.0, 2.0], [-5.0, 3.0, -0.5]], np.float32)
+    expected = np.maximum(x + np.array([1.0, -2.0, 0.5], np.float32), 0)
+    for source in (model.SerializeToString(), str(path), path):
+        sess = mosaicrt.InferenceSession(source)
+        (y,) = sess.run(None, {"x": x})
+        np.testing.assert_array_equal(y, expected)
+        assert sess.run(["y"], {"x": x})[0].shape == (2, 3)
+
+
+def test_io_metadata() -> None:
+    sess = mosaicrt.InferenceSession(_add_relu_model().SerializeToString())
+    (inp,) = sess.get_inputs()
+    assert (inp.name, inp.type, inp.shape) == ("x", "tensor(float)", ["N", 3])
+    (out,) = sess.get_outputs()
+    assert (out.name, out.type) == ("y", "tensor(float)")
+    assert sess.get_providers() == ["CPUExecutionProvider"]
+
+
+def test_session_options_threads() -> None:
+    opts = mosaicrt.SessionOptions()
+    opts.intra_op_num_threads = 2
+    sess = mosaicrt.InferenceSession(_add_relu_model().SerializeToString(), sess_options=opts)
+    assert sess.run(None, {"x": np.zeros((4, 3), np.float32)})[0].shape == (4, 3)
+    opts.intra_op_num_threads = -1
+    with pytest.raises(mosaicrt.InvalidArgument, match="intra_op_num_threads"):
+        mosaicrt.InferenceSession(_add_relu_model().SerializeToString(), sess_options=opts)
+
+
+@pytest.mark.parametrize(
+    ("feed", "error", "match"),
+    [
+        ({"nope": np.zeros((2, 3), np.float32)}, mosaicrt.InvalidArgument, "unknown input name 'nope'"),
+        ({}, mosaicrt.InvalidArgument, "missing input 'x'"),
+        ({"x": np.zeros((2, 3), np.float64)}, mosaicrt.InvalidArgument, "element type float64"),
+        ({"x": np.zeros((2, 3, 1), np.float32)}, mosaicrt.InvalidArgument, "rank 3"),
+        ({"x": np.zeros((2, 4), np.float32)}, mosaicrt.InvalidArgument, "dimension 1"),
+        ({"x": np.array([["a", "b", "c"]])}, mosaicrt.InvalidArgument, "string"),
+    ],
+)
+def test_bad_feeds_raise_clear_errors(feed: dict[str, np.ndarray], error: type, match: str) -> None:
+    sess = mosaicrt.InferenceSession(_add_relu_model().SerializeToString())
+    with pytest.raises(error, match=match):
+        sess.run(None, feed)
+
+
+def test_unknown_output_name() -> None:
+    sess = mosaicrt.InferenceSession(_add_relu_model().SerializeToString())
+    with pytest.raises(mosaicrt.InvalidArgument, match="unknown output name 'z'"):
+        sess.run(["z"], {"x": np.zeros((1, 3), np.float32)})
+
+
+def test_non_contiguous_and_scalar_inputs() -> None:
+    sess = mosaicrt.InferenceSession(_add_relu_model().SerializeToString())
+    x = np.arange(12, dtype=np.float32).reshape(3, 4)[:, :3]  # a strided view
+    np.testing.assert_array_equal(sess.run(None, {"x": x})[0], np.maximum(x + [1.0, -2.0, 0.5], 0))
+
+
+def test_nan_propagates() -> None:
+    sess = mosaicrt.InferenceSession(_add_relu_model().SerializeToString())
+    (y,) = sess.run(None, {"x": np.array([[np.nan, 0, 0]], np.float32)})
+    assert np.isnan(y[0, 0])
+
+
+def test_missing_file() -> None:
+    with pytest.raises(mosaicrt.NoSuchFile, match="cannot open model file"):
+        mosaicrt.InferenceSession("/nonexistent/model.onnx")
+
+
+def test_unsupported_op_named_at_creation() -> None:
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])
+    node = helper.make_node("FancyOp", ["x"], ["y"], name="fancy", domain="com.example")
+    graph = helper.make_graph([node], "g", [x], [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.example", 3)])
+    with pytest.raises(mosaicrt.NotImplementedInRuntime) as info:
+        mosaicrt.InferenceSession(model.SerializeToString())
+    message = str(info.value)
+    for part in ("fancy", "FancyOp", "com.example", "opset 3"):
+        assert part in message
+
+
+def test_graph_errors() -> None:
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])
+    node = helper.make_node("Relu", ["undefined_value"], ["y"], name="r")
+    graph = helper.make_graph([node], "g", [x], [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    with pytest.raises(mosaicrt.InvalidModel, match="'undefined_value' is not a graph input"):
+        mosaicrt.InferenceSession(model.SerializeToString())
+
+
+def test_truncated_model_names_offset() -> None:
+    data = _add_relu_model().SerializeToString()
+    with pytest.raises(mosaicrt.InvalidModel, match=r"malformed model at byte \d+"):
+        mosaicrt.InferenceSession(data[: len(data) // 2])
+    with pytest.raises(mosaicrt.InvalidModel, match="empty"):
+        mosaicrt.InferenceSession(b"")
+
+
+def test_shape_mismatch_in_kernel_is_an_error() -> None:
+    a = helper.make_tensor_value_info("a", TensorProto.FLOAT, ["N", "K"])
+    b = helper.make_tensor_value_info("b", TensorProto.FLOAT, ["K2", "M"])
+    node = helper.make_node("MatMul", ["a", "b"], ["c"], name="mm")
+    graph = helper.make_graph([node], "g", [a, b], [helper.make_tensor_value_info("c", TensorProto.FLOAT, None)])
+    sess = mosaicrt.InferenceSession(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+                                     .SerializeToString())
+    with pytest.raises(mosaicrt.InvalidArgument, match="mm"):
+        sess.run(None, {"a": np.zeros((2, 3), np.float32), "b": np.zeros((4, 5), np.float32)})
+
+
+def test_external_data(tmp_path: Path) -> None:
+    weights = np.arange(3000, dtype=np.float32).reshape(1000, 3)
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1000, 3])
+    w = numpy_helper.from_array(weights, "w")
+    graph = helper.make_graph([helper.make_node("Add", ["x", "w"], ["y"])], "g", [x],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1000, 3])], [w])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    path = tmp_path / "ext.onnx"
+    onnx.save_model(model, str(path), save_as_external_data=True, all_tensors_to_one_file=True,
+                    location="ext.data", size_threshold=16)
+    assert (tmp_path / "ext.data").exists()
+    sess = mosaicrt.InferenceSession(str(path))
+    np.testing.assert_array_equal(sess.run(None, {"x": np.ones((1000, 3), np.float32)})[0], weights + 1)
+    with pytest.raises(mosaicrt.InvalidArgument, match="external file"):
+        mosaicrt.InferenceSession(path.read_bytes())
+    opts = mosaicrt.SessionOptions()
+    opts.add_session_config_entry("session.model_dir", str(tmp_path))
+    assert mosaicrt.InferenceSession(path.read_bytes(), sess_options=opts).run(
+        None, {"x": np.ones((1000, 3), np.float32)})[0].shape == (1000, 3)
+    os.remove(tmp_path / "ext.data")
+    with pytest.raises(mosaicrt.NoSuchFile, match="ext.data"):
+        mosaicrt.InferenceSession(str(path))
+
+
+def test_external_data_path_traversal_refused(tmp_path: Path) -> None:
+    model = onnx.load_model_from_string(_add_relu_model().SerializeToString())
+    init = model.graph.initializer[0]
+    init.ClearField("raw_data")
+    init.ClearField("float_data")
+    init.data_location = TensorProto.EXTERNAL
+    entry = init.external_data.add()
+    entry.key, entry.value = "location", "../../etc/passwd"
+    path = tmp_path / "evil.onnx"
+    path.write_bytes(model.SerializeToString())
+    with pytest.raises(mosaicrt.InvalidModel, match="relative path inside"):
+        mosaicrt.InferenceSession(str(path))
+
+
+def test_concurrent_runs_share_a_session() -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    sess = mosaicrt.InferenceSession(_add_relu_model().SerializeToString())
+    xs = [np.full((8, 3), i, np.float32) for i in range(16)]
+    with ThreadPoolExecutor(4) as pool:
+        outs = list(pool.map(lambda x: sess.run(None, {"x": x})[0], xs))
+    for x, y in zip(xs, outs, strict=True):
+        np.testing.assert_array_equal(y, np.maximum(x + [1.0, -2.0, 0.5], 0))
+
+
+def test_model_local_functions_are_inlined() -> None:
+    # y = scaled_relu(x, alpha=2.0) twice, the function defined in the model itself
+    fn = helper.make_function(
+        "custom.ops", "ScaledRelu", ["a"], ["b"],
+        [helper.make_node("Constant", [], ["s"], value_float=1.0),
+         helper.make_node("Relu", ["a"], ["r"]),
+         helper.make_node("LeakyRelu", ["r"], ["t"], alpha=0.5),
+         helper.make_node("Mul", ["t", "s"], ["u"]),
+         helper.make_node("Mul", ["u", "u"], ["b"])],
+        opset_imports=[helper.make_opsetid("", 17)],
+    )
+    nodes = [helper.make_node("ScaledRelu", ["x"], ["h"], domain="custom.ops", name="first"),
+             helper.make_node("ScaledRelu", ["h"], ["y"], domain="custom.ops", name="second")]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4])])
+    model = helper.make_model(graph, functions=[fn],
+                              opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("custom.ops", 1)])
+    x = np.array([-1.0, 0.5, 1.0, 2.0], np.float32)
+    (y,) = mosaicrt.InferenceSession(model.SerializeToString()).run(None, {"x": x})
+    h = np.maximum(x, 0) ** 2
+    np.testing.assert_allclose(y, h**2, rtol=1e-6)
