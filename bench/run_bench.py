@@ -94,7 +94,7 @@ def bench_model(spec: models.ModelSpec, threads: int, repeat: int, warmup: int, 
         ort_times = [_time_runs(lambda: ort_sess.run(None, feed)) for _ in range(repeat)]
         return Result(spec.name, threads, repeat, None, statistics.median(ort_times), None, None, None,
                       min(ort_times), f"{type(exc).__name__}: {exc}")
-    diff = max(float(np.max(np.abs(g.astype(np.float64) - e))) for g, e in zip(got, expected))
+    diff = max(float(np.max(np.abs(g.astype(np.float64) - e))) for g, e in zip(got, expected, strict=True))
 
     times = _time_alternating({"mosaicrt": mrt_sess, "onnxruntime": ort_sess}, feed, repeat, warmup)
     mrt_ms = statistics.median(times["mosaicrt"])
@@ -171,7 +171,7 @@ def profile_model(spec: models.ModelSpec, threads: int, repeat: int, batch: int)
     opts.intra_op_num_threads = threads
     cap_sess = ort.InferenceSession(capture.SerializeToString(), opts, providers=["CPUExecutionProvider"])
     names = [o.name for o in cap_sess.get_outputs()]
-    values: dict[str, np.ndarray[Any, Any]] = dict(zip(names, cap_sess.run(None, feed)))
+    values: dict[str, np.ndarray[Any, Any]] = dict(zip(names, cap_sess.run(None, feed), strict=True))
     values.update(feed)
     inits = {t.name: t for t in model.graph.initializer}
 
@@ -256,9 +256,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.threads < 1 or args.repeat < 1 or args.warmup < 0 or args.batch < 1:
         parser.error("--threads, --repeat and --batch must be >= 1 and --warmup >= 0")
 
-    import onnxruntime as ort
-
     import mosaicrt
+    import onnxruntime as ort
 
     print(f"mosaicrt {mosaicrt.__version__} ({mosaicrt.get_build_info().get('library', '?')}), "
           f"onnxruntime {ort.__version__}, {platform.machine()}, threads={args.threads}, batch={args.batch}, "

@@ -89,6 +89,7 @@ def build(matrix: Matrix, planned: Sequence[PlannedCell], layout: Layout, sel: S
     results: list[CellResult] = []
     logic = logic_version()
     env_checked = False
+    files_cache: dict[str, dict[str, str]] = {}
     for pc in planned:
         cell = pc.cell
         base = dict(cell=cell.id, component=cell.component.name, variant=cell.variant.name,
@@ -97,7 +98,10 @@ def build(matrix: Matrix, planned: Sequence[PlannedCell], layout: Layout, sel: S
             results.append(CellResult(**base, status="skipped", reason=pc.reason))
             continue
         t0 = time.monotonic()
-        inputs = hashing.cell_inputs(cell, root=layout.root, logic_version=logic)
+        files = files_cache.get(cell.component.path)
+        if files is None:
+            files = files_cache[cell.component.path] = hashing.tree_files(layout.root / cell.component.path)
+        inputs = hashing.cell_inputs(cell, root=layout.root, logic_version=logic, component_files=files)
         input_hash = hashing.combine(inputs)
         state = _load_state(layout, cell)
         wheel = _up_to_date_wheel(layout, cell, state, input_hash)
@@ -110,7 +114,7 @@ def build(matrix: Matrix, planned: Sequence[PlannedCell], layout: Layout, sel: S
         if not env_checked:
             _check_environment(matrix)
             env_checked = True
-        changed = tuple(hashing.changed_inputs(state.get("inputs", {}), inputs)) if state else ("no previous build",)
+        changed = _describe_changes(state, inputs, files)
         log = layout.log_file(cell.slug)
         _say(opts, f"[{cell.id}] building (changed: {', '.join(changed)}); log: {_rel(log, layout.root)}")
         try:
@@ -122,7 +126,8 @@ def build(matrix: Matrix, planned: Sequence[PlannedCell], layout: Layout, sel: S
                                       input_hash=input_hash, changed_inputs=changed,
                                       duration_s=time.monotonic() - t0))
             continue
-        _save_state(layout, cell, {"input_hash": input_hash, "inputs": inputs, "wheel": wheel.name, "sha256": sha})
+        _save_state(layout, cell, {"input_hash": input_hash, "inputs": inputs, "files": files, "wheel": wheel.name,
+                                   "sha256": sha})
         results.append(CellResult(**base, status="built", wheel=_rel(wheel, layout.root), sha256=sha,
                                   input_hash=input_hash, changed_inputs=changed, log=_rel(log, layout.root),
                                   duration_s=time.monotonic() - t0))
@@ -171,6 +176,23 @@ def _tail(log: Path, lines: int = 15) -> str:
     except OSError:
         return ""
     return "\n".join("    " + line for line in text[-lines:])
+
+
+def _describe_changes(state: dict, inputs: dict[str, str], files: dict[str, str]) -> tuple[str, ...]:  # type: ignore[type-arg]
+    """Which inputs changed since the last build, naming up to three changed component files."""
+    if not state:
+        return ("no previous build",)
+    if state.get("input_hash") == hashing.combine(inputs):
+        return ("wheel missing or altered in dist/",) if "wheel" in state else ("forced",)
+    out = []
+    for name in hashing.changed_inputs(state.get("inputs", {}), inputs):
+        if name == "component" and isinstance(state.get("files"), dict):
+            diff = hashing.changed_files(state["files"], files)
+            more = f", +{len(diff) - 3} more" if len(diff) > 3 else ""
+            out.append(f"component ({', '.join(diff[:3])}{more})")
+        else:
+            out.append(name)
+    return tuple(out)
 
 
 def _load_state(layout: Layout, cell: Cell) -> dict[str, object] | dict[str, str]:

@@ -41,15 +41,26 @@ def iter_files(folder: Path) -> Iterable[Path]:
                 yield Path(dirpath) / name
 
 
-def tree_hash(folder: Path) -> str:
+def tree_files(folder: Path) -> dict[str, str]:
+    """Relative path → sha256 (with an 'x:' prefix for executables) of every hashed file."""
+    out = {}
+    for path in iter_files(folder):
+        mark = "x:" if os.access(path, os.X_OK) else ""
+        out[path.relative_to(folder).as_posix()] = mark + sha256_file(path)
+    return out
+
+
+def tree_hash(folder: Path, files: dict[str, str] | None = None) -> str:
     """Content hash of a folder: relative paths, executable bits and bytes of every file."""
     h = hashlib.sha256()
-    for path in iter_files(folder):
-        rel = path.relative_to(folder).as_posix()
-        h.update(rel.encode() + b"\0")
-        h.update(b"x" if os.access(path, os.X_OK) else b"-")
-        h.update(sha256_file(path).encode() + b"\n")
+    for rel, digest in sorted((files if files is not None else tree_files(folder)).items()):
+        h.update(rel.encode() + b"\0" + digest.encode() + b"\n")
     return h.hexdigest()
+
+
+def changed_files(old: dict[str, str], new: dict[str, str]) -> list[str]:
+    """Files added, removed or modified between two :func:`tree_files` maps."""
+    return sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k))
 
 
 def tool_identity(name: str) -> str:
@@ -62,11 +73,12 @@ def tool_identity(name: str) -> str:
     return f"{name}:{real}:{st.st_size}:{st.st_mtime_ns}"
 
 
-def cell_inputs(cell: Cell, *, root: Path, logic_version: str, extra: dict[str, str] | None = None) -> dict[str, str]:
+def cell_inputs(cell: Cell, *, root: Path, logic_version: str, component_files: dict[str, str] | None = None,
+                extra: dict[str, str] | None = None) -> dict[str, str]:
     """The named inputs of a cell; their hash is the cell's input hash."""
     comp, target = cell.component, cell.target
     inputs = {
-        "component": tree_hash(root / comp.path),
+        "component": tree_hash(root / comp.path, component_files),
         "recipe": tree_hash(root / comp.recipe) if comp.recipe else "none",
         "profile": sha256_file(root / target.conan_profile),
         "target": json.dumps(asdict(target), sort_keys=True),

@@ -11,10 +11,11 @@ uses the full-size architecture. The batch dimension is the symbolic "N" unless 
 
 from __future__ import annotations
 
-import os
+import itertools
 import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -56,7 +57,7 @@ class GraphBuilder:
 
     # --- layers -------------------------------------------------------------------------------------------
 
-    def conv(self, x: str, c_in: int, c_out: int, k: int, stride: int = 1, pad: int | None = None,
+    def conv(self, x: str, c_in: int, c_out: int, k: int, *, stride: int = 1, pad: int | None = None,
              group: int = 1, bias: bool = False) -> str:
         pad = k // 2 if pad is None else pad
         fan_in = (c_in // group) * k * k
@@ -79,9 +80,9 @@ class GraphBuilder:
     def relu(self, x: str) -> str:
         return self.op("Relu", [x])
 
-    def conv_bn(self, x: str, c_in: int, c_out: int, k: int, stride: int = 1, group: int = 1,
+    def conv_bn(self, x: str, c_in: int, c_out: int, k: int, *, stride: int = 1, group: int = 1,
                 relu: bool = True) -> str:
-        y = self.bn(self.conv(x, c_in, c_out, k, stride, group=group), c_out)
+        y = self.bn(self.conv(x, c_in, c_out, k, stride=stride, group=group), c_out)
         return self.relu(y) if relu else y
 
     def linear_weight(self, c_in: int, c_out: int) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
@@ -120,7 +121,7 @@ def _rename_output(g: GraphBuilder, last: str, new: str) -> None:
 # --- ResNet ---------------------------------------------------------------------------------------------------
 
 
-def resnet(size: int = 224, batch: int | str = "N", widths: Sequence[int] = (64, 128, 256, 512),
+def resnet(size: int = 224, *, batch: int | str = "N", widths: Sequence[int] = (64, 128, 256, 512),
            blocks: Sequence[int] = (2, 2, 2, 2), classes: int = 1000, seed: int = 1) -> onnx.ModelProto:
     """ResNet-18-style: 7x7/2 stem + BN + Relu + MaxPool 3x3/2, basic residual blocks (two 3x3 conv-BN),
     stride-2 downsampling with 1x1 conv-BN projections, GlobalAveragePool, Flatten, Gemm."""
@@ -128,12 +129,12 @@ def resnet(size: int = 224, batch: int | str = "N", widths: Sequence[int] = (64,
     x = g.conv_bn("input", 3, widths[0], 7, stride=2)
     x = g.op("MaxPool", [x], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])
     c = widths[0]
-    for stage, (width, count) in enumerate(zip(widths, blocks)):
+    for stage, (width, count) in enumerate(zip(widths, blocks, strict=True)):
         for i in range(count):
             stride = 2 if stage > 0 and i == 0 else 1
-            y = g.conv_bn(x, c, width, 3, stride)
-            y = g.conv_bn(y, width, width, 3, 1, relu=False)
-            shortcut = x if stride == 1 and c == width else g.conv_bn(x, c, width, 1, stride, relu=False)
+            y = g.conv_bn(x, c, width, 3, stride=stride)
+            y = g.conv_bn(y, width, width, 3, relu=False)
+            shortcut = x if stride == 1 and c == width else g.conv_bn(x, c, width, 1, stride=stride, relu=False)
             x = g.relu(g.op("Add", [y, shortcut]))
             c = width
     out = g.classifier(x, c, classes)
@@ -144,8 +145,10 @@ def resnet(size: int = 224, batch: int | str = "N", widths: Sequence[int] = (64,
 # --- Inception ------------------------------------------------------------------------------------------------
 
 
-def _inception_module(g: GraphBuilder, x: str, c_in: int, c1: int, c3r: int, c3: int, c5r: int, c5: int,
-                      cp: int) -> tuple[str, int]:
+def _inception_module(g: GraphBuilder, x: str, c_in: int, widths: tuple[int, int, int, int, int, int]
+                      ) -> tuple[str, int]:
+    """widths: 1x1 branch, 3x3 reduce, 3x3, 5x5 reduce, 5x5, pool projection."""
+    c1, c3r, c3, c5r, c5, cp = widths
     b1 = g.relu(g.conv(x, c_in, c1, 1, bias=True))
     b3 = g.relu(g.conv(g.relu(g.conv(x, c_in, c3r, 1, bias=True)), c3r, c3, 3, bias=True))
     b5 = g.relu(g.conv(g.relu(g.conv(x, c_in, c5r, 1, bias=True)), c5r, c5, 5, bias=True))
@@ -154,7 +157,7 @@ def _inception_module(g: GraphBuilder, x: str, c_in: int, c1: int, c3r: int, c3:
     return g.op("Concat", [b1, b3, b5, bp], axis=1), c1 + c3 + c5 + cp
 
 
-def inception(size: int = 224, batch: int | str = "N", classes: int = 1000, seed: int = 2) -> onnx.ModelProto:
+def inception(size: int = 224, *, batch: int | str = "N", classes: int = 1000, seed: int = 2) -> onnx.ModelProto:
     """GoogLeNet-style: 7x7/2 stem conv + Relu + MaxPool + LRN, 1x1/3x3 convs + LRN + MaxPool, two inception
     modules (parallel 1x1 / 1x1-3x3 / 1x1-5x5 / maxpool-1x1 branches joined by Concat), head."""
     g = GraphBuilder(seed)
@@ -165,10 +168,10 @@ def inception(size: int = 224, batch: int | str = "N", classes: int = 1000, seed
     x = g.relu(g.conv(x, 64, 192, 3, bias=True))
     x = g.op("LRN", [x], size=5, alpha=1e-4, beta=0.75, bias=1.0)
     x = g.op("MaxPool", [x], kernel_shape=[3, 3], strides=[2, 2], pads=[0, 0, 1, 1])
-    x, c = _inception_module(g, x, 192, 64, 96, 128, 16, 32, 32)
-    x, c = _inception_module(g, x, c, 128, 128, 192, 32, 96, 64)
+    x, c = _inception_module(g, x, 192, (64, 96, 128, 16, 32, 32))
+    x, c = _inception_module(g, x, c, (128, 128, 192, 32, 96, 64))
     x = g.op("MaxPool", [x], kernel_shape=[3, 3], strides=[2, 2], pads=[0, 0, 1, 1])
-    x, c = _inception_module(g, x, c, 192, 96, 208, 16, 48, 64)
+    x, c = _inception_module(g, x, c, (192, 96, 208, 16, 48, 64))
     out = g.classifier(x, c, classes)
     _rename_output(g, out, "logits")
     return g.model("inception", [_image_input(batch, 3, size)], [("logits", [batch, classes])])
@@ -177,7 +180,7 @@ def inception(size: int = 224, batch: int | str = "N", classes: int = 1000, seed
 # --- DenseNet -------------------------------------------------------------------------------------------------
 
 
-def densenet(size: int = 224, batch: int | str = "N", growth: int = 32, layers: Sequence[int] = (6, 12, 8),
+def densenet(size: int = 224, *, batch: int | str = "N", growth: int = 32, layers: Sequence[int] = (6, 12, 8),
              classes: int = 1000, seed: int = 3) -> onnx.ModelProto:
     """DenseNet-style: stem conv + BN + Relu + MaxPool, dense blocks whose layers are BN-Relu-Conv1x1(4k)-
     BN-Relu-Conv3x3(k) concatenated onto their input, transitions BN-Relu-Conv1x1(c/2)-AveragePool 2x2/2."""
@@ -211,8 +214,9 @@ def _channel_shuffle(g: GraphBuilder, x: str, c: int, groups: int, hw: int) -> s
     return g.op("Reshape", [y, g.ints("unshuffle_shape", [0, -1, hw, hw])])
 
 
-def shufflenet(size: int = 224, batch: int | str = "N", stages: Sequence[tuple[int, int]] = ((116, 4), (232, 8),
-               (464, 4)), groups: int = 2, classes: int = 1000, seed: int = 4) -> onnx.ModelProto:
+def shufflenet(size: int = 224, *, batch: int | str = "N",
+               stages: Sequence[tuple[int, int]] = ((116, 4), (232, 8), (464, 4)), groups: int = 2,
+               classes: int = 1000, seed: int = 4) -> onnx.ModelProto:
     """ShuffleNet-style (v2 units with grouped 1x1 convs): stem 3x3/2 conv + MaxPool; each stage opens with a
     stride-2 unit (two branches: depthwise 3x3/2 + 1x1, and grouped 1x1 + depthwise 3x3/2 + grouped 1x1,
     Concat) followed by units that Split the channels in half, transform one half (grouped 1x1 -> channel
@@ -248,7 +252,7 @@ def shufflenet(size: int = 224, batch: int | str = "N", stages: Sequence[tuple[i
 # --- Transformer encoder --------------------------------------------------------------------------------------
 
 
-def transformer(seq: int | str = "S", batch: int | str = "N", d_model: int = 256, heads: int = 4,
+def transformer(*, seq: int | str = "S", batch: int | str = "N", d_model: int = 256, heads: int = 4,
                 d_ff: int = 1024, layers: int = 2, gelu: str = "erf", seed: int = 5) -> onnx.ModelProto:
     """Pre-LN transformer encoder: per layer LayerNormalization, Q/K/V MatMul+Add, Reshape/Transpose to
     heads, Q.K^T scaled by 1/sqrt(d_head), Softmax, .V, heads merged, output projection, residual Add, then
@@ -303,11 +307,11 @@ def transformer(seq: int | str = "S", batch: int | str = "N", d_model: int = 256
 # --- Dynamically quantized MLP --------------------------------------------------------------------------------
 
 
-def float_mlp(sizes: Sequence[int] = (256, 512, 512, 10), batch: int | str = "N", seed: int = 6) -> onnx.ModelProto:
+def float_mlp(sizes: Sequence[int] = (256, 512, 512, 10), *, batch: int | str = "N", seed: int = 6) -> onnx.ModelProto:
     """MatMul+Add(+Relu) layers; the last layer has no Relu. Input "input" [N, sizes[0]], output "logits"."""
     g = GraphBuilder(seed)
     x = "input"
-    for i, (c_in, c_out) in enumerate(zip(sizes[:-1], sizes[1:])):
+    for i, (c_in, c_out) in enumerate(itertools.pairwise(sizes)):
         w, b = g.linear_weight(c_in, c_out)
         x = g.op("Add", [g.op("MatMul", [x, g.const("w", w)]), g.const("b", b)])
         if i != len(sizes) - 2:
@@ -317,7 +321,7 @@ def float_mlp(sizes: Sequence[int] = (256, 512, 512, 10), batch: int | str = "N"
     return g.model("mlp", [inp], [("logits", [batch, sizes[-1]])])
 
 
-def quantized_mlp(weight_type: str = "QUInt8", sizes: Sequence[int] = (256, 512, 512, 10),
+def quantized_mlp(weight_type: str = "QUInt8", *, sizes: Sequence[int] = (256, 512, 512, 10),
                   batch: int | str = "N", seed: int = 6) -> onnx.ModelProto:
     """float_mlp quantized by onnxruntime.quantization.quantize_dynamic (weight_type "QUInt8" or "QInt8"):
     each MatMul becomes DynamicQuantizeLinear -> MatMulInteger -> Cast -> Mul(scales) (+ Add bias)."""
@@ -325,9 +329,9 @@ def quantized_mlp(weight_type: str = "QUInt8", sizes: Sequence[int] = (256, 512,
 
     qtype = {"QUInt8": QuantType.QUInt8, "QInt8": QuantType.QInt8}[weight_type]
     with tempfile.TemporaryDirectory(prefix="mosaicrt-qmlp-") as tmp:
-        src = os.path.join(tmp, "mlp.onnx")
-        dst = os.path.join(tmp, "mlp.quant.onnx")
-        onnx.save(float_mlp(sizes, batch, seed), src)
+        src = Path(tmp) / "mlp.onnx"
+        dst = Path(tmp) / "mlp.quant.onnx"
+        onnx.save(float_mlp(sizes, batch=batch, seed=seed), src)
         quantize_dynamic(src, dst, weight_type=qtype)
         return onnx.load(dst)
 

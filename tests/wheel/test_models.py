@@ -11,13 +11,12 @@ import functools
 from collections.abc import Callable
 from typing import Any
 
+import models  # tests/wheel is on sys.path (conftest.py)
+import mosaicrt
 import numpy as np
 import onnx
 import onnxruntime as ort
 import pytest
-
-import models  # tests/wheel is on sys.path (conftest.py)
-import mosaicrt
 
 THREADS = 2
 RTOL = 1e-3
@@ -85,7 +84,7 @@ def _session(name: str, threads: int = THREADS) -> mosaicrt.InferenceSession:
 
 def _assert_close(actual: list[np.ndarray[Any, Any]], expected: list[np.ndarray[Any, Any]]) -> None:
     assert len(actual) == len(expected)
-    for a, e in zip(actual, expected):
+    for a, e in zip(actual, expected, strict=True):
         assert a.dtype == e.dtype and a.shape == e.shape, (a.dtype, a.shape, e.dtype, e.shape)
         np.testing.assert_allclose(a, e, rtol=RTOL, atol=ATOL)
 
@@ -117,7 +116,7 @@ def test_repeated_runs_are_identical(name: str) -> None:
     feed = _feed(name, batch=2, seed=2)
     first = sess.run(None, feed)
     second = sess.run(None, feed)
-    for a, b in zip(first, second):
+    for a, b in zip(first, second, strict=True):
         np.testing.assert_array_equal(a, b)
 
 

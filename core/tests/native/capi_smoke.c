@@ -1,0 +1,101 @@
+/* Exercises the C ABI from plain C: load a model, inspect its I/O, run it, check results
+ * and error reporting. Usage: capi_smoke <path to data/dense_relu.onnx> */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "mosaicrt/mosaicrt.h"
+
+static int failures = 0;
+
+#define CHECK(cond, ...)                 \
+  do {                                   \
+    if (!(cond)) {                       \
+      fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); \
+      fprintf(stderr, __VA_ARGS__);      \
+      fprintf(stderr, "\n");             \
+      ++failures;                        \
+    }                                    \
+  } while (0)
+
+static int ok(MrtStatus* st, const char* what) {
+  if (!st) return 1;
+  fprintf(stderr, "FAIL %s: [%d] %s\n", what, (int)MrtStatusGetCode(st), MrtStatusGetMessage(st));
+  MrtReleaseStatus(st);
+  ++failures;
+  return 0;
+}
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    fprintf(stderr, "usage: %s model.onnx\n", argv[0]);
+    return 2;
+  }
+  uint32_t abi = MrtGetAbiVersion();
+  CHECK(abi >> 16 == MRT_ABI_VERSION_MAJOR, "ABI major %u != header %d", abi >> 16, MRT_ABI_VERSION_MAJOR);
+  printf("mosaicrt %s (%s)\n", MrtGetVersionString(), MrtGetBuildInfo());
+
+  MrtSessionOptions* opts = NULL;
+  MrtSession* sess = NULL;
+  if (!ok(MrtCreateSessionOptions(&opts), "options")) return 1;
+  ok(MrtSessionOptionsSetIntraOpNumThreads(opts, 2), "threads");
+  if (!ok(MrtCreateSession(argv[1], opts, &sess), "create session")) return 1;
+  MrtReleaseSessionOptions(opts);
+
+  size_t n_in = 0, n_out = 0, rank = 0;
+  const char* name = NULL;
+  const char* sym = NULL;
+  int32_t et = 0;
+  int64_t dim = 0;
+  ok(MrtSessionGetIoCount(sess, MRT_IO_INPUT, &n_in), "input count");
+  ok(MrtSessionGetIoCount(sess, MRT_IO_OUTPUT, &n_out), "output count");
+  CHECK(n_in == 1 && n_out == 1, "expected 1 input and 1 output, got %zu and %zu", n_in, n_out);
+  ok(MrtSessionGetIoInfo(sess, MRT_IO_INPUT, 0, &name, &et, &rank), "input info");
+  CHECK(strcmp(name, "x") == 0 && et == 1 && rank == 2, "input info: %s %d %zu", name, et, rank);
+  ok(MrtSessionGetIoDim(sess, MRT_IO_INPUT, 0, 0, &dim, &sym), "input dim");
+  CHECK(dim == -1 && strcmp(sym, "N") == 0, "dim 0 should be symbolic N, got %lld '%s'", (long long)dim, sym);
+
+  /* x = [[1,1,1,1],[-1,0,2,1]] ; y = relu(x @ W + b) */
+  const float x[8] = {1, 1, 1, 1, -1, 0, 2, 1};
+  const int64_t shape[2] = {2, 4};
+  MrtValue* in = NULL;
+  MrtValue* out = NULL;
+  ok(MrtCreateTensor(1, shape, 2, x, sizeof(x), &in), "create tensor");
+  const char* in_names[1] = {"x"};
+  const MrtValue* ins[1] = {in};
+  if (ok(MrtRun(sess, in_names, ins, 1, NULL, 0, &out), "run")) {
+    int32_t out_type = 0;
+    size_t out_rank = 0, out_bytes = 0;
+    const int64_t* out_shape = NULL;
+    const void* data = NULL;
+    ok(MrtValueGetInfo(out, &out_type, &out_rank, &out_shape, &data, &out_bytes), "value info");
+    CHECK(out_type == 1 && out_rank == 2 && out_shape[0] == 2 && out_shape[1] == 3, "output metadata");
+    const float expected[6] = {4.5f, 0.5f, 1.0f, 0.5f, 0.0f, 4.0f};
+    const float* y = (const float*)data;
+    for (int i = 0; i < 6; ++i) CHECK(fabsf(y[i] - expected[i]) < 1e-6f, "y[%d] = %f, expected %f", i, y[i], expected[i]);
+    MrtReleaseValue(out);
+  }
+
+  /* Error paths: wrong input name, wrong data size, malformed model bytes. */
+  const char* bad_names[1] = {"nope"};
+  MrtStatus* st = MrtRun(sess, bad_names, ins, 1, NULL, 0, &out);
+  CHECK(st && MrtStatusGetCode(st) == MRT_INVALID_ARGUMENT && strstr(MrtStatusGetMessage(st), "nope"),
+        "unknown input name must be INVALID_ARGUMENT naming it");
+  if (st) MrtReleaseStatus(st);
+  MrtValue* bad = NULL;
+  st = MrtCreateTensor(1, shape, 2, x, 7, &bad);
+  CHECK(st && MrtStatusGetCode(st) == MRT_INVALID_ARGUMENT, "byte-count mismatch must be INVALID_ARGUMENT");
+  if (st) MrtReleaseStatus(st);
+  const unsigned char junk[5] = {0x3a, 0xff, 0xff, 0xff, 0x0f};
+  MrtSession* s2 = NULL;
+  st = MrtCreateSessionFromBytes(junk, sizeof(junk), NULL, &s2);
+  CHECK(st && MrtStatusGetCode(st) == MRT_INVALID_MODEL && strstr(MrtStatusGetMessage(st), "byte"),
+        "malformed bytes must be INVALID_MODEL with an offset");
+  if (st) MrtReleaseStatus(st);
+
+  MrtReleaseValue(in);
+  MrtReleaseSession(sess);
+  printf("%d passed, %d failed\n", failures ? 0 : 1, failures ? 1 : 0);
+  return failures ? 1 : 0;
+}
