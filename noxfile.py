@@ -1,11 +1,11 @@
 """nox sessions for mosaicrt. Each session is a few lines: the logic lives in ``pipeline/``.
 
-    nox -s main                      build and test the host target's wheels (the main job)
-    nox -s ci                        the repository's own test suite (what .ci/run runs)
-    nox -s build -- --target T --component C --variant V
-    nox -s test  -- --python 3.12 --wheel dist/linux-x86_64/<file>.whl
-    nox -s matrix -- --json
-    nox -l                           list every session
+nox -s main                      build and test the host target's wheels (the main job)
+nox -s ci                        the repository's own test suite (what .ci/run runs)
+nox -s build -- --target T --component C --variant V
+nox -s test  -- --python 3.12 --wheel dist/linux-x86_64/<file>.whl
+nox -s matrix -- --json
+nox -l                           list every session
 """
 
 from __future__ import annotations
@@ -96,12 +96,10 @@ def lint(session: nox.Session) -> None:
 @nox.session(reuse_venv=True, default=False)
 def bench(session: nox.Session) -> None:
     """Benchmarks against onnxruntime (bench/run_bench.py), on the installed host wheel."""
-    script = ROOT / "bench" / "run_bench.py"
-    if not script.is_file():
+    if not (ROOT / "bench" / "run_bench.py").is_file():
         session.skip("bench/run_bench.py does not exist yet")
     wheels = sorted((ROOT / "dist").glob("*/mosaicrt-*.whl"))
     if not wheels:
         session.error("no mosaicrt wheel in dist/: run `nox -s build` first")
-    session.install("--force-reinstall", "--no-deps", str(wheels[-1]))
-    session.install("numpy", "onnx", "onnxruntime")
-    session.run("python", str(script), *session.posargs)
+    session.install("--force-reinstall", str(wheels[-1]), "onnx", "onnxruntime")
+    session.run("python", "bench/run_bench.py", *session.posargs)

@@ -48,10 +48,16 @@ class Result:
     error: str = ""
 
 
+# What a run is timed with: wall time, or (--clock thread-cpu, only with --threads 1, where both runtimes
+# compute on the calling thread) that thread's CPU time, which a busy machine's preemptions do not inflate.
+CLOCKS: dict[str, Callable[[], float]] = {"wall": time.perf_counter, "thread-cpu": time.thread_time}
+_clock = time.perf_counter
+
+
 def _time_runs(fn: Callable[[], object]) -> float:
-    start = time.perf_counter()
+    start = _clock()
     fn()
-    return (time.perf_counter() - start) * 1e3
+    return (_clock() - start) * 1e3
 
 
 BLOCK = 3
@@ -111,6 +117,35 @@ class OpProfile:
     onnxruntime_ms: float
 
 
+@dataclass(frozen=True)
+class NodeProfile:
+    node: str
+    op_type: str
+    detail: str  # input shapes and the attributes that shape the work
+    mosaicrt_ms: float
+    onnxruntime_ms: float
+
+
+@dataclass(frozen=True)
+class ModelProfile:
+    ops: list[OpProfile]
+    nodes: list[NodeProfile]
+
+
+_DETAIL_ATTRS = ("kernel_shape", "strides", "pads", "group", "axis", "perm", "transA", "transB")
+
+
+def _node_detail(node: Any, shapes: Sequence[tuple[int, ...]]) -> str:
+    from onnx import helper
+
+    parts = ["x".join(map(str, shape)) or "scalar" for shape in shapes]
+    for attr in node.attribute:
+        if attr.name in _DETAIL_ATTRS:
+            value = helper.get_attribute_value(attr)
+            parts.append(f"{attr.name}={list(value) if isinstance(value, Sequence) else value}")
+    return " ".join(parts)
+
+
 def _run_overhead_ms(runtime: str, threads: int, repeat: int) -> float:
     """Median time of one run() of a one-element Identity model: the per-call cost subtracted per node."""
     from onnx import TensorProto, helper
@@ -143,7 +178,7 @@ def _make_session(runtime: str, data: bytes, threads: int) -> Any:
     return mosaicrt.InferenceSession(data, mopts)
 
 
-def profile_model(spec: models.ModelSpec, threads: int, repeat: int, batch: int) -> list[OpProfile]:
+def profile_model(spec: models.ModelSpec, threads: int, repeat: int, batch: int) -> ModelProfile:
     """Times every node of the model alone (its real input values, constant inputs kept as initializers) in
     both runtimes and sums the medians per op type, minus each runtime's per-run() call overhead.
 
@@ -177,6 +212,7 @@ def profile_model(spec: models.ModelSpec, threads: int, repeat: int, batch: int)
 
     overhead = {rt: _run_overhead_ms(rt, threads, repeat) for rt in ("mosaicrt", "onnxruntime")}
     totals: dict[str, list[float]] = {}
+    per_node: list[NodeProfile] = []
     for node in model.graph.node:
         graph_inputs = []
         node_inits = []
@@ -197,15 +233,21 @@ def profile_model(spec: models.ModelSpec, threads: int, repeat: int, batch: int)
         data = single.SerializeToString()
         sessions = {rt: _make_session(rt, data, threads) for rt in ("mosaicrt", "onnxruntime")}
         times = _time_alternating(sessions, node_feed, repeat, warmup=1)
+        mrt_ms = max(statistics.median(times["mosaicrt"]) - overhead["mosaicrt"], 0.0)
+        ort_ms = max(statistics.median(times["onnxruntime"]) - overhead["onnxruntime"], 0.0)
         entry = totals.setdefault(node.op_type, [0, 0.0, 0.0])
         entry[0] += 1
-        entry[1] += max(statistics.median(times["mosaicrt"]) - overhead["mosaicrt"], 0.0)
-        entry[2] += max(statistics.median(times["onnxruntime"]) - overhead["onnxruntime"], 0.0)
-    profile = [OpProfile(op, int(n), m, o) for op, (n, m, o) in totals.items()]
-    return sorted(profile, key=lambda p: -p.mosaicrt_ms)
+        entry[1] += mrt_ms
+        entry[2] += ort_ms
+        shapes = [tuple(values[n].shape) if n in values else tuple(inits[n].dims) for n in node.input if n]
+        per_node.append(NodeProfile(node.name, node.op_type, _node_detail(node, shapes), mrt_ms, ort_ms))
+    ops = [OpProfile(op, int(n), m, o) for op, (n, m, o) in totals.items()]
+    return ModelProfile(sorted(ops, key=lambda p: -p.mosaicrt_ms),
+                        sorted(per_node, key=lambda p: -(p.mosaicrt_ms - p.onnxruntime_ms)))
 
 
-def format_profile(name: str, profile: Sequence[OpProfile]) -> str:
+def format_profile(name: str, model_profile: ModelProfile, top: int = 8) -> str:
+    profile = model_profile.ops
     header = f"{'op':<22}{'nodes':>6}{'mosaicrt ms':>13}{'onnxruntime ms':>16}{'ratio':>8}"
     lines = [f"per-op profile of {name} (isolated nodes, call overhead subtracted):", header, "-" * len(header)]
     for p in profile:
@@ -215,6 +257,9 @@ def format_profile(name: str, profile: Sequence[OpProfile]) -> str:
     total_o = sum(p.onnxruntime_ms for p in profile)
     lines.append(f"{'total':<22}{sum(p.nodes for p in profile):>6}{total_m:>13.3f}{total_o:>16.3f}"
                  f"{(total_m / total_o if total_o else 0):>8.2f}")
+    lines.append(f"nodes losing the most time to onnxruntime (top {top}):")
+    for n in model_profile.nodes[:top]:
+        lines.append(f"  {n.mosaicrt_ms:9.3f} ms vs {n.onnxruntime_ms:9.3f} ms  {n.op_type} {n.detail}")
     return "\n".join(lines)
 
 
@@ -245,6 +290,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--warmup", type=int, default=2, help="untimed runs first (default 2)")
     parser.add_argument("--batch", type=int, default=1, help="batch size (default 1)")
     parser.add_argument("--json", type=Path, help="also write the results to this JSON file")
+    parser.add_argument("--clock", choices=sorted(CLOCKS), default="wall",
+                        help="wall time (default) or the calling thread's CPU time (needs --threads 1)")
     parser.add_argument("--profile", action="store_true",
                         help="also time every node alone in both runtimes and print per-op-type totals")
     args = parser.parse_args(argv)
@@ -255,13 +302,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(f"unknown model(s) {', '.join(unknown)}; choose from {', '.join(available)}")
     if args.threads < 1 or args.repeat < 1 or args.warmup < 0 or args.batch < 1:
         parser.error("--threads, --repeat and --batch must be >= 1 and --warmup >= 0")
+    if args.clock == "thread-cpu" and args.threads != 1:
+        parser.error("--clock thread-cpu measures only the calling thread: use it with --threads 1")
+    global _clock  # noqa: PLW0603 - one setting for the whole run
+    _clock = CLOCKS[args.clock]
 
     import mosaicrt
     import onnxruntime as ort
 
     print(f"mosaicrt {mosaicrt.__version__} ({mosaicrt.get_build_info().get('library', '?')}), "
           f"onnxruntime {ort.__version__}, {platform.machine()}, threads={args.threads}, batch={args.batch}, "
-          f"repeat={args.repeat}", flush=True)
+          f"repeat={args.repeat}, clock={args.clock}", flush=True)
     results = []
     for name in names:
         result = bench_model(available[name], args.threads, args.repeat, args.warmup, args.batch)
@@ -269,7 +320,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"  {name}: mosaicrt {result.mosaicrt_ms or float('nan'):.3f} ms, "
               f"onnxruntime {result.onnxruntime_ms:.3f} ms", file=sys.stderr, flush=True)
     print(format_table(results))
-    profiles: dict[str, list[OpProfile]] = {}
+    profiles: dict[str, ModelProfile] = {}
     if args.profile:
         for name in names:
             profiles[name] = profile_model(available[name], args.threads, max(3, min(args.repeat, 10)),
@@ -281,9 +332,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             "onnxruntime": ort.__version__,
             "machine": platform.machine(),
             "threads": args.threads,
+            "clock": args.clock,
             "batch": args.batch,
             "results": [asdict(r) for r in results],
-            "profiles": {name: [asdict(p) for p in prof] for name, prof in profiles.items()},
+            "profiles": {name: asdict(prof) for name, prof in profiles.items()},
         }
         args.json.write_text(json.dumps(payload, indent=2) + "\n")
     return 0 if all(not r.error for r in results) else 1

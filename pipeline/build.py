@@ -17,12 +17,12 @@ import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from . import hashing
 from .errors import BuildError, EnvironmentProblem, ToolchainError
 from .layout import Layout
-from .matrix import Cell, Matrix, Target
+from .matrix import Cell, Target
 from .plan import PlannedCell, Selection, is_requested
 from .wheelcheck import check_wheel, normalize
 
@@ -60,8 +60,12 @@ class BuildReport:
         return sum(1 for c in self.cells if c.status == status)
 
     def to_json(self) -> str:
-        data = {"schema": 1, "host": self.host, "duration_s": round(self.duration_s, 3),
-                "cells": [asdict(c) for c in self.cells]}
+        data = {
+            "schema": 1,
+            "host": self.host,
+            "duration_s": round(self.duration_s, 3),
+            "cells": [asdict(c) for c in self.cells],
+        }
         return json.dumps(data, indent=2) + "\n"
 
 
@@ -82,18 +86,22 @@ def logic_version() -> str:
     return hashing.combine({name: hashing.sha256_file(here / name) for name in _LOGIC_FILES})
 
 
-def build(matrix: Matrix, planned: Sequence[PlannedCell], layout: Layout, sel: Selection,
-          host: Target | None, opts: BuildOptions) -> BuildReport:
+def build(planned: Sequence[PlannedCell], layout: Layout, *, host: Target | None, opts: BuildOptions) -> BuildReport:
     """Build every buildable planned cell; always writes the build report."""
     start = time.monotonic()
     results: list[CellResult] = []
     logic = logic_version()
-    env_checked = False
     files_cache: dict[str, dict[str, str]] = {}
     for pc in planned:
         cell = pc.cell
-        base = dict(cell=cell.id, component=cell.component.name, variant=cell.variant.name,
-                    target=cell.target.name, dist=cell.dist, version=cell.component.version)
+        base: dict[str, Any] = dict(
+            cell=cell.id,
+            component=cell.component.name,
+            variant=cell.variant.name,
+            target=cell.target.name,
+            dist=cell.dist,
+            version=cell.component.version,
+        )
         if pc.availability == "skipped":
             results.append(CellResult(**base, status="skipped", reason=pc.reason))
             continue
@@ -106,15 +114,20 @@ def build(matrix: Matrix, planned: Sequence[PlannedCell], layout: Layout, sel: S
         state = _load_state(layout, cell)
         wheel = _up_to_date_wheel(layout, cell, state, input_hash)
         if wheel is not None and not opts.force:
-            results.append(CellResult(**base, status="up-to-date", wheel=_rel(wheel, layout.root),
-                                      sha256=state["sha256"], input_hash=input_hash,
-                                      duration_s=time.monotonic() - t0))
+            results.append(
+                CellResult(
+                    **base,
+                    status="up-to-date",
+                    wheel=_rel(wheel, layout.root),
+                    sha256=state["sha256"],
+                    input_hash=input_hash,
+                    duration_s=time.monotonic() - t0,
+                )
+            )
             _say(opts, f"[{cell.id}] up to date: {_rel(wheel, layout.root)}")
             continue
-        if not env_checked:
-            _check_environment(matrix)
-            env_checked = True
-        changed = _describe_changes(state, inputs, files)
+        _check_environment(cell)
+        changed = ("forced",) if opts.force else _describe_changes(state, inputs, files)
         log = layout.log_file(cell.slug)
         _say(opts, f"[{cell.id}] building (changed: {', '.join(changed)}); log: {_rel(log, layout.root)}")
         try:
@@ -122,15 +135,35 @@ def build(matrix: Matrix, planned: Sequence[PlannedCell], layout: Layout, sel: S
         except CellFailure as exc:
             _say(opts, f"[{cell.id}] FAILED {exc}; log: {_rel(log, layout.root)}")
             _say(opts, _tail(log))
-            results.append(CellResult(**base, status="failed", reason=str(exc), log=_rel(log, layout.root),
-                                      input_hash=input_hash, changed_inputs=changed,
-                                      duration_s=time.monotonic() - t0))
+            results.append(
+                CellResult(
+                    **base,
+                    status="failed",
+                    reason=str(exc),
+                    log=_rel(log, layout.root),
+                    input_hash=input_hash,
+                    changed_inputs=changed,
+                    duration_s=time.monotonic() - t0,
+                )
+            )
             continue
-        _save_state(layout, cell, {"input_hash": input_hash, "inputs": inputs, "files": files, "wheel": wheel.name,
-                                   "sha256": sha})
-        results.append(CellResult(**base, status="built", wheel=_rel(wheel, layout.root), sha256=sha,
-                                  input_hash=input_hash, changed_inputs=changed, log=_rel(log, layout.root),
-                                  duration_s=time.monotonic() - t0))
+        _save_state(
+            layout,
+            cell,
+            {"input_hash": input_hash, "inputs": inputs, "files": files, "wheel": wheel.name, "sha256": sha},
+        )
+        results.append(
+            CellResult(
+                **base,
+                status="built",
+                wheel=_rel(wheel, layout.root),
+                sha256=sha,
+                input_hash=input_hash,
+                changed_inputs=changed,
+                log=_rel(log, layout.root),
+                duration_s=time.monotonic() - t0,
+            )
+        )
         _say(opts, f"[{cell.id}] built {_rel(wheel, layout.root)} in {time.monotonic() - t0:.1f}s")
     report = BuildReport(host=host.name if host else None, duration_s=time.monotonic() - start, cells=tuple(results))
     layout.build_report.parent.mkdir(parents=True, exist_ok=True)
@@ -138,15 +171,23 @@ def build(matrix: Matrix, planned: Sequence[PlannedCell], layout: Layout, sel: S
     return report
 
 
-def raise_for_report(report: BuildReport, planned: Sequence[PlannedCell], sel: Selection, layout: Layout) -> None:
+def raise_for_report(
+    report: BuildReport, planned: Sequence[PlannedCell], sel: Selection, layout: Layout, host: Target | None
+) -> None:
     """Turn the report into the run's exit status (after it has been written and printed)."""
     failed = [c for c in report.cells if c.status == "failed"]
     if failed:
         raise BuildError(
             f"{len(failed)} cell(s) failed: " + "; ".join(f"{c.cell} ({c.reason}; log {c.log})" for c in failed)
         )
-    blocked = [pc for pc in planned if pc.availability == "skipped" and is_requested(pc, sel)
-               and pc.reason and not pc.reason.startswith(("planned:", "not selected"))]
+    blocked = [
+        pc
+        for pc in planned
+        if pc.availability == "skipped"
+        and is_requested(pc, sel, host)
+        and pc.reason
+        and not pc.reason.startswith(("planned:", "not selected"))
+    ]
     if blocked:
         raise ToolchainError("; ".join(f"{pc.cell.id} cannot be built here: {pc.reason}" for pc in blocked))
     if not any(c.status in ("built", "up-to-date") for c in report.cells):
@@ -178,7 +219,7 @@ def _tail(log: Path, lines: int = 15) -> str:
     return "\n".join("    " + line for line in text[-lines:])
 
 
-def _describe_changes(state: dict, inputs: dict[str, str], files: dict[str, str]) -> tuple[str, ...]:  # type: ignore[type-arg]
+def _describe_changes(state: dict[str, Any], inputs: dict[str, str], files: dict[str, str]) -> tuple[str, ...]:
     """Which inputs changed since the last build, naming up to three changed component files."""
     if not state:
         return ("no previous build",)
@@ -195,7 +236,7 @@ def _describe_changes(state: dict, inputs: dict[str, str], files: dict[str, str]
     return tuple(out)
 
 
-def _load_state(layout: Layout, cell: Cell) -> dict[str, object] | dict[str, str]:
+def _load_state(layout: Layout, cell: Cell) -> dict[str, Any]:
     try:
         data = json.loads(layout.state_file(cell.slug).read_text(encoding="utf-8"))
     except (OSError, ValueError):
@@ -211,7 +252,7 @@ def _save_state(layout: Layout, cell: Cell, state: dict[str, object]) -> None:
     tmp.replace(path)
 
 
-def _up_to_date_wheel(layout: Layout, cell: Cell, state: dict, input_hash: str) -> Path | None:  # type: ignore[type-arg]
+def _up_to_date_wheel(layout: Layout, cell: Cell, state: dict[str, Any], input_hash: str) -> Path | None:
     if state.get("input_hash") != input_hash or not isinstance(state.get("wheel"), str):
         return None
     wheel = layout.dist_for(cell.target.name) / str(state["wheel"])
@@ -220,11 +261,14 @@ def _up_to_date_wheel(layout: Layout, cell: Cell, state: dict, input_hash: str) 
     return wheel
 
 
-def _check_environment(matrix: Matrix) -> None:
+def _check_environment(cell: Cell) -> None:
     """The build tools must be importable in this interpreter (the nox build session installs them)."""
     import importlib.util
 
-    missing = [m for m in ("build", "scikit_build_core", "conans", "auditwheel") if importlib.util.find_spec(m) is None]
+    modules = ["build", "scikit_build_core"]
+    modules += ["conans"] if cell.component.recipe else []
+    modules += ["auditwheel"] if cell.target.repair == "auditwheel" else []
+    missing = [m for m in modules if importlib.util.find_spec(m) is None]
     if missing:
         raise EnvironmentProblem(
             f"build tools missing from {sys.executable}: {', '.join(missing)}"
@@ -232,14 +276,16 @@ def _check_environment(matrix: Matrix) -> None:
         )
 
 
-def _run(cmd: Sequence[str], *, log: Path, step: str, env: dict[str, str] | None = None,
-         cwd: Path | None = None) -> None:
+def _run(
+    cmd: Sequence[str | Path], *, log: Path, step: str, env: dict[str, str] | None = None, cwd: Path | None = None
+) -> None:
     with log.open("a", encoding="utf-8") as fh:
         fh.write(f"\n$ {' '.join(map(str, cmd))}\n")
         fh.flush()
         try:
-            proc = subprocess.run(list(map(str, cmd)), stdout=fh, stderr=subprocess.STDOUT, env=env, cwd=cwd,
-                                  check=False)
+            proc = subprocess.run(
+                list(map(str, cmd)), stdout=fh, stderr=subprocess.STDOUT, env=env, cwd=cwd, check=False
+            )
         except OSError as exc:
             raise CellFailure(step, f"cannot run {cmd[0]}: {exc.strerror}") from None
     if proc.returncode != 0:
@@ -264,8 +310,22 @@ def _conan_toolchain(cell: Cell, layout: Layout, env: dict[str, str], log: Path)
         _run([conan, "profile", "detect", "--force"], log=log, step="conan profile detect", env=env)
         _run([conan, "remote", "disable", "conancenter"], log=log, step="conan remote disable", env=env)
     out = layout.cell_dir(cell.slug) / "conan"
-    _run([conan, "install", layout.root / recipe, "-pr:h", layout.root / cell.target.conan_profile,
-          "-pr:b", "default", "-of", out], log=log, step="conan install", env=env)
+    _run(
+        [
+            conan,
+            "install",
+            layout.root / recipe,
+            "-pr:h",
+            layout.root / cell.target.conan_profile,
+            "-pr:b",
+            "default",
+            "-of",
+            out,
+        ],
+        log=log,
+        step="conan install",
+        env=env,
+    )
     found = sorted(out.rglob("conan_toolchain.cmake"))
     if not found:
         raise CellFailure("conan install", f"no conan_toolchain.cmake under {out}")
@@ -287,8 +347,17 @@ def _build_cell(cell: Cell, layout: Layout, host: Target | None, opts: BuildOpti
         env["_PYTHON_HOST_PLATFORM"] = cell.target.python_host_platform
     toolchain = _conan_toolchain(cell, layout, env, log)
 
-    cmd: list[str | Path] = [sys.executable, "-m", "build", "--wheel", "--no-isolation", "--outdir", raw_dir,
-                             layout.root / cell.component.path, f"-Cbuild-dir={cdir / 'cmake'}"]
+    cmd: list[str | Path] = [
+        sys.executable,
+        "-m",
+        "build",
+        "--wheel",
+        "--no-isolation",
+        "--outdir",
+        raw_dir,
+        layout.root / cell.component.path,
+        f"-Cbuild-dir={cdir / 'cmake'}",
+    ]
     if toolchain is not None:
         cmd.append(f"-Ccmake.args=--toolchain={toolchain}")
     if shutil.which("ccache"):
@@ -301,8 +370,12 @@ def _build_cell(cell: Cell, layout: Layout, host: Target | None, opts: BuildOpti
     raw = _single_wheel(raw_dir, "wheel build")
 
     if cell.target.repair == "auditwheel":
-        _run([sys.executable, "-m", "auditwheel", "repair", "--wheel-dir", fixed_dir, raw],
-             log=log, step="auditwheel repair", env={**env, "PATH": _venv_path(env)})
+        _run(
+            [sys.executable, "-m", "auditwheel", "repair", "--wheel-dir", fixed_dir, raw],
+            log=log,
+            step="auditwheel repair",
+            env={**env, "PATH": _venv_path(env)},
+        )
         wheel = _single_wheel(fixed_dir, "auditwheel repair")
     elif cell.target.repair == "delocate":
         _run([_tool("delocate-wheel"), "-w", fixed_dir, raw], log=log, step="delocate", env=env)
@@ -310,9 +383,14 @@ def _build_cell(cell: Cell, layout: Layout, host: Target | None, opts: BuildOpti
     else:
         wheel = raw
 
-    problems = check_wheel(wheel, dist=cell.dist, version=cell.component.version,
-                           import_package=cell.component.import_package, target=cell.target,
-                           max_mb=cell.component.max_wheel_mb)
+    problems = check_wheel(
+        wheel,
+        dist=cell.dist,
+        version=cell.component.version,
+        import_package=cell.component.import_package,
+        target=cell.target,
+        max_mb=cell.component.max_wheel_mb,
+    )
     if problems:
         with log.open("a", encoding="utf-8") as fh:
             fh.write("\n# wheel content check\n" + "\n".join(problems) + "\n")

@@ -45,12 +45,16 @@ def _parser() -> argparse.ArgumentParser:
     selection(m)
     m.add_argument("--json", action="store_true", help="print JSON for CI instead of the table")
 
-    b = sub.add_parser("build", parents=[common], help="build the selected cells (default: every cell of the host target)")
+    b = sub.add_parser(
+        "build", parents=[common], help="build the selected cells (default: every cell of the host target)"
+    )
     selection(b)
     b.add_argument("--force", action="store_true", help="rebuild even when the inputs are unchanged")
     b.add_argument("--jobs", type=int, help="parallel compile jobs (default: $MOSAICRT_BUILD_JOBS or CPU count)")
 
-    t = sub.add_parser("test", parents=[common], help="install each wheel by file into a fresh venv per Python and test it")
+    t = sub.add_parser(
+        "test", parents=[common], help="install each wheel by file into a fresh venv per Python and test it"
+    )
     selection(t)
     t.add_argument("--wheel", action="append", type=Path, default=[], help="test this wheel file (repeatable)")
     t.add_argument("--python", action="append", default=[], help="CPython version to test (default: matrix)")
@@ -95,23 +99,32 @@ def _matrix(matrix: Matrix, sel: Selection, host: Target | None, *, as_json: boo
     return 0
 
 
-def _build(matrix: Matrix, sel: Selection, host: Target | None, layout: Layout, *, force: bool,
-           jobs: int | None) -> int:
+def _build(
+    matrix: Matrix, sel: Selection, host: Target | None, layout: Layout, *, force: bool, jobs: int | None
+) -> int:
     from .build import BuildOptions, build, raise_for_report
 
     opts = BuildOptions(force=force) if jobs is None else BuildOptions(force=force, jobs=jobs)
     planned = plan(matrix, sel, host)
-    result = build(matrix, planned, layout, sel, host, opts)
+    result = build(planned, layout, host=host, opts=opts)
     print(report.build_table(result))
     print(f"build report: {layout.build_report}")
-    raise_for_report(result, planned, sel, layout)
+    raise_for_report(result, planned, sel, layout, host)
     return 0
 
 
-def _test(matrix: Matrix, sel: Selection, host: Target | None, layout: Layout, *, wheels: list[Path],
-          pythons: list[str], force: bool) -> int:
+def _test(
+    matrix: Matrix,
+    sel: Selection,
+    host: Target | None,
+    layout: Layout,
+    *,
+    wheels: list[Path],
+    pythons: list[str],
+    force: bool,
+) -> int:
     from .plan import validate_selection
-    from .wheeltest import find_pythons, rows_json, test_wheels
+    from .wheeltest import find_pythons, rows_json, run_wheel_tests
 
     validate_selection(matrix, sel)
     wanted = pythons or list(matrix.pythons)
@@ -131,8 +144,10 @@ def _test(matrix: Matrix, sel: Selection, host: Target | None, layout: Layout, *
         files = []
         for t in sel.targets or (host_name,):
             if t != host_name:
-                print(f"note: {t} wheels are not run on {host_name}; they are tested under emulation "
-                      f"(nox -s crosscheck) or on their CI runner")
+                print(
+                    f"note: {t} wheels are not run on {host_name}; they are tested under emulation "
+                    f"(nox -s crosscheck) or on their CI runner"
+                )
                 continue
             files += sorted(layout.dist_for(t).glob("*.whl"))
         if sel.components:
@@ -140,7 +155,7 @@ def _test(matrix: Matrix, sel: Selection, host: Target | None, layout: Layout, *
             files = [f for f in files if f.name.split("-")[0] in dists]
         if not files:
             raise UsageError(f"no wheels to test in {layout.dist_for(host_name)} (run `nox -s build` first)")
-    rows = test_wheels(files, found, layout, platform_name=host_name, force=force)
+    rows = run_wheel_tests(files, found, layout, platform_name=host_name, force=force)
     print(report.test_table(rows))
     layout.test_report.parent.mkdir(parents=True, exist_ok=True)
     layout.test_report.write_text(json.dumps({"schema": 1, "rows": rows_json(rows)}, indent=2) + "\n")

@@ -73,8 +73,14 @@ def tool_identity(name: str) -> str:
     return f"{name}:{real}:{st.st_size}:{st.st_mtime_ns}"
 
 
-def cell_inputs(cell: Cell, *, root: Path, logic_version: str, component_files: dict[str, str] | None = None,
-                extra: dict[str, str] | None = None) -> dict[str, str]:
+def cell_inputs(
+    cell: Cell,
+    *,
+    root: Path,
+    logic_version: str,
+    component_files: dict[str, str] | None = None,
+    extra: dict[str, str] | None = None,
+) -> dict[str, str]:
     """The named inputs of a cell; their hash is the cell's input hash."""
     comp, target = cell.component, cell.target
     inputs = {
@@ -83,9 +89,7 @@ def cell_inputs(cell: Cell, *, root: Path, logic_version: str, component_files: 
         "profile": sha256_file(root / target.conan_profile),
         "target": json.dumps(asdict(target), sort_keys=True),
         "variant": json.dumps(asdict(cell.variant), sort_keys=True),
-        "component_entry": json.dumps(
-            {k: v for k, v in asdict(comp).items() if k != "variants"}, sort_keys=True
-        ),
+        "component_entry": json.dumps({k: v for k, v in asdict(comp).items() if k != "variants"}, sort_keys=True),
         "compilers": tool_identity(target.c_compiler) + ";" + tool_identity(target.cxx_compiler),
         "logic": logic_version,
     }

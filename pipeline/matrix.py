@@ -213,14 +213,14 @@ class _Table:
             raise self.error(k, f"expected {what}, got {_type_name(value)} {value!r}")
         return value
 
-    def str(self, k: str, default: object = None) -> Any:
+    def string(self, k: str, default: object = None) -> Any:
         value = self._get(k, lambda v: isinstance(v, str), "a string", default)
         if isinstance(value, str) and not value.strip():
             raise self.error(k, "must not be empty")
         return value
 
     def choice(self, k: str, allowed: tuple[str, ...], default: object = None) -> Any:
-        value = self.str(k, default)
+        value = self.string(k, default)
         if value is not None and value not in allowed:
             raise self.error(k, f"'{value}' is not allowed{choices_hint(value, allowed)}")
         return value
@@ -277,9 +277,7 @@ def load_matrix(root: Path, matrix_dir: Path | None = None) -> Matrix:
         raise MatrixError(_display(mdir, root), "", "matrix folder is missing")
     for extra in sorted(mdir.glob("*.toml")):
         if extra.name not in MATRIX_FILES:
-            raise MatrixError(
-                _display(extra, root), "", f"unknown matrix file{choices_hint(extra.name, MATRIX_FILES)}"
-            )
+            raise MatrixError(_display(extra, root), "", f"unknown matrix file{choices_hint(extra.name, MATRIX_FILES)}")
 
     def doc(name: str, top: tuple[str, ...]) -> _Table:
         path = mdir / name
@@ -309,13 +307,13 @@ def _version_ge(t: _Table, k: str, value: str, floor: str) -> bool:
 
 def _load_policy(doc: _Table) -> Policy:
     py = doc.table("python", ("floor",), required=True)
-    floor = py.str("floor", _REQUIRED)
+    floor = py.string("floor", _REQUIRED)
     if not _version_ge(py, "floor", floor, HARD_PYTHON_FLOOR):
         raise py.error(
             "floor", f"CPython {floor} is below the supported floor {HARD_PYTHON_FLOOR}: cp310 and older are not built"
         )
     mac = doc.table("macos", ("min_deployment_target",), required=True)
-    mac_floor = mac.str("min_deployment_target", _REQUIRED)
+    mac_floor = mac.string("min_deployment_target", _REQUIRED)
     if not _version_ge(mac, "min_deployment_target", mac_floor, "14.0"):
         raise mac.error("min_deployment_target", f"{mac_floor} is below the project's macOS floor 14.0")
     forbidden: list[Forbidden] = []
@@ -328,14 +326,16 @@ def _load_policy(doc: _Table) -> Policy:
             Forbidden(
                 os=t.choice("os", get_args(OS), _REQUIRED),
                 arch=t.choice("arch", get_args(Arch), _REQUIRED),
-                reason=t.str("reason", _REQUIRED),
+                reason=t.string("reason", _REQUIRED),
             )
         )
     retired: list[RetiredEp] = []
     for name, body in doc.tables("retired_ep").items():
         t = _Table(doc.file, f"retired_ep.{name}", body, ("replacements", "message"))
         retired.append(
-            RetiredEp(name=name, replacements=t.str_list("replacements", _REQUIRED), message=t.str("message", _REQUIRED))
+            RetiredEp(
+                name=name, replacements=t.str_list("replacements", _REQUIRED), message=t.string("message", _REQUIRED)
+            )
         )
     return Policy(
         python_floor=floor,
@@ -372,7 +372,7 @@ def _load_sdks(doc: _Table) -> tuple[Sdk, ...]:
             name=name,
             executables=t.str_list("executables"),
             python_dists=t.str_list("python_dists"),
-            hint=t.str("hint", _REQUIRED),
+            hint=t.string("hint", _REQUIRED),
         )
         if not sdk.executables and not sdk.python_dists:
             raise t.error("executables", "an SDK needs executables or python_dists to detect it")
@@ -394,18 +394,18 @@ def _load_targets(doc: _Table, policy: Policy, root: Path) -> tuple[Target, ...]
             name=name,
             os=t.choice("os", get_args(OS), _REQUIRED),
             arch=t.choice("arch", get_args(Arch), _REQUIRED),
-            triple=t.str("triple", _REQUIRED),
-            conan_profile=t.str("conan_profile", _REQUIRED),
-            wheel_platform=t.str("wheel_platform", _REQUIRED),
-            python_host_platform=t.str("python_host_platform", _REQUIRED),
+            triple=t.string("triple", _REQUIRED),
+            conan_profile=t.string("conan_profile", _REQUIRED),
+            wheel_platform=t.string("wheel_platform", _REQUIRED),
+            python_host_platform=t.string("python_host_platform", _REQUIRED),
             repair=t.choice("repair", get_args(Repair), _REQUIRED),
-            c_compiler=t.str("c_compiler", _REQUIRED),
-            cxx_compiler=t.str("cxx_compiler", _REQUIRED),
-            toolchain_hint=t.str("toolchain_hint", _REQUIRED),
+            c_compiler=t.string("c_compiler", _REQUIRED),
+            cxx_compiler=t.string("cxx_compiler", _REQUIRED),
+            toolchain_hint=t.string("toolchain_hint", _REQUIRED),
             emulator=t.str_list("emulator"),
-            ci_runner=t.str("ci_runner", _REQUIRED),
+            ci_runner=t.string("ci_runner", _REQUIRED),
             build_hosts=t.str_list("build_hosts", _REQUIRED),
-            macos_deployment_target=t.str("macos_deployment_target"),
+            macos_deployment_target=t.string("macos_deployment_target"),
         )
         _check_target(t, target, policy, root)
         targets.append(target)
@@ -429,8 +429,9 @@ def _check_target(t: _Table, target: Target, policy: Policy, root: Path) -> None
                 "macos_deployment_target",
                 f"required for macOS targets (at least {policy.macos_min_deployment_target})",
             )
-        if not _version_ge(t, "macos_deployment_target", target.macos_deployment_target,
-                           policy.macos_min_deployment_target):
+        if not _version_ge(
+            t, "macos_deployment_target", target.macos_deployment_target, policy.macos_min_deployment_target
+        ):
             raise t.error(
                 "macos_deployment_target",
                 f"{target.macos_deployment_target} is below the policy floor {policy.macos_min_deployment_target}",
@@ -464,8 +465,8 @@ def read_profile_settings(path: Path) -> dict[str, str]:
     """The ``[settings]`` of a conan profile file (includes are not followed)."""
     section = ""
     out: dict[str, str] = {}
-    for line in path.read_text(encoding="utf-8").splitlines():
-        line = line.strip()
+    for raw in path.read_text(encoding="utf-8").splitlines():
+        line = raw.strip()
         if not line or line.startswith("#"):
             continue
         if line.startswith("[") and line.endswith("]"):
@@ -476,7 +477,8 @@ def read_profile_settings(path: Path) -> dict[str, str]:
     return out
 
 
-_COMPONENT_KEYS = tuple(f for f in Component.__dataclass_fields__ if f not in ("name", "version", "variants")) + (
+_COMPONENT_KEYS = (
+    *(f for f in Component.__dataclass_fields__ if f not in ("name", "version", "variants")),
     "dist",
     "variant",
 )
@@ -499,7 +501,7 @@ def _load_components(
         retired = policy.retired(name)
         if kind == "ep" and retired is not None:
             raise t.error("kind", retired.message)
-        path = t.str("path", _REQUIRED)
+        path = t.string("path", _REQUIRED)
         folder = root / path
         if not folder.is_dir():
             raise t.error("path", f"folder '{path}' does not exist")
@@ -516,11 +518,13 @@ def _load_components(
         comp_sdks = t.str_list("sdks")
         for sn in comp_sdks:
             if sn not in sdk_names:
-                raise t.error("sdks", f"unknown SDK '{sn}'{choices_hint(sn, sdk_names)} (declare it in matrix/sdks.toml)")
-        recipe = t.str("recipe")
+                raise t.error(
+                    "sdks", f"unknown SDK '{sn}'{choices_hint(sn, sdk_names)} (declare it in matrix/sdks.toml)"
+                )
+        recipe = t.string("recipe")
         if recipe is not None and not (root / recipe / "conanfile.py").is_file():
             raise t.error("recipe", f"'{recipe}/conanfile.py' does not exist")
-        default_dist = t.str("dist", _REQUIRED)
+        default_dist = t.string("dist", _REQUIRED)
         variants = [Variant(name="default", dist=default_dist)]
         for vname, vbody in t.tables("variant").items():
             vt = _Table(doc.file, f"component.{name}.variant.{vname}", vbody, _VARIANT_KEYS)
@@ -529,9 +533,9 @@ def _load_components(
             variants.append(
                 Variant(
                     name=vname,
-                    dist=vt.str("dist", _REQUIRED),
+                    dist=vt.string("dist", _REQUIRED),
                     cmake_defines=vt.str_map("cmake_defines"),
-                    planned=vt.str("planned"),
+                    planned=vt.string("planned"),
                 )
             )
         for v in variants:
@@ -547,8 +551,8 @@ def _load_components(
                 name=name,
                 path=path,
                 kind=kind,
-                import_package=t.str("import_package", _REQUIRED),
-                tag_prefix=t.str("tag_prefix", name if kind == "core" else f"ep-{name}"),
+                import_package=t.string("import_package", _REQUIRED),
+                tag_prefix=t.string("tag_prefix", name if kind == "core" else f"ep-{name}"),
                 version=version,
                 targets=comp_targets,
                 sdks=comp_sdks,

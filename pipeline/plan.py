@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from .errors import UsageError
+from .errors import UsageError, choices_hint
 from .matrix import Cell, Matrix, Target
 
 _MACHINE = {"x86_64": "x86_64", "amd64": "x86_64", "aarch64": "aarch64", "arm64": "aarch64", "armv7l": "armv7"}
@@ -85,8 +85,6 @@ def validate_selection(matrix: Matrix, sel: Selection) -> None:
     known_variants = {v.name for c in matrix.components for v in c.variants}
     for v in sel.variants:
         if v not in known_variants:
-            from .errors import choices_hint
-
             raise UsageError(f"unknown variant '{v}'{choices_hint(v, known_variants)}")
 
 
@@ -120,11 +118,12 @@ def _skip_reason(matrix: Matrix, cell: Cell, host: Target | None) -> str | None:
     return toolchain_missing(cell.target, host) or sdk_missing(matrix, cell.component.sdks)
 
 
-def is_requested(pc: PlannedCell, sel: Selection) -> bool:
-    """True when the user explicitly named this cell's target/component/variant."""
+def is_requested(pc: PlannedCell, sel: Selection, host: Target | None) -> bool:
+    """True when the user explicitly named this cell (by target, component or variant)."""
     c = pc.cell
+    wanted_targets = set(sel.targets) or ({host.name} if host else set())
     return bool(sel.targets or sel.components or sel.variants) and (
-        (not sel.targets or c.target.name in sel.targets)
+        c.target.name in wanted_targets
         and (not sel.components or c.component.name in sel.components)
         and (not sel.variants or c.variant.name in sel.variants)
     )

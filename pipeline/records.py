@@ -89,7 +89,7 @@ def records_for_wheel(records_dir: Path, wheel: Path) -> dict[str, TestRecord]:
     return records_for_sha(records_dir, sha256_file(wheel))
 
 
-def tested_status(records_dir: Path, wheel: Path, pythons: list[str]) -> str:
+def wheel_test_status(records_dir: Path, wheel: Path, pythons: list[str]) -> str:
     """'passed' when every listed Python has a passing record, 'failed' if any failed, else 'untested'."""
     recs = records_for_wheel(records_dir, wheel)
     if any(r.outcome != "passed" for r in recs.values()):

@@ -21,12 +21,21 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
 
 def matrix_table(matrix: Matrix, planned: Sequence[PlannedCell], host: str | None) -> str:
     rows = [
-        (pc.cell.component.name, pc.cell.variant.name, pc.cell.dist, pc.cell.component.version, pc.cell.target.name,
-         pc.cell.target.ci_runner, pc.availability if pc.availability == "buildable" else f"skipped: {pc.reason}")
+        (
+            pc.cell.component.name,
+            pc.cell.variant.name,
+            pc.cell.dist,
+            pc.cell.component.version,
+            pc.cell.target.name,
+            pc.cell.target.ci_runner,
+            pc.availability if pc.availability == "buildable" else f"skipped: {pc.reason}",
+        )
         for pc in planned
     ]
-    head = (f"host: {host or 'not a matrix target'}    tested CPython: {', '.join(matrix.pythons)}"
-            f"    policy: CPython >= {matrix.policy.python_floor}, macOS >= {matrix.policy.macos_min_deployment_target}")
+    head = (
+        f"host: {host or 'not a matrix target'}    tested CPython: {', '.join(matrix.pythons)}"
+        f"    policy: CPython >= {matrix.policy.python_floor}, macOS >= {matrix.policy.macos_min_deployment_target}"
+    )
     return head + "\n" + table(("component", "variant", "dist", "version", "target", "ci runner", "on this host"), rows)
 
 
@@ -35,14 +44,28 @@ def matrix_json(matrix: Matrix, planned: Sequence[PlannedCell], host: str | None
     include = []
     for pc in planned:
         c = pc.cell
-        include.append({
-            "cell": c.id, "component": c.component.name, "kind": c.component.kind, "variant": c.variant.name,
-            "dist": c.dist, "version": c.component.version, "tag": c.component.tag, "path": c.component.path,
-            "target": c.target.name, "os": c.target.os, "arch": c.target.arch, "runner": c.target.ci_runner,
-            "wheel_platform": c.target.wheel_platform, "emulator": list(c.target.emulator),
-            "sdks": list(c.component.sdks), "planned": c.variant.planned,
-            "host_status": pc.availability, "host_reason": pc.reason,
-        })
+        include.append(
+            {
+                "cell": c.id,
+                "component": c.component.name,
+                "kind": c.component.kind,
+                "variant": c.variant.name,
+                "dist": c.dist,
+                "version": c.component.version,
+                "tag": c.component.tag,
+                "path": c.component.path,
+                "target": c.target.name,
+                "os": c.target.os,
+                "arch": c.target.arch,
+                "runner": c.target.ci_runner,
+                "wheel_platform": c.target.wheel_platform,
+                "emulator": list(c.target.emulator),
+                "sdks": list(c.component.sdks),
+                "planned": c.variant.planned,
+                "host_status": pc.availability,
+                "host_reason": pc.reason,
+            }
+        )
     return json.dumps({"host": host, "python": list(matrix.pythons), "include": include}, indent=2)
 
 
@@ -56,6 +79,8 @@ def test_table(rows: Sequence[TestRow]) -> str:
     out = []
     for r in rows:
         c = r.counts
-        counts = f"{c.passed}/{c.tests} passed, {c.failures} failed, {c.errors} errors, {c.skipped} skipped" if c else ""
+        counts = (
+            f"{c.passed}/{c.tests} passed, {c.failures} failed, {c.errors} errors, {c.skipped} skipped" if c else ""
+        )
         out.append((r.wheel, r.python, r.status, counts, r.reason or ""))
     return table(("wheel", "python", "status", "counts", "reason"), out)

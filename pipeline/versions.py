@@ -21,9 +21,7 @@ def parse_version(text: str, *, source: str) -> str:
     m = VERSION_RE.match(text)
     if m is None:
         shown = text.strip().splitlines()[0] if text.strip() else ""
-        raise VersionError(
-            f"{source}: '{shown}' is not a version: write MAJOR.MINOR.PATCH on one line, e.g. 0.1.0"
-        )
+        raise VersionError(f"{source}: '{shown}' is not a version: write MAJOR.MINOR.PATCH on one line, e.g. 0.1.0")
     return m.group("value")
 
 

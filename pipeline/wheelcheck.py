@@ -95,7 +95,9 @@ def check_wheel(
         for n in natives:
             arch = binary_arch(zf.read(n)[:4096])
             if arch != target.arch:
-                problems.append(f"{n} is built for {arch or 'no known binary format'}, target {target.name} is {target.arch}")
+                problems.append(
+                    f"{n} is built for {arch or 'no known binary format'}, target {target.name} is {target.arch}"
+                )
         problems += _check_record(zf, names, dist_info)
         problems += _check_metadata(zf, names, dist_info, norm, version)
     return problems

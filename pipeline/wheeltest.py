@@ -107,8 +107,15 @@ def parse_junit(path: Path) -> Counts:
     return Counts(**total)
 
 
-def test_wheels(wheels: Sequence[Path], pythons: Sequence[Interpreter], layout: Layout, *, platform_name: str,
-                force: bool = False, quiet: bool = False) -> list[TestRow]:
+def run_wheel_tests(
+    wheels: Sequence[Path],
+    pythons: Sequence[Interpreter],
+    layout: Layout,
+    *,
+    platform_name: str,
+    force: bool = False,
+    quiet: bool = False,
+) -> list[TestRow]:
     if not pythons:
         raise EnvironmentProblem("no tested CPython found on this machine (need python3.11 … python3.14 on PATH)")
     suite = layout.root / SUITE
@@ -122,18 +129,39 @@ def test_wheels(wheels: Sequence[Path], pythons: Sequence[Interpreter], layout: 
         for py in pythons:
             rec = existing.get(py.version)
             if rec is not None and rec.outcome == "passed" and rec.suite_hash == shash and not force:
-                rows.append(TestRow(wheel=wheel.name, sha256=sha, python=py.version, status="up-to-date",
-                                    counts=rec.counts, record=str(_rec_path(layout, sha, py))))
+                rows.append(
+                    TestRow(
+                        wheel=wheel.name,
+                        sha256=sha,
+                        python=py.version,
+                        status="up-to-date",
+                        counts=rec.counts,
+                        record=str(_rec_path(layout, sha, py)),
+                    )
+                )
                 _say(quiet, f"[{wheel.name} py{py.version}] passed before with the same bytes and suite: up to date")
                 continue
             _say(quiet, f"[{wheel.name} py{py.version}] testing in a fresh venv")
-            rec = _run_one(wheel, sha, py, layout, shash, platform_name)
+            rec = _run_one(wheel, sha, py, layout, shash=shash, platform_name=platform_name)
             path = write_record(layout.records, rec)
-            rows.append(TestRow(wheel=wheel.name, sha256=sha, python=py.version, status=rec.outcome,
-                                counts=rec.counts, record=str(path), log=rec.log, reason=rec.reason))
+            rows.append(
+                TestRow(
+                    wheel=wheel.name,
+                    sha256=sha,
+                    python=py.version,
+                    status=rec.outcome,
+                    counts=rec.counts,
+                    record=str(path),
+                    log=rec.log,
+                    reason=rec.reason,
+                )
+            )
             c = rec.counts
-            _say(quiet, f"[{wheel.name} py{py.version}] {rec.outcome}: {c.passed} passed, {c.failures} failed, "
-                        f"{c.errors} errors, {c.skipped} skipped" + (f" ({rec.reason})" if rec.reason else ""))
+            _say(
+                quiet,
+                f"[{wheel.name} py{py.version}] {rec.outcome}: {c.passed} passed, {c.failures} failed, "
+                f"{c.errors} errors, {c.skipped} skipped" + (f" ({rec.reason})" if rec.reason else ""),
+            )
     return rows
 
 
@@ -150,7 +178,7 @@ def _venv_python(venv: Path) -> Path:
     return venv / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
 
 
-def _run_one(wheel: Path, sha: str, py: Interpreter, layout: Layout, shash: str, platform_name: str) -> TestRecord:
+def _run_one(wheel: Path, sha: str, py: Interpreter, layout: Layout, *, shash: str, platform_name: str) -> TestRecord:
     start = time.monotonic()
     stem = re.sub(r"[^A-Za-z0-9_.-]", "_", wheel.stem)
     log = layout.work / "logs" / f"test-{stem}-py{py.version}.log"
@@ -166,6 +194,7 @@ def _run_one(wheel: Path, sha: str, py: Interpreter, layout: Layout, shash: str,
     reason: str | None = None
     counts = Counts()
     with log.open("w", encoding="utf-8") as fh:
+
         def run(cmd: list[str], cwd: Path | None = None) -> int:
             fh.write(f"\n$ {' '.join(cmd)}\n")
             fh.flush()
@@ -181,8 +210,23 @@ def _run_one(wheel: Path, sha: str, py: Interpreter, layout: Layout, shash: str,
         elif run([vpy, "-m", "pip", "install", "-q", str(wheel.resolve()), "-r", str(suite / "requirements.txt")]):
             reason = "pip install of the wheel failed"
         else:
-            rc = run([vpy, "-m", "pytest", str(suite), "-q", "-p", "no:cacheprovider", f"--junitxml={junit}",
-                      "-c", str(suite / "pytest.ini"), "--rootdir", str(suite)], cwd=venv)
+            rc = run(
+                [
+                    vpy,
+                    "-m",
+                    "pytest",
+                    str(suite),
+                    "-q",
+                    "-p",
+                    "no:cacheprovider",
+                    f"--junitxml={junit}",
+                    "-c",
+                    str(suite / "pytest.ini"),
+                    "--rootdir",
+                    str(suite),
+                ],
+                cwd=venv,
+            )
             if junit.is_file():
                 counts = parse_junit(junit)
             if rc == 0 and counts.tests > 0 and counts.failures == counts.errors == 0:
@@ -193,10 +237,18 @@ def _run_one(wheel: Path, sha: str, py: Interpreter, layout: Layout, shash: str,
                 outcome = "failed"
                 reason = f"pytest exit {rc}"
     return TestRecord(
-        wheel=wheel.name, sha256=sha, outcome=outcome, python=py.version, python_full=py.full,
-        platform=platform_name, counts=counts, suite_hash=shash,
-        created=datetime.now(UTC).isoformat(timespec="seconds"), duration_s=round(time.monotonic() - start, 2),
-        log=str(log), reason=reason,
+        wheel=wheel.name,
+        sha256=sha,
+        outcome=outcome,
+        python=py.version,
+        python_full=py.full,
+        platform=platform_name,
+        counts=counts,
+        suite_hash=shash,
+        created=datetime.now(UTC).isoformat(timespec="seconds"),
+        duration_s=round(time.monotonic() - start, 2),
+        log=str(log),
+        reason=reason,
     )
 
 

@@ -342,6 +342,13 @@ std::vector<Tensor> Session::run(const std::vector<std::string>& input_names, co
       fail(MRT_RUNTIME_ERROR, "output '", names_[id], "' was not produced (an optional output the kernel skipped)");
     result.push_back(values[id]);
   }
+  values.clear();
+  // Callers own (and may write to) the outputs: an output that still shares memory with a
+  // constant, a caller's input or another output is copied so nothing else can change.
+  for (auto& t : result) {
+    const auto& buf = t.buffer();
+    if (buf && (!buf->owned || buf.use_count() > 1)) t = t.clone(alloc_.get());
+  }
   return result;
 }
 

@@ -47,13 +47,16 @@ class GraphBuilder:
     def ints(self, prefix: str, values: Sequence[int]) -> str:
         return self.const(prefix, np.asarray(values, dtype=np.int64))
 
-    def op(self, op_type: str, inputs: Sequence[str], n_out: int = 1, domain: str = "",
-           **attrs: Any) -> Any:
-        """Add a node; returns its output name (or a list of names when n_out > 1)."""
+    def op(self, op_type: str, inputs: Sequence[str], **attrs: Any) -> str:
+        """Add a single-output node; returns its output name."""
+        return self.op_multi(op_type, inputs, 1, **attrs)[0]
+
+    def op_multi(self, op_type: str, inputs: Sequence[str], n_out: int, **attrs: Any) -> list[str]:
+        """Add a node with n_out outputs; returns their names."""
         base = self.name(op_type.lower())
         outputs = [base] if n_out == 1 else [f"{base}_o{i}" for i in range(n_out)]
-        self.nodes.append(helper.make_node(op_type, list(inputs), outputs, name=base, domain=domain, **attrs))
-        return outputs[0] if n_out == 1 else outputs
+        self.nodes.append(helper.make_node(op_type, list(inputs), outputs, name=base, **attrs))
+        return outputs
 
     # --- layers -------------------------------------------------------------------------------------------
 
@@ -237,7 +240,7 @@ def shufflenet(size: int = 224, *, batch: int | str = "N",
         x = _channel_shuffle(g, g.op("Concat", [left, right], axis=1), width, 2, hw_out)
         hw, c = hw_out, width
         for _ in range(count - 1):
-            keep, branch = g.op("Split", [x, g.ints("split", [half, half])], n_out=2, axis=1)
+            keep, branch = g.op_multi("Split", [x, g.ints("split", [half, half])], 2, axis=1)
             y = g.conv_bn(branch, half, half, 1, group=groups)
             y = _channel_shuffle(g, y, half, groups, hw)
             y = g.conv_bn(y, half, half, 3, group=half, relu=False)

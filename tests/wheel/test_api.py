@@ -215,3 +215,22 @@ def test_model_local_functions_are_inlined() -> None:
     (y,) = mosaicrt.InferenceSession(model.SerializeToString()).run(None, {"x": x})
     h = np.maximum(x, 0) ** 2
     np.testing.assert_allclose(y, h**2, rtol=1e-6)
+
+
+def test_outputs_are_owned_by_the_caller() -> None:
+    """Outputs are zero-copy views of the core's buffers, except where the core would share
+    memory with a constant or the caller's input: writing to an output changes nothing else."""
+    w = numpy_helper.from_array(np.ones(3, np.float32), "w")
+    graph = helper.make_graph(
+        [helper.make_node("Identity", ["w"], ["y"]), helper.make_node("Identity", ["x"], ["z"])], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [3]),
+         helper.make_tensor_value_info("z", TensorProto.FLOAT, [3])], [w])
+    sess = mosaicrt.InferenceSession(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+                                     .SerializeToString())
+    x = np.zeros(3, np.float32)
+    y, z = sess.run(None, {"x": x})
+    y[:] = 5
+    z[:] = 7
+    np.testing.assert_array_equal(sess.run(None, {"x": x})[0], np.ones(3, np.float32))
+    np.testing.assert_array_equal(x, np.zeros(3, np.float32))

@@ -17,6 +17,7 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 import pytest
+from onnx import numpy_helper
 
 THREADS = 2
 RTOL = 1e-3
@@ -51,9 +52,9 @@ QUANT_TYPES = ["QUInt8", "QInt8"]
 
 @functools.cache
 def _model_bytes(name: str) -> bytes:
-    if name.startswith("qmlp_"):
-        return models.quantized_mlp(name.removeprefix("qmlp_")).SerializeToString()
-    return _float_models()[name][0]().SerializeToString()
+    model = models.quantized_mlp(name.removeprefix("qmlp_")) if name.startswith("qmlp_") else _float_models()[name][0]()
+    data: bytes = model.SerializeToString()
+    return data
 
 
 def _feed(name: str, batch: int, seed: int = 0) -> Feed:
@@ -101,13 +102,23 @@ def test_matches_onnxruntime(name: str) -> None:
 @pytest.mark.parametrize("name", FLOAT_MODELS)
 def test_dynamic_batch(name: str) -> None:
     sess = _session(name)
-    assert sess.get_inputs()[0].shape[0] == "N"
+    shape = sess.get_inputs()[0].shape
+    assert shape is not None and shape[0] == "N"
     feed = _feed(name, batch=3, seed=1)
     out = sess.run(None, feed)
     _assert_close(out, _ort(_model_bytes(name)).run(None, feed))
     # each sample of the batch gives what it gives alone
     single = sess.run(None, {k: v[1:2] for k, v in feed.items()})
     _assert_close([out[0][1:2]], single)
+
+
+@pytest.mark.parametrize("seq", [1, 7, 33])
+def test_dynamic_sequence_length(seq: int) -> None:
+    name = "transformer_erf"
+    sess = _session(name)
+    assert sess.get_inputs()[0].shape == ["N", "S", 128]
+    feed = {"input": np.random.default_rng(seq).standard_normal((2, seq, 128)).astype(np.float32)}
+    _assert_close(sess.run(None, feed), _ort(_model_bytes(name)).run(None, feed))
 
 
 @pytest.mark.parametrize("name", ["resnet", "transformer_erf"])
@@ -149,7 +160,7 @@ def _last_layer_step(model: onnx.ModelProto, feed: Feed) -> tuple[bytes, float]:
     last_mm = [n for n in model.graph.node if n.op_type == "MatMulInteger"][-1]
     dql = producers[last_mm.input[0]]
     assert dql.op_type == "DynamicQuantizeLinear", dql.op_type
-    inits = {t.name: onnx.numpy_helper.to_array(t) for t in model.graph.initializer}
+    inits = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
     w_scale_name = next(n for n in model.graph.node if n.op_type == "Mul" and dql.output[1] in n.input).input
     w_scale = float(next(inits[n] for n in w_scale_name if n in inits).reshape(-1)[0])
     extended = onnx.ModelProto()

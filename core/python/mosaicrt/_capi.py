@@ -10,6 +10,7 @@ import ctypes
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 from ._errors import raise_for_code
 
@@ -125,7 +126,7 @@ lib = _load()
 library_path: str = lib._name
 
 
-def check(status: ctypes._Pointer[Status] | None) -> None:  # type: ignore[name-defined]
+def check(status: Any) -> None:
     """Raise the matching Python exception for a non-NULL MrtStatus (and release it)."""
     if not status:
         return

@@ -225,11 +225,16 @@ class InferenceSession:
             out_names = (ctypes.c_char_p * max(len(outs), 1))(*[str(o).encode() for o in outs])
             check(lib.MrtRun(self._handle, in_names, in_vals, len(values), out_names if outs else None, len(outs),
                              out_buf))
+            results = []
+            taken = 0
             try:
-                return [_to_numpy(out_buf[i]) for i in range(n_out)]
-            finally:
                 for i in range(n_out):
+                    taken = i + 1
+                    results.append(_to_numpy(out_buf[i]))  # takes ownership of the handle
+            finally:
+                for i in range(taken, n_out):
                     lib.MrtReleaseValue(out_buf[i])
+            return results
         finally:
             for v in values:
                 lib.MrtReleaseValue(v)
@@ -255,19 +260,46 @@ def _borrow(arr: np.ndarray[Any, Any]) -> Any:
     return handle
 
 
+class _OwnedOutput:
+    """Exposes one MrtValue's memory to numpy without a copy; releases the value when the
+    last array viewing it is gone."""
+
+    __slots__ = ("__array_interface__", "_value")
+
+    def __init__(self, value: Any, interface: dict[str, Any]) -> None:
+        self._value = value
+        self.__array_interface__ = interface
+
+    def __del__(self) -> None:
+        if self._value:
+            lib.MrtReleaseValue(self._value)
+            self._value = None
+
+
 def _to_numpy(value: Any) -> np.ndarray[Any, Any]:
+    """Wrap an output value as a numpy array (zero copy); takes ownership of `value`."""
     elem = ctypes.c_int32()
     rank = ctypes.c_size_t()
     shape_p = ctypes.POINTER(ctypes.c_int64)()
     data = ctypes.c_void_p()
     nbytes = ctypes.c_size_t()
-    check(lib.MrtValueGetInfo(value, ctypes.byref(elem), ctypes.byref(rank), ctypes.byref(shape_p),
-                              ctypes.byref(data), ctypes.byref(nbytes)))
-    np_type = _ELEM_TYPES.get(elem.value, (None, ""))[0]
-    if np_type is None:
-        raise InvalidArgument(f"output element type {elem.value} cannot be converted to numpy")
+    try:
+        check(lib.MrtValueGetInfo(value, ctypes.byref(elem), ctypes.byref(rank), ctypes.byref(shape_p),
+                                  ctypes.byref(data), ctypes.byref(nbytes)))
+        np_type = _ELEM_TYPES.get(elem.value, (None, ""))[0]
+        if np_type is None:
+            raise InvalidArgument(f"output element type {elem.value} cannot be converted to numpy")
+    except BaseException:
+        lib.MrtReleaseValue(value)
+        raise
     shape = tuple(shape_p[i] for i in range(rank.value))
-    out = np.empty(shape, dtype=np_type)
-    if nbytes.value:
-        ctypes.memmove(out.ctypes.data, data.value, nbytes.value)
-    return out
+    dtype = np.dtype(np_type)
+    if not nbytes.value or not data.value:
+        lib.MrtReleaseValue(value)
+        return np.empty(shape, dtype=dtype)
+    interface = {"shape": shape, "typestr": dtype.str, "data": (data.value, False), "version": 3}
+    if dtype.str.startswith("|V"):  # extension dtypes (bfloat16) need descr
+        interface["descr"] = dtype.descr
+        arr = np.asarray(_OwnedOutput(value, {**interface, "typestr": f"|V{dtype.itemsize}"})).view(dtype)
+        return arr
+    return np.asarray(_OwnedOutput(value, interface))

@@ -1,12 +1,11 @@
 // Blocked, packed SGEMM driver.
 //
 // Loop structure (row-major C = alpha * op(A) * op(B) + beta * C):
-//   for jc over N in steps of nc            B block columns
+//   parallel over tasks (an M block of mc rows x a share of the nr-wide B panels):
 //     for pc over K in steps of kc          one rank-kc update (beta applies on the first)
-//       pack op(B)[pc:pc+kc, jc:jc+nc] into nr-wide panels (shared by all threads)
-//       parallel over tasks (M block of mc rows x a share of the B panels):
-//         pack op(A)[ic:ic+mc, pc:pc+kc] into mr-high panels (per thread)
-//         for each B panel (kc x nr, stays in L1): for each A panel: micro-kernel
+//       pack op(A)[ic:ic+mc, pc:pc+kc] into mr-high panels (per thread, stays in L2)
+//       for each B panel of the task: pack it (kc x nr, stays in L1)
+//         for each A panel: micro-kernel on an mr x nr tile of C
 // Pre-packed operands (PackedA/PackedB) skip their packing step; their panels hold the
 // whole K, so a kc block is an offset into them.
 #include "sgemm.h"
@@ -96,8 +95,7 @@ const SgemmKernel kPortable = {"portable",
                                kPortableMr,
                                kPortableNr,
                                256,
-                               kPortableMr * 32,
-                               4096,
+                               kPortableMr * 48,
                                {nullptr, portable_micro<1>, portable_micro<2>, portable_micro<3>, portable_micro<4>
 #if defined(__aarch64__) || defined(_M_ARM64)
                                 ,
@@ -110,8 +108,9 @@ const SgemmKernel kPortable = {"portable",
 
 // op(A)[i0:i0+mc, k0:k0+kc] -> panels of mr rows; panel r starts at dst + r*panel_stride
 // and holds kc groups of mr values (rows past mc are zero).
-void pack_a(int mr, bool trans_a, const float* A, int64_t lda, int64_t i0, int64_t mc, int64_t k0, int64_t kc,
-            float* dst, int64_t panel_stride) {
+void pack_a(const SgemmKernel& kr, bool trans_a, const float* A, int64_t lda, int64_t i0, int64_t mc, int64_t k0,
+            int64_t kc, float* dst, int64_t panel_stride) {
+  const int mr = kr.mr;
   for (int64_t r = 0; r * mr < mc; ++r) {
     float* p = dst + r * panel_stride;
     const int64_t rows = std::min<int64_t>(mr, mc - r * mr);
@@ -124,6 +123,8 @@ void pack_a(int mr, bool trans_a, const float* A, int64_t lda, int64_t i0, int64
         for (; i < rows; ++i) d[i] = src[i];
         for (; i < mr; ++i) d[i] = 0.f;
       }
+    } else if (rows == mr && kr.pack_a_full) {
+      kr.pack_a_full(A + row0 * lda + k0, lda, kc, p);
     } else {  // A is [M, K]: read the panel's rows side by side, write contiguously
       const float* rp[kSgemmMaxMr];
       for (int64_t i = 0; i < rows; ++i) rp[i] = A + (row0 + i) * lda + k0;
@@ -139,18 +140,34 @@ void pack_a(int mr, bool trans_a, const float* A, int64_t lda, int64_t i0, int64
 
 // op(B)[k0:k0+kc, j0:j0+nc] panels q in [q0, q1) of nr columns; panel q starts at
 // dst + (q - q0)*panel_stride and holds kc groups of nr values (columns past nc are zero).
-void pack_b(int nr, bool trans_b, const float* B, int64_t ldb, int64_t k0, int64_t kc, int64_t j0, int64_t nc,
-            int64_t q0, int64_t q1, float* dst, int64_t panel_stride) {
+template <int NR>
+void pack_b_rows(const float* src, int64_t ldb, int64_t kc, float* dst) {
+  for (int64_t k = 0; k < kc; ++k)
+    for (int j = 0; j < NR; ++j) dst[k * NR + j] = src[k * ldb + j];
+}
+
+void pack_b(const SgemmKernel& kr, bool trans_b, const float* B, int64_t ldb, int64_t k0, int64_t kc, int64_t j0,
+            int64_t nc, int64_t q0, int64_t q1, float* dst, int64_t panel_stride) {
+  const int nr = kr.nr;
   for (int64_t q = q0; q < q1; ++q) {
     float* p = dst + (q - q0) * panel_stride;
     const int64_t cols = std::min<int64_t>(nr, nc - q * nr);
     const int64_t col0 = j0 + q * nr;
     if (!trans_b) {  // B is [K, N]: nr values contiguous per k
-      for (int64_t k = 0; k < kc; ++k) {
-        const float* src = B + (k0 + k) * ldb + col0;
-        float* d = p + k * nr;
-        std::memcpy(d, src, sizeof(float) * cols);
-        for (int64_t j = cols; j < nr; ++j) d[j] = 0.f;
+      const float* src = B + k0 * ldb + col0;
+      if (cols == nr && kr.pack_b_full) {
+        kr.pack_b_full(src, ldb, kc, p);
+      } else if (cols == nr && nr == 8) {
+        pack_b_rows<8>(src, ldb, kc, p);
+      } else if (cols == nr && nr == 16) {
+        pack_b_rows<16>(src, ldb, kc, p);
+      } else {
+        for (int64_t k = 0; k < kc; ++k) {
+          float* d = p + k * nr;
+          int64_t j = 0;
+          for (; j < cols; ++j) d[j] = src[k * ldb + j];
+          for (; j < nr; ++j) d[j] = 0.f;
+        }
       }
     } else {  // B is [N, K]: B(k,j) = B[j*ldb + k]; read nr rows side by side
       const float* rp[kSgemmMaxNr];
@@ -291,92 +308,67 @@ void gemm_driver(const SgemmKernel& kr, int64_t M, int64_t N, int64_t K, float a
   const int threads = pool ? pool->size() : 1;
   const bool parallel = use_threads(pool, 2.0 * M * N * K);
 
-  // Even out the M blocks: n_mb blocks of mc rows (a multiple of mr, at most kr.mc).
+  // Even out the M blocks: n_mblocks blocks of mc rows (a multiple of mr, at most kr.mc).
   const int64_t n_mb = ceil_div(M, kr.mc);
   const int64_t mc = std::min(kr.mc, ceil_div(ceil_div(M, n_mb), mr) * mr);
   const int64_t n_mblocks = ceil_div(M, mc);
+  const int64_t npanels = ceil_div(N, nr);
+  // Split the B panels among tasks when there are too few M blocks to keep every thread
+  // busy (a few tasks per thread so that a slow thread does not hold up the others).
+  int64_t nsplit = 1;
+  if (parallel) {
+    const int64_t want = 4 * static_cast<int64_t>(threads);
+    if (n_mblocks < want) nsplit = std::max<int64_t>(1, std::min(ceil_div(want, n_mblocks), npanels / 2));
+  }
+  const int64_t ntasks = n_mblocks * nsplit;
 
-  thread_local std::vector<float> b_scratch;
-  float* bbuf = nullptr;
-  if (!B.packed && n_mblocks > 1)
-    bbuf = scratch(b_scratch, static_cast<size_t>(std::min(kr.kc, K) * ceil_div(std::min(kr.nc, N), nr) * nr));
-
-  for (int64_t jc = 0; jc < N; jc += kr.nc) {
-    const int64_t nc = std::min(kr.nc, N - jc);
-    const int64_t npanels = ceil_div(nc, nr);
-    // Split the B panels among tasks when there are fewer M blocks than useful tasks.
-    int64_t nsplit = 1;
-    if (parallel) {
-      const int64_t want = 2 * static_cast<int64_t>(threads);
-      if (n_mblocks < want) nsplit = std::min(npanels, ceil_div(want, n_mblocks));
-    }
-    const int64_t ntasks = n_mblocks * nsplit;
-
-    for (int64_t pc = 0; pc < K; pc += kr.kc) {
-      const int64_t kc = std::min(kr.kc, K - pc);
-      const float beta_k = pc == 0 ? beta : 1.f;
-      // With a single M block no two tasks share a B panel: each task packs its own panels
-      // right before using them (no separate pass, no extra barrier, panel hot in L1).
-      const bool fuse_b = !B.packed && n_mblocks == 1;
-      if (!B.packed && !fuse_b) {
-        auto pack = [&](int64_t q0, int64_t q1) {
-          pack_b(static_cast<int>(nr), B.trans, B.p, B.ld, pc, kc, jc, nc, q0, q1, bbuf + q0 * kc * nr, kc * nr);
-        };
-        if (parallel && kc * nc >= 32768) {
-          pool->parallel_for(npanels, 4, pack);
-        } else {
-          pack(0, npanels);
-        }
-      }
-      auto b_panel = [&](int64_t q) -> const float* {
-        if (B.packed) return B.packed->data.data() + ((jc / nr + q) * K + pc) * nr;
-        return bbuf + q * kc * nr;
-      };
-
-      auto task = [&](int64_t t0, int64_t t1) {
-        thread_local std::vector<float> a_scratch, b_panel_scratch;
-        float* abuf = A.packed ? nullptr : scratch(a_scratch, static_cast<size_t>(ceil_div(mc, mr) * mr * kc));
-        float* own_b = fuse_b ? scratch(b_panel_scratch, static_cast<size_t>(kc * nr)) : nullptr;
-        int64_t packed_block = -1;
-        for (int64_t t = t0; t < t1; ++t) {
-          const int64_t ib = t / nsplit, js = t % nsplit;
-          const int64_t ic = ib * mc;
-          const int64_t mcb = std::min(mc, M - ic);
-          if (!A.packed && ib != packed_block) {
-            pack_a(static_cast<int>(mr), A.trans, A.p, A.ld, ic, mcb, pc, kc, abuf, kc * mr);
-            packed_block = ib;
+  // One task = one M block x one share of the B panels, over the whole K: the only
+  // synchronisation is the end of the parallel loop. Each task packs its A block (per kc
+  // step, kept in L2) and each B panel right before using it (kept in L1); a B panel is
+  // thus packed once per M block, which costs ~1/(2*mc) of the arithmetic.
+  auto task = [&](int64_t t0, int64_t t1) {
+    thread_local std::vector<float> a_scratch, b_scratch;
+    float* abuf = A.packed ? nullptr : scratch(a_scratch, static_cast<size_t>(ceil_div(mc, mr) * mr * kr.kc));
+    float* own_b = B.packed ? nullptr : scratch(b_scratch, static_cast<size_t>(kr.kc * nr));
+    for (int64_t t = t0; t < t1; ++t) {
+      const int64_t ib = t / nsplit, js = t % nsplit;
+      const int64_t ic = ib * mc;
+      const int64_t mcb = std::min(mc, M - ic);
+      const int64_t q0 = js * npanels / nsplit, q1 = (js + 1) * npanels / nsplit;
+      for (int64_t pc = 0; pc < K; pc += kr.kc) {
+        const int64_t kc = std::min(kr.kc, K - pc);
+        const float beta_k = pc == 0 ? beta : 1.f;
+        if (!A.packed) pack_a(kr, A.trans, A.p, A.ld, ic, mcb, pc, kc, abuf, kc * mr);
+        for (int64_t q = q0; q < q1; ++q) {
+          const int64_t j = q * nr;
+          const int64_t n = std::min(nr, N - j);
+          const float* bp;
+          if (B.packed) {
+            bp = B.packed->data.data() + (q * K + pc) * nr;
+          } else {
+            pack_b(kr, B.trans, B.p, B.ld, pc, kc, 0, N, q, q + 1, own_b, kc * nr);
+            bp = own_b;
           }
-          const int64_t q0 = js * npanels / nsplit, q1 = (js + 1) * npanels / nsplit;
-          for (int64_t q = q0; q < q1; ++q) {
-            const int64_t j = jc + q * nr;
-            const int64_t n = std::min(nr, N - j);
-            const float* bp;
-            if (fuse_b) {
-              pack_b(static_cast<int>(nr), B.trans, B.p, B.ld, pc, kc, jc, nc, q, q + 1, own_b, kc * nr);
-              bp = own_b;
-            } else {
-              bp = b_panel(q);
-            }
-            for (int64_t r = 0; r * mr < mcb; ++r) {
-              const int64_t i = ic + r * mr;
-              const int64_t m = std::min(mr, M - i);
-              const float* ap = A.packed ? A.packed->data.data() + ((i / mr) * K + pc) * mr : abuf + r * kc * mr;
-              kr.rows[m](kc, ap, bp, C + i * ldc + j, ldc, n, alpha, beta_k);
-            }
+          for (int64_t r = 0; r * mr < mcb; ++r) {
+            const int64_t i = ic + r * mr;
+            const int64_t m = std::min(mr, M - i);
+            const float* ap = A.packed ? A.packed->data.data() + ((i / mr) * K + pc) * mr : abuf + r * kc * mr;
+            kr.rows[m](kc, ap, bp, C + i * ldc + j, ldc, n, alpha, beta_k);
           }
         }
-      };
-      if (parallel && ntasks > 1) {
-        pool->parallel_for(ntasks, 1, task);
-      } else {
-        task(0, ntasks);
       }
     }
+  };
+  if (parallel && ntasks > 1) {
+    pool->parallel_for(ntasks, 1, task);
+  } else {
+    task(0, ntasks);
   }
 }
 
+#if defined(MOSAICRT_X86_SIMD)
 bool cpu_has(const char* what) {
-#if defined(MOSAICRT_X86_SIMD) && defined(__GNUC__)
+#if defined(__GNUC__)
   __builtin_cpu_init();
   std::string w(what);
   if (w == "avx2") return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
@@ -389,6 +381,7 @@ bool cpu_has(const char* what) {
 #endif
   return false;
 }
+#endif
 
 const SgemmKernel* choose_kernel() {
   // Best first; MOSAICRT_SGEMM_KERNEL starts the search lower.
@@ -446,7 +439,7 @@ PackedA sgemm_pack_a_with_kernel(const SgemmKernel& kernel, bool trans_a, int64_
   p.kernel = &kernel;
   const int64_t panels = ceil_div(M, kernel.mr);
   p.data.assign(static_cast<size_t>(panels * K * kernel.mr), 0.f);
-  if (M > 0 && K > 0) pack_a(kernel.mr, trans_a, A, lda, 0, M, 0, K, p.data.data(), K * kernel.mr);
+  if (M > 0 && K > 0) pack_a(kernel, trans_a, A, lda, 0, M, 0, K, p.data.data(), K * kernel.mr);
   return p;
 }
 
@@ -458,7 +451,7 @@ PackedB sgemm_pack_b_with_kernel(const SgemmKernel& kernel, bool trans_b, int64_
   p.kernel = &kernel;
   const int64_t panels = ceil_div(N, kernel.nr);
   p.data.assign(static_cast<size_t>(panels * K * kernel.nr), 0.f);
-  if (N > 0 && K > 0) pack_b(kernel.nr, trans_b, B, ldb, 0, K, 0, N, 0, panels, p.data.data(), K * kernel.nr);
+  if (N > 0 && K > 0) pack_b(kernel, trans_b, B, ldb, 0, K, 0, N, 0, panels, p.data.data(), K * kernel.nr);
   return p;
 }
 

@@ -68,14 +68,46 @@ void micro_avx2(int64_t kc, const float* a, const float* b, float* c, int64_t ld
   }
 }
 
+void pack_b_avx2(const float* src, int64_t ldb, int64_t kc, float* dst) {
+  for (int64_t k = 0; k < kc; ++k) {
+    const float* s = src + k * ldb;
+    _mm256_storeu_ps(dst + k * kNr, _mm256_loadu_ps(s));
+    _mm256_storeu_ps(dst + k * kNr + 8, _mm256_loadu_ps(s + 8));
+  }
+}
+
+void pack_a_avx2(const float* src, int64_t lda, int64_t kc, float* dst) {
+  int64_t k = 0;
+  for (; k + 4 <= kc; k += 4) {
+    __m128 a = _mm_loadu_ps(src + k), b = _mm_loadu_ps(src + lda + k);
+    __m128 c = _mm_loadu_ps(src + 2 * lda + k), d = _mm_loadu_ps(src + 3 * lda + k);
+    const __m128 t0 = _mm_unpacklo_ps(a, b), t1 = _mm_unpackhi_ps(a, b);
+    const __m128 t2 = _mm_unpacklo_ps(c, d), t3 = _mm_unpackhi_ps(c, d);
+    const __m128 e = _mm_loadu_ps(src + 4 * lda + k), f = _mm_loadu_ps(src + 5 * lda + k);
+    const __m128 ef0 = _mm_unpacklo_ps(e, f), ef1 = _mm_unpackhi_ps(e, f);  // e0 f0 e1 f1 | e2 f2 e3 f3
+    float* o = dst + k * kMr;
+    _mm_storeu_ps(o, _mm_movelh_ps(t0, t2));
+    _mm_storel_pi(reinterpret_cast<__m64*>(o + 4), ef0);
+    _mm_storeu_ps(o + kMr, _mm_movehl_ps(t2, t0));
+    _mm_storeh_pi(reinterpret_cast<__m64*>(o + kMr + 4), ef0);
+    _mm_storeu_ps(o + 2 * kMr, _mm_movelh_ps(t1, t3));
+    _mm_storel_pi(reinterpret_cast<__m64*>(o + 2 * kMr + 4), ef1);
+    _mm_storeu_ps(o + 3 * kMr, _mm_movehl_ps(t3, t1));
+    _mm_storeh_pi(reinterpret_cast<__m64*>(o + 3 * kMr + 4), ef1);
+  }
+  for (; k < kc; ++k)
+    for (int r = 0; r < kMr; ++r) dst[k * kMr + r] = src[r * lda + k];
+}
+
 const SgemmKernel kAvx2 = {"avx2_fma",
                            kMr,
                            kNr,
                            256,
-                           144,
-                           4096,
+                           240,
                            {nullptr, micro_avx2<1>, micro_avx2<2>, micro_avx2<3>, micro_avx2<4>, micro_avx2<5>,
-                            micro_avx2<6>}};
+                            micro_avx2<6>},
+                           pack_b_avx2,
+                           pack_a_avx2};
 
 }  // namespace
 

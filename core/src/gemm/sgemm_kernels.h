@@ -17,14 +17,24 @@ namespace mrt {
 constexpr int kSgemmMaxMr = 16;
 constexpr int kSgemmMaxNr = 64;
 
+// Packs a full-width panel of a row-major (non-transposed) B: kc rows of nr floats, row
+// stride ldb, into dst (kc groups of nr). Optional: nullptr uses the generic packer.
+using SgemmPackB = void (*)(const float* src, int64_t ldb, int64_t kc, float* dst);
+
+// Packs a full-height panel of a row-major (non-transposed) A: mr rows of kc floats, row
+// stride lda, into dst (kc groups of mr). Optional: nullptr uses the generic packer.
+using SgemmPackA = void (*)(const float* src, int64_t lda, int64_t kc, float* dst);
+
 using SgemmMicroKernel = void (*)(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, int64_t n,
                                   float alpha, float beta);
 
 struct SgemmKernel {
   const char* name;
   int mr, nr;
-  int64_t kc, mc, nc;  // cache blocking: kc | mc multiple of mr | nc multiple of nr
+  int64_t kc, mc;  // cache blocking: K step, M block rows (a multiple of mr)
   SgemmMicroKernel rows[kSgemmMaxMr + 1];
+  SgemmPackB pack_b_full = nullptr;
+  SgemmPackA pack_a_full = nullptr;
 };
 
 const SgemmKernel& sgemm_portable_kernel();

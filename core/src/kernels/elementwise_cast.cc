@@ -70,6 +70,10 @@ DType cast_target(const Node& n) {
   } else {
     code = n.attr_int("to", 0);
   }
+  static const char* const kNarrow[] = {"float8e4m3fn", "float8e4m3fnuz", "float8e5m2", "float8e5m2fnuz", "uint4",
+                                        "int4",         "float4e2m1",     "float8e8m0", "uint2",          "int2"};
+  MRT_ENFORCE(code < 17 || code > 26, MRT_NOT_IMPLEMENTED, n.label(), ": cast to ", kNarrow[code - 17],
+              " is not supported");
   MRT_ENFORCE(code >= 0 && code <= 0x7fffffff && dtype_is_known(static_cast<int32_t>(code)), MRT_INVALID_MODEL,
               n.label(), ": attribute 'to' holds unknown element type ", code);
   const DType dt = static_cast<DType>(code);

@@ -74,19 +74,6 @@ MatMulPlan plan_matmul(const Shape& a_in, const Shape& b_in) {
   return p;
 }
 
-// Run fn(batch_begin, batch_end) over the output matrices: in parallel over matrices when
-// there are many small ones, else serially (each product then threads inside SGEMM).
-template <class Fn>
-void for_each_matrix(OpContext& ctx, int64_t batch, double flops_per_matrix, bool inner_threads, const Fn& fn) {
-  ThreadPool& pool = ctx.threads();
-  if (batch > 1 && pool.size() > 1 && (!inner_threads || flops_per_matrix < 2e6 || batch >= 4 * pool.size())) {
-    const int64_t grain = std::max<int64_t>(1, static_cast<int64_t>(2e5 / std::max(flops_per_matrix, 1.0)));
-    pool.parallel_for(batch, grain, [&](int64_t b0, int64_t b1) { fn(b0, b1, nullptr); });
-  } else {
-    fn(0, batch, inner_threads ? &pool : nullptr);
-  }
-}
-
 void matmul_float(OpContext& ctx, const MatMulPlan& p, const float* A, const float* B, float* Y) {
   const int64_t M = p.M, N = p.N, K = p.K;
   const int64_t a_stride = M * K, b_stride = K * N, y_stride = M * N;
@@ -102,7 +89,7 @@ void matmul_float(OpContext& ctx, const MatMulPlan& p, const float* A, const flo
     }
     return;
   }
-  for_each_matrix(ctx, p.batch, 2.0 * M * N * K, true, [&](int64_t b0, int64_t b1, ThreadPool* pool) {
+  linalg_for_each_matrix(ctx, p.batch, 2.0 * M * N * K, true, [&](int64_t b0, int64_t b1, ThreadPool* pool) {
     for (int64_t b = b0; b < b1; ++b)
       sgemm(false, false, M, N, K, 1.f, A + p.a_index[b] * a_stride, K, B + p.b_index[b] * b_stride, N, 0.f,
             Y + b * y_stride, N, pool);
@@ -136,7 +123,7 @@ void matmul_kernel(OpContext& ctx) {
     const T* A = a.data<T>();
     const T* B = b.data<T>();
     T* Y = y.data<T>();
-    for_each_matrix(ctx, p.batch, 2.0 * M * N * K, false, [&](int64_t b0, int64_t b1, ThreadPool*) {
+    linalg_for_each_matrix(ctx, p.batch, 2.0 * M * N * K, false, [&](int64_t b0, int64_t b1, ThreadPool*) {
       for (int64_t i = b0; i < b1; ++i)
         matmul_loop<T>(false, false, M, N, K, A + p.a_index[i] * M * K, B + p.b_index[i] * K * N, Y + i * M * N);
     });

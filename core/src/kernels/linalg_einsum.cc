@@ -237,7 +237,9 @@ void permute_copy(const float* src, const Shape& shape, const std::vector<size_t
 
 // Two float32 operands, no label repeated within an operand, no size-1 broadcasting, every
 // label in an operand either shared (batch or contracted) or kept in the output: evaluate as
-// out[b, m, n] = sum_k A[b, m, k] * B[b, k, n], then permute into the output order.
+// out[b, m, n] = sum_k A[b, m, k] * B[b, k, n]. Operands already laid out as [b, m, k] /
+// [b, k, m] (resp. [b, k, n] / [b, n, k]) are used in place; others are permuted first; the
+// product is permuted into the output order unless it already is in it.
 bool einsum_as_matmul(OpContext& ctx, const EinsumPlan& p, const Tensor& a, const Tensor& b, Tensor& y) {
   const std::vector<int>& la = p.in_labels[0];
   const std::vector<int>& lb = p.in_labels[1];
@@ -250,6 +252,7 @@ bool einsum_as_matmul(OpContext& ctx, const EinsumPlan& p, const Tensor& a, cons
     if (a.dim(d) != p.size.at(la[d])) return false;
   for (size_t d = 0; d < lb.size(); ++d)
     if (b.dim(d) != p.size.at(lb[d])) return false;
+  // Group orders: batch, m and k as they appear in A, n as in B.
   std::vector<int> batch, mlab, nlab, klab;
   for (int l : la) {
     const bool in_b = has(lb, l), in_o = has(p.out_labels, l);
@@ -268,29 +271,60 @@ bool einsum_as_matmul(OpContext& ctx, const EinsumPlan& p, const Tensor& a, cons
   for (int l : mlab) M *= p.size.at(l);
   for (int l : nlab) N *= p.size.at(l);
   for (int l : klab) K *= p.size.at(l);
-  auto perm_of = [&](const std::vector<int>& src, std::initializer_list<const std::vector<int>*> groups) {
+  auto cat = [](std::initializer_list<const std::vector<int>*> groups) {
+    std::vector<int> v;
+    for (const std::vector<int>* g : groups) v.insert(v.end(), g->begin(), g->end());
+    return v;
+  };
+  auto perm_of = [](const std::vector<int>& src, const std::vector<int>& order) {
     std::vector<size_t> perm;
-    for (const std::vector<int>* g : groups)
-      for (int l : *g) perm.push_back(static_cast<size_t>(std::find(src.begin(), src.end(), l) - src.begin()));
+    for (int l : order) perm.push_back(static_cast<size_t>(std::find(src.begin(), src.end(), l) - src.begin()));
     return perm;
   };
-  std::vector<size_t> pa = perm_of(la, {&batch, &mlab, &klab});
-  std::vector<size_t> pb = perm_of(lb, {&batch, &klab, &nlab});
-  std::vector<float> at(static_cast<size_t>(a.numel())), bt(static_cast<size_t>(b.numel()));
-  permute_copy(a.data<float>(), a.shape(), pa, at.data());
-  permute_copy(b.data<float>(), b.shape(), pb, bt.data());
-  std::vector<int> prod_labels = batch;
-  prod_labels.insert(prod_labels.end(), mlab.begin(), mlab.end());
-  prod_labels.insert(prod_labels.end(), nlab.begin(), nlab.end());
-  std::vector<float> prod(static_cast<size_t>(Bt * M * N));
-  ThreadPool* pool = &ctx.threads();
-  for (int64_t i = 0; i < Bt; ++i)
-    sgemm(false, false, M, N, K, 1.f, at.data() + i * M * K, K, bt.data() + i * K * N, N, 0.f,
-          prod.data() + i * M * N, N, pool);
-  Shape pshape;
-  for (int l : prod_labels) pshape.push_back(p.size.at(l));
-  std::vector<size_t> po = perm_of(prod_labels, {&p.out_labels});
-  permute_copy(prod.data(), pshape, po, y.data<float>());
+  // A as [batch, m, k] (or [batch, k, m] read transposed).
+  bool ta = false;
+  const float* Ap = a.data<float>();
+  std::vector<float> a_copy;
+  if (la != cat({&batch, &mlab, &klab})) {
+    if (la == cat({&batch, &klab, &mlab})) {
+      ta = true;
+    } else {
+      a_copy.resize(static_cast<size_t>(a.numel()));
+      permute_copy(Ap, a.shape(), perm_of(la, cat({&batch, &mlab, &klab})), a_copy.data());
+      Ap = a_copy.data();
+    }
+  }
+  // B as [batch, k, n] (or [batch, n, k] read transposed); k in A's order.
+  bool tb = false;
+  const float* Bp = b.data<float>();
+  std::vector<float> b_copy;
+  if (lb != cat({&batch, &klab, &nlab})) {
+    if (lb == cat({&batch, &nlab, &klab})) {
+      tb = true;
+    } else {
+      b_copy.resize(static_cast<size_t>(b.numel()));
+      permute_copy(Bp, b.shape(), perm_of(lb, cat({&batch, &klab, &nlab})), b_copy.data());
+      Bp = b_copy.data();
+    }
+  }
+  const std::vector<int> prod_labels = cat({&batch, &mlab, &nlab});
+  const bool direct_out = prod_labels == p.out_labels;
+  std::vector<float> prod;
+  float* Yp = y.data<float>();
+  if (!direct_out) {
+    prod.resize(static_cast<size_t>(Bt * M * N));
+    Yp = prod.data();
+  }
+  const int64_t lda = ta ? M : K, ldb = tb ? K : N;
+  linalg_for_each_matrix(ctx, Bt, 2.0 * M * N * K, true, [&](int64_t b0, int64_t b1, ThreadPool* pool) {
+    for (int64_t i = b0; i < b1; ++i)
+      sgemm(ta, tb, M, N, K, 1.f, Ap + i * M * K, lda, Bp + i * K * N, ldb, 0.f, Yp + i * M * N, N, pool);
+  });
+  if (!direct_out) {
+    Shape pshape;
+    for (int l : prod_labels) pshape.push_back(p.size.at(l));
+    permute_copy(prod.data(), pshape, perm_of(prod_labels, p.out_labels), y.data<float>());
+  }
   return true;
 }
 

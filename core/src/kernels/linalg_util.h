@@ -1,9 +1,11 @@
 // Small helpers shared by the linalg kernels (linalg.cc, linalg_einsum.cc).
 #pragma once
+#include <algorithm>
 #include <cstdint>
 #include <type_traits>
 #include <vector>
 
+#include "../kernel.h"
 #include "../tensor.h"
 
 namespace mrt {
@@ -82,6 +84,19 @@ inline void linalg_from_float(const std::vector<float>& v, Tensor& t) {
   } else {
     float* p = t.data<float>();
     for (int64_t i = 0; i < t.numel(); ++i) p[i] = v[i];
+  }
+}
+
+// Run fn(batch_begin, batch_end) over the output matrices: in parallel over matrices when
+// there are many small ones, else serially (each product then threads inside SGEMM).
+template <class Fn>
+void linalg_for_each_matrix(OpContext& ctx, int64_t batch, double flops_per_matrix, bool inner_threads, const Fn& fn) {
+  ThreadPool& pool = ctx.threads();
+  if (batch > 1 && pool.size() > 1 && (!inner_threads || flops_per_matrix < 2e6 || batch >= 4 * pool.size())) {
+    const int64_t grain = std::max<int64_t>(1, static_cast<int64_t>(2e5 / std::max(flops_per_matrix, 1.0)));
+    pool.parallel_for(batch, grain, [&](int64_t b0, int64_t b1) { fn(b0, b1, nullptr); });
+  } else {
+    fn(0, batch, inner_threads ? &pool : nullptr);
   }
 }
 

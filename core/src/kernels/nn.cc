@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <memory>
 #include <type_traits>
 
@@ -22,6 +23,7 @@ using nn::AutoPad;
 using nn::Window;
 
 constexpr int64_t kColBufferBytes = int64_t{16} << 20;  // bound on one im2col/col2im buffer
+constexpr int64_t kTileColBytes = int64_t{512} << 10;    // per-thread column band (about L2 size)
 
 // ---------------------------------------------------------------------------------------
 // GEMM for double (a plain loop; double convs are rare). float goes to mrt::sgemm.
@@ -60,14 +62,24 @@ int64_t prod(const std::vector<int64_t>& v, size_t from = 0) {
 // ---------------------------------------------------------------------------------------
 // im2col / col2im.
 //
-// A window `g` maps "output" positions (the sliding positions) to "image" positions:
-// image = out * stride - pad_begin + k * dilation. For Conv the image is the input; for
-// ConvTranspose/Col2Im the image is the output. Both work on the band of outer rows
-// [r0, r1) of the first sliding dimension; the column matrix has `ld` columns per row.
+// A window `g` maps sliding positions (g.out) to image positions (g.in):
+// image = pos * stride - pad_begin + k * dilation. For Conv the image is the input; for
+// ConvTranspose/Col2Im the image is the output. Both work on a band [p0, p1) of flat
+// sliding positions; the column matrix has `ld` columns per row. Rows are channel-major,
+// then kernel offsets (row-major over the kernel dims).
 
-// Column matrix rows: channel-major, then kernel offsets (row-major over kernel dims).
+// Calls fn(oh, ow_begin, ow_end, dst_offset) for the pieces of rows covering [p0, p1).
+template <class Fn>
+inline void for_each_row_piece(int64_t p0, int64_t p1, int64_t OW, Fn fn) {
+  for (int64_t p = p0; p < p1;) {
+    const int64_t oh = p / OW, ow0 = p % OW, ow1 = std::min(OW, ow0 + (p1 - p));
+    fn(oh, ow0, ow1, p - p0);
+    p += ow1 - ow0;
+  }
+}
+
 template <class T>
-void im2col_2d(const T* img, int64_t channels, const Window& g, int64_t r0, int64_t r1, T* col, int64_t ld,
+void im2col_2d(const T* img, int64_t channels, const Window& g, int64_t p0, int64_t p1, T* col, int64_t ld,
                ThreadPool* pool) {
   const int64_t H = g.in[0], W = g.in[1], KH = g.kernel[0], KW = g.kernel[1];
   const int64_t OW = g.out[1], sh = g.stride[0], sw = g.stride[1];
@@ -81,40 +93,40 @@ void im2col_2d(const T* img, int64_t channels, const Window& g, int64_t r0, int6
           const int64_t off_w = kw * dw - pw;
           int64_t lo, hi;
           nn::valid_range(OW, sw, off_w, W, lo, hi);
-          for (int64_t oh = r0; oh < r1; ++oh) {
-            T* dst = row + (oh - r0) * OW;
+          for_each_row_piece(p0, p1, OW, [&](int64_t oh, int64_t a, int64_t b, int64_t at) {
+            T* dst = row + at - a;  // dst[ow] for ow in [a, b)
             const int64_t ih = oh * sh - ph + kh * dh;
             if (ih < 0 || ih >= H) {
-              std::fill(dst, dst + OW, T(0));
-              continue;
+              std::fill(dst + a, dst + b, T(0));
+              return;
             }
             const T* src = x + ih * W + off_w;
-            std::fill(dst, dst + lo, T(0));
+            const int64_t l = std::min(std::max(lo, a), b), h = std::max(std::min(hi, b), l);
+            std::fill(dst + a, dst + l, T(0));
             if (sw == 1) {
-              std::memcpy(dst + lo, src + lo, static_cast<size_t>(hi - lo) * sizeof(T));
+              std::memcpy(dst + l, src + l, static_cast<size_t>(h - l) * sizeof(T));
             } else {
-              for (int64_t ow = lo; ow < hi; ++ow) dst[ow] = src[ow * sw];
+              for (int64_t ow = l; ow < h; ++ow) dst[ow] = src[ow * sw];
             }
-            std::fill(dst + hi, dst + OW, T(0));
-          }
+            std::fill(dst + h, dst + b, T(0));
+          });
         }
     }
   };
-  if (pool && channels * KH * KW * (r1 - r0) * OW >= (int64_t{1} << 15))
+  if (pool && channels * KH * KW * (p1 - p0) >= (int64_t{1} << 15))
     pool->parallel_for(channels, 1, body);
   else
     body(0, channels);
 }
 
-// Generic N-D im2col (any number of spatial dims, band over the first one).
-template <class T>
-void im2col_nd(const T* img, int64_t channels, const Window& g, int64_t r0, int64_t r1, T* col, int64_t ld) {
+// Generic N-D im2col / col2im over flat positions (odometer over the sliding grid).
+template <class T, bool kToCol>
+void cols_nd(T* img, int64_t channels, const Window& g, int64_t p0, int64_t p1, T* col, int64_t ld) {
   const size_t nsp = g.nsp;
   const int64_t ksize = prod(g.kernel), isize = prod(g.in);
-  const int64_t inner = prod(g.out, 1), npos = (r1 - r0) * inner;
-  std::vector<int64_t> kidx(nsp), oidx(nsp);
+  std::vector<int64_t> kidx(nsp), start(nsp);
   for (int64_t c = 0; c < channels; ++c) {
-    const T* x = img + c * isize;
+    T* x = img + c * isize;
     for (int64_t kk = 0; kk < ksize; ++kk) {
       int64_t rem = kk;
       for (size_t d = nsp; d-- > 0;) {
@@ -122,9 +134,13 @@ void im2col_nd(const T* img, int64_t channels, const Window& g, int64_t r0, int6
         rem /= g.kernel[d];
       }
       T* row = col + (c * ksize + kk) * ld;
-      std::fill(oidx.begin(), oidx.end(), 0);
-      oidx[0] = r0;
-      for (int64_t p = 0; p < npos; ++p) {
+      rem = p0;
+      for (size_t d = nsp; d-- > 0;) {
+        start[d] = rem % g.out[d];
+        rem /= g.out[d];
+      }
+      std::vector<int64_t> oidx = start;
+      for (int64_t p = 0; p < p1 - p0; ++p) {
         int64_t flat = 0;
         bool inside = true;
         for (size_t d = 0; d < nsp; ++d) {
@@ -135,7 +151,10 @@ void im2col_nd(const T* img, int64_t channels, const Window& g, int64_t r0, int6
           }
           flat = flat * g.in[d] + i;
         }
-        row[p] = inside ? x[flat] : T(0);
+        if (kToCol)
+          row[p] = inside ? x[flat] : T(0);
+        else if (inside)
+          x[flat] += row[p];
         for (size_t d = nsp; d-- > 0;) {
           if (++oidx[d] < g.out[d] || d == 0) break;
           oidx[d] = 0;
@@ -145,10 +164,9 @@ void im2col_nd(const T* img, int64_t channels, const Window& g, int64_t r0, int6
   }
 }
 
-// col2im: img[c, image position] += col[(c, k), position] over the band [r0, r1).
-// `g.in` is the image size and `g.out` the number of sliding positions.
+// col2im: img[c, image position] += col[(c, k), position] over the band [p0, p1).
 template <class T>
-void col2im_2d(const T* col, int64_t channels, const Window& g, int64_t r0, int64_t r1, int64_t ld, T* img,
+void col2im_2d(const T* col, int64_t channels, const Window& g, int64_t p0, int64_t p1, int64_t ld, T* img,
                ThreadPool* pool) {
   const int64_t H = g.in[0], W = g.in[1], KH = g.kernel[0], KW = g.kernel[1];
   const int64_t OW = g.out[1], sh = g.stride[0], sw = g.stride[1];
@@ -162,87 +180,52 @@ void col2im_2d(const T* col, int64_t channels, const Window& g, int64_t r0, int6
           const int64_t off_w = kw * dw - pw;
           int64_t lo, hi;
           nn::valid_range(OW, sw, off_w, W, lo, hi);
-          for (int64_t oh = r0; oh < r1; ++oh) {
+          for_each_row_piece(p0, p1, OW, [&](int64_t oh, int64_t a, int64_t b, int64_t at) {
             const int64_t ih = oh * sh - ph + kh * dh;
-            if (ih < 0 || ih >= H) continue;
-            const T* src = row + (oh - r0) * OW;
+            if (ih < 0 || ih >= H) return;
+            const T* src = row + at - a;  // src[ow] for ow in [a, b)
             T* dst = y + ih * W + off_w;
+            const int64_t l = std::max(lo, a), h = std::min(hi, b);
             if (sw == 1) {
-              for (int64_t ow = lo; ow < hi; ++ow) dst[ow] += src[ow];
+              for (int64_t ow = l; ow < h; ++ow) dst[ow] += src[ow];
             } else {
-              for (int64_t ow = lo; ow < hi; ++ow) dst[ow * sw] += src[ow];
+              for (int64_t ow = l; ow < h; ++ow) dst[ow * sw] += src[ow];
             }
-          }
+          });
         }
     }
   };
-  if (pool && channels * KH * KW * (r1 - r0) * OW >= (int64_t{1} << 15))
+  if (pool && channels * KH * KW * (p1 - p0) >= (int64_t{1} << 15))
     pool->parallel_for(channels, 1, body);
   else
     body(0, channels);
 }
 
 template <class T>
-void col2im_nd(const T* col, int64_t channels, const Window& g, int64_t r0, int64_t r1, int64_t ld, T* img) {
-  const size_t nsp = g.nsp;
-  const int64_t ksize = prod(g.kernel), isize = prod(g.in);
-  const int64_t inner = prod(g.out, 1), npos = (r1 - r0) * inner;
-  std::vector<int64_t> kidx(nsp), oidx(nsp);
-  for (int64_t c = 0; c < channels; ++c) {
-    T* y = img + c * isize;
-    for (int64_t kk = 0; kk < ksize; ++kk) {
-      int64_t rem = kk;
-      for (size_t d = nsp; d-- > 0;) {
-        kidx[d] = rem % g.kernel[d];
-        rem /= g.kernel[d];
-      }
-      const T* row = col + (c * ksize + kk) * ld;
-      std::fill(oidx.begin(), oidx.end(), 0);
-      oidx[0] = r0;
-      for (int64_t p = 0; p < npos; ++p) {
-        int64_t flat = 0;
-        bool inside = true;
-        for (size_t d = 0; d < nsp; ++d) {
-          const int64_t i = oidx[d] * g.stride[d] - g.pad_begin[d] + kidx[d] * g.dilation[d];
-          if (i < 0 || i >= g.in[d]) {
-            inside = false;
-            break;
-          }
-          flat = flat * g.in[d] + i;
-        }
-        if (inside) y[flat] += row[p];
-        for (size_t d = nsp; d-- > 0;) {
-          if (++oidx[d] < g.out[d] || d == 0) break;
-          oidx[d] = 0;
-        }
-      }
-    }
-  }
+void im2col(const T* img, int64_t channels, const Window& g, int64_t p0, int64_t p1, T* col, int64_t ld,
+            ThreadPool* pool) {
+  if (g.nsp == 2)
+    im2col_2d(img, channels, g, p0, p1, col, ld, pool);
+  else
+    cols_nd<T, true>(const_cast<T*>(img), channels, g, p0, p1, col, ld);  // reads img only
 }
 
 template <class T>
-void im2col(const T* img, int64_t channels, const Window& g, int64_t r0, int64_t r1, T* col, int64_t ld,
+void col2im(const T* col, int64_t channels, const Window& g, int64_t p0, int64_t p1, int64_t ld, T* img,
             ThreadPool* pool) {
   if (g.nsp == 2)
-    im2col_2d(img, channels, g, r0, r1, col, ld, pool);
+    col2im_2d(col, channels, g, p0, p1, ld, img, pool);
   else
-    im2col_nd(img, channels, g, r0, r1, col, ld);
+    cols_nd<T, false>(img, channels, g, p0, p1, const_cast<T*>(col), ld);  // reads col only
 }
 
-template <class T>
-void col2im(const T* col, int64_t channels, const Window& g, int64_t r0, int64_t r1, int64_t ld, T* img,
-            ThreadPool* pool) {
-  if (g.nsp == 2)
-    col2im_2d(col, channels, g, r0, r1, ld, img, pool);
-  else
-    col2im_nd(col, channels, g, r0, r1, ld, img);
-}
-
-// Rows of the first sliding dimension per band so that one column buffer of
-// `rows_of_col` rows stays under `budget` bytes.
-int64_t band_rows(int64_t rows_of_col, int64_t inner, int64_t outer, size_t elem, int64_t budget) {
-  const int64_t per_row = std::max<int64_t>(1, rows_of_col * inner * static_cast<int64_t>(elem));
-  return std::max<int64_t>(1, std::min(outer, budget / per_row));
+// Sliding positions per band so that one column buffer of `rows_of_col` rows stays under
+// `budget` bytes; whole rows of width `row` when at least one fits.
+int64_t band_cols(int64_t rows_of_col, int64_t total, int64_t row, size_t elem, int64_t budget) {
+  const int64_t per_col = std::max<int64_t>(1, rows_of_col * static_cast<int64_t>(elem));
+  int64_t cols = std::max<int64_t>(1, std::min(total, budget / per_col));
+  if (cols >= row && cols < total) cols -= cols % row;
+  return cols;
 }
 
 // ---------------------------------------------------------------------------------------
@@ -345,8 +328,51 @@ void depthwise_plane(const T* xp, const T* wp, T b0, T* yp, const nn::DepthwiseP
   }
 }
 
+// Fused output stage of com.microsoft FusedConv: y = act(y + z), z optional (same shape).
+struct Epilogue {
+  enum Act { kNone, kRelu, kTanh, kSigmoid, kLeakyRelu, kClip, kHardSigmoid };
+  Act act = kNone;
+  float alpha = 0.f, beta = 0.f;
+  const void* z = nullptr;  // same element type and shape as the output
+  bool active() const { return act != kNone || z != nullptr; }
+};
+
+// Apply the epilogue to y[0, n) whose offset in the output tensor is `at`.
 template <class T>
-void conv_depthwise_2d(const ConvPlan& p, const T* x, const T* w, const T* bias, T* y, ThreadPool& pool) {
+void apply_epilogue(const Epilogue* e, T* y, int64_t at, int64_t n) {
+  if (!e || !e->active()) return;
+  if (e->z) {
+    const T* z = static_cast<const T*>(e->z) + at;
+    for (int64_t i = 0; i < n; ++i) y[i] += z[i];
+  }
+  const T a = static_cast<T>(e->alpha), b = static_cast<T>(e->beta);
+  switch (e->act) {
+    case Epilogue::kNone:
+      break;
+    case Epilogue::kRelu:
+      for (int64_t i = 0; i < n; ++i) y[i] = y[i] > T(0) ? y[i] : T(0);
+      break;
+    case Epilogue::kTanh:
+      for (int64_t i = 0; i < n; ++i) y[i] = std::tanh(y[i]);
+      break;
+    case Epilogue::kSigmoid:
+      for (int64_t i = 0; i < n; ++i) y[i] = T(1) / (T(1) + std::exp(-y[i]));
+      break;
+    case Epilogue::kLeakyRelu:
+      for (int64_t i = 0; i < n; ++i) y[i] = y[i] >= T(0) ? y[i] : a * y[i];
+      break;
+    case Epilogue::kClip:
+      for (int64_t i = 0; i < n; ++i) y[i] = std::min(std::max(y[i], a), b);
+      break;
+    case Epilogue::kHardSigmoid:
+      for (int64_t i = 0; i < n; ++i) y[i] = std::max(T(0), std::min(T(1), a * y[i] + b));
+      break;
+  }
+}
+
+template <class T>
+void conv_depthwise_2d(const ConvPlan& p, const T* x, const T* w, const T* bias, T* y, ThreadPool& pool,
+                       const Epilogue* epi) {
   const Window& g = p.g;
   nn::DepthwisePlane d{g.in[0],     g.in[1],     g.kernel[0],   g.kernel[1],   g.out[0],      g.out[1],
                        g.stride[0], g.stride[1], g.dilation[0], g.dilation[1], g.pad_begin[0], g.pad_begin[1]};
@@ -355,6 +381,7 @@ void conv_depthwise_2d(const ConvPlan& p, const T* x, const T* w, const T* bias,
     for (int64_t plane = b; plane < e; ++plane) {
       const int64_t n = plane / p.M, m = plane % p.M, c = m / p.Mg;  // Cg == 1: one input channel per group
       depthwise_plane(x + (n * p.C + c) * in_size, w + m * ksize, bias ? bias[m] : T(0), y + plane * out_size, d);
+      apply_epilogue(epi, y + plane * out_size, plane * out_size, out_size);
     }
   });
 }
@@ -383,59 +410,84 @@ bool conv_is_depthwise(const ConvPlan& p) { return p.Cg == 1 && p.group > 1 && p
 
 template <class T>
 void conv_run(const ConvPlan& p, const T* x, const T* w, const T* bias, T* y, ThreadPool& pool,
-              const PackedFilters* packed) {
+              const PackedFilters* packed, const Epilogue* epi = nullptr) {
   const Window& g = p.g;
   const int64_t in_size = prod(g.in), out_size = prod(g.out), ksize = prod(g.kernel);
   if (out_size == 0 || p.N == 0 || p.M == 0) return;
   if (conv_is_depthwise(p)) {
-    conv_depthwise_2d(p, x, w, bias, y, pool);
+    conv_depthwise_2d(p, x, w, bias, y, pool, epi);
     return;
   }
   bool pointwise = true;
   for (size_t d = 0; d < g.nsp; ++d)
     pointwise = pointwise && g.kernel[d] == 1 && g.stride[d] == 1 && g.pad_begin[d] == 0 && g.pad_end[d] == 0;
   const int64_t K = p.Cg * ksize;  // GEMM depth
-  const int64_t outer = g.out[0], inner = prod(g.out, 1);
   const int64_t tasks = p.N * p.group;
-  // Many independent small GEMMs: one (image, group) per worker, single-threaded GEMM.
-  const bool per_task = pool.size() > 1 && tasks >= 2 * pool.size();
-  const int64_t budget = per_task ? kColBufferBytes / pool.size() : kColBufferBytes;
-  const int64_t rows = pointwise ? outer : band_rows(K, inner, outer, sizeof(T), budget);
+  const int64_t threads = pool.size();
+  if (K == 0) {  // no input channels: the output is the bias
+    for (int64_t t = 0; t < tasks; ++t)
+      for (int64_t m = 0; m < p.Mg; ++m) {
+        T* ym = y + ((t / p.group) * p.M + (t % p.group) * p.Mg + m) * out_size;
+        std::fill(ym, ym + out_size, bias ? bias[(t % p.group) * p.Mg + m] : T(0));
+        apply_epilogue(epi, ym, ym - y, out_size);
+      }
+    return;
+  }
+  // Work items are (image/group task, band of output positions). With several threads
+  // and enough items, each worker builds the columns of its own band (kept cache-sized)
+  // and runs a single-threaded GEMM on it: one parallel region per Conv. Otherwise the
+  // bands run in order and the GEMM itself is parallel.
+  const int64_t row = g.out[g.nsp - 1];
+  int64_t band = pointwise ? out_size : band_cols(K, out_size, row, sizeof(T), kColBufferBytes);
+  bool tiled = false;
+  if (threads > 1) {
+    const int64_t want_bands = (2 * threads + tasks - 1) / tasks;  // bands per task for 2 items per thread
+    int64_t tband = pointwise ? out_size : band_cols(K, out_size, row, sizeof(T), kTileColBytes);
+    tband = std::min(tband, (out_size + want_bands - 1) / want_bands);
+    const int64_t items = tasks * ((out_size + tband - 1) / tband);
+    // Bands must stay wide enough for an efficient GEMM.
+    if (items >= threads && (tband >= 48 || tasks >= 2 * threads)) {
+      tiled = true;
+      band = tband;
+    }
+  }
+  const int64_t bands = (out_size + band - 1) / band;
 
-  auto run_task = [&](int64_t t, T* col, ThreadPool* gemm_pool) {
+  auto run_item = [&](int64_t item, T* col, ThreadPool* gemm_pool) {
+    const int64_t t = item / bands, bi = item % bands;
     const int64_t n = t / p.group, grp = t % p.group;
+    const int64_t p0 = bi * band, p1 = std::min(out_size, p0 + band), cols = p1 - p0;
     const T* xg = x + (n * p.C + grp * p.Cg) * in_size;
     const T* wg = w + grp * p.Mg * K;
-    T* yg = y + (n * p.M + grp * p.Mg) * out_size;
+    T* yg = y + (n * p.M + grp * p.Mg) * out_size + p0;
     T beta = T(0);
     if (bias) {
-      for (int64_t m = 0; m < p.Mg; ++m) std::fill(yg + m * out_size, yg + (m + 1) * out_size, bias[grp * p.Mg + m]);
+      for (int64_t m = 0; m < p.Mg; ++m) std::fill(yg + m * out_size, yg + m * out_size + cols, bias[grp * p.Mg + m]);
       beta = T(1);
     }
     if (pointwise) {
-      filter_gemm(packed, grp, false, p.Mg, out_size, K, wg, K, xg, in_size, beta, yg, out_size, gemm_pool);
-      return;
+      filter_gemm(packed, grp, false, p.Mg, cols, K, wg, K, xg + p0, in_size, beta, yg, out_size, gemm_pool);
+    } else {
+      im2col(xg, p.Cg, g, p0, p1, col, cols, gemm_pool);
+      filter_gemm(packed, grp, false, p.Mg, cols, K, wg, K, col, cols, beta, yg, out_size, gemm_pool);
     }
-    for (int64_t r0 = 0; r0 < outer; r0 += rows) {
-      const int64_t r1 = std::min(outer, r0 + rows), cols = (r1 - r0) * inner;
-      im2col(xg, p.Cg, g, r0, r1, col, cols, gemm_pool);
-      filter_gemm(packed, grp, false, p.Mg, cols, K, wg, K, col, cols, beta, yg + r0 * inner, out_size, gemm_pool);
-    }
+    if (epi)
+      for (int64_t m = 0; m < p.Mg; ++m) apply_epilogue(epi, yg + m * out_size, (yg - y) + m * out_size, cols);
   };
 
-  const int64_t col_elems = pointwise ? 0 : K * rows * inner;
-  if (per_task) {
-    pool.parallel_for(tasks, 1, [&](int64_t b, int64_t e) {
+  const int64_t col_elems = pointwise ? 0 : K * band;
+  if (tiled) {
+    pool.parallel_for(tasks * bands, 1, [&](int64_t b, int64_t e) {
       auto col = make_buffer<T>(col_elems);
-      for (int64_t t = b; t < e; ++t) run_task(t, col.get(), nullptr);
+      for (int64_t item = b; item < e; ++item) run_item(item, col.get(), nullptr);
     });
   } else {
     auto col = make_buffer<T>(col_elems);
-    for (int64_t t = 0; t < tasks; ++t) run_task(t, col.get(), &pool);
+    for (int64_t item = 0; item < tasks * bands; ++item) run_item(item, col.get(), &pool);
   }
 }
 
-void conv_kernel(OpContext& ctx) {
+void conv_compute(OpContext& ctx, const Epilogue* epi) {
   const Tensor& X = ctx.input(0);
   const Tensor& W = ctx.input(1);
   const Tensor* B = ctx.optional_input(2);
@@ -460,8 +512,60 @@ void conv_kernel(OpContext& ctx) {
     return;
   }
   MRT_DISPATCH_FLOATING(X.dtype(), "Conv", {
-    conv_run<T>(p, X.data<T>(), W.data<T>(), B ? B->data<T>() : nullptr, Y.data<T>(), ctx.threads(), packed.get());
+    conv_run<T>(p, X.data<T>(), W.data<T>(), B ? B->data<T>() : nullptr, Y.data<T>(), ctx.threads(), packed.get(),
+                epi);
   });
+}
+
+void conv_kernel(OpContext& ctx) { conv_compute(ctx, nullptr); }
+
+// com.microsoft FusedConv: Conv + optional residual input Z + activation.
+void fused_conv_kernel(OpContext& ctx) {
+  const Node& node = ctx.node();
+  Epilogue e;
+  const std::string act = node.attr_string("activation", "");
+  const std::vector<float> params = node.attr_floats("activation_params");
+  auto param = [&](size_t i, float def) { return i < params.size() ? params[i] : def; };
+  if (act.empty() || act == "Identity") {
+    e.act = Epilogue::kNone;
+  } else if (act == "Relu") {
+    e.act = Epilogue::kRelu;
+  } else if (act == "Tanh") {
+    e.act = Epilogue::kTanh;
+  } else if (act == "Sigmoid") {
+    e.act = Epilogue::kSigmoid;
+  } else if (act == "LeakyRelu") {
+    e.act = Epilogue::kLeakyRelu;
+    e.alpha = param(0, 0.01f);
+  } else if (act == "Clip") {
+    e.act = Epilogue::kClip;
+    e.alpha = param(0, -std::numeric_limits<float>::infinity());
+    e.beta = param(1, std::numeric_limits<float>::infinity());
+  } else if (act == "HardSigmoid") {
+    e.act = Epilogue::kHardSigmoid;
+    e.alpha = param(0, 0.2f);
+    e.beta = param(1, 0.5f);
+  } else {
+    fail(MRT_NOT_IMPLEMENTED, "FusedConv: activation '", act, "' is not supported");
+  }
+  const Tensor& X = ctx.input(0);
+  MRT_CHECK_IMPL(X.dtype() == DType::kFloat || X.dtype() == DType::kDouble, "FusedConv: element type ",
+                 dtype_name(X.dtype()), " is not supported");
+  if (const Tensor* Z = ctx.optional_input(3)) {
+    ConvPlan p = plan_conv(ctx, X, ctx.input(1), ctx.optional_input(2));
+    MRT_CHECK_ARG(Z->dtype() == X.dtype() && Z->shape() == p.out_shape, "FusedConv: Z ", Z->describe(),
+                  " must have the output's type and shape ", shape_str(p.out_shape));
+    e.z = Z->raw();
+  }
+  conv_compute(ctx, &e);
+}
+
+void fused_conv_check(const Node& node, int64_t) {
+  (void)nn::parse_auto_pad(node);
+  const std::string act = node.attr_string("activation", "");
+  MRT_CHECK_IMPL(act.empty() || act == "Identity" || act == "Relu" || act == "Tanh" || act == "Sigmoid" ||
+                     act == "LeakyRelu" || act == "Clip" || act == "HardSigmoid",
+                 "FusedConv: activation '", act, "' is not supported");
 }
 
 void conv_check(const Node& node, int64_t) { (void)nn::parse_auto_pad(node); }
@@ -557,11 +661,10 @@ void conv_transpose_run(const ConvTPlan& p, const T* x, const T* w, const T* bia
   const int64_t in_size = prod(g.out), out_size = prod(g.in), ksize = prod(g.kernel);
   if (out_size == 0 || p.N == 0 || p.M == 0) return;
   const int64_t rows_of_col = p.Mg * ksize;
-  const int64_t outer = g.out[0], inner = prod(g.out, 1);
   const int64_t tasks = p.N * p.group;
   const bool per_task = pool.size() > 1 && tasks >= 2 * pool.size();
   const int64_t budget = per_task ? kColBufferBytes / pool.size() : kColBufferBytes;
-  const int64_t rows = band_rows(rows_of_col, inner, outer, sizeof(T), budget);
+  const int64_t band = band_cols(rows_of_col, in_size, g.out[g.nsp - 1], sizeof(T), budget);
   auto run_task = [&](int64_t t, T* col, ThreadPool* gemm_pool) {
     const int64_t n = t / p.group, grp = t % p.group;
     const T* xg = x + (n * p.C + grp * p.Cg) * in_size;
@@ -570,15 +673,15 @@ void conv_transpose_run(const ConvTPlan& p, const T* x, const T* w, const T* bia
     for (int64_t m = 0; m < p.Mg; ++m)
       std::fill(yg + m * out_size, yg + (m + 1) * out_size, bias ? bias[grp * p.Mg + m] : T(0));
     if (in_size == 0 || p.Cg == 0) return;
-    for (int64_t r0 = 0; r0 < outer; r0 += rows) {
-      const int64_t r1 = std::min(outer, r0 + rows), cols = (r1 - r0) * inner;
+    for (int64_t p0 = 0; p0 < in_size; p0 += band) {
+      const int64_t p1 = std::min(in_size, p0 + band), cols = p1 - p0;
       // col[Mg*K, cols] = W_g^T [Mg*K, Cg] x X_g[:, band]
-      filter_gemm(packed, grp, true, rows_of_col, cols, p.Cg, wg, rows_of_col, xg + r0 * inner, in_size, T(0), col,
+      filter_gemm(packed, grp, true, rows_of_col, cols, p.Cg, wg, rows_of_col, xg + p0, in_size, T(0), col,
                   cols, gemm_pool);
-      col2im(col, p.Mg, g, r0, r1, cols, yg, gemm_pool);
+      col2im(col, p.Mg, g, p0, p1, cols, yg, gemm_pool);
     }
   };
-  const int64_t col_elems = rows_of_col * rows * inner;
+  const int64_t col_elems = rows_of_col * band;
   if (per_task) {
     pool.parallel_for(tasks, 1, [&](int64_t b, int64_t e) {
       auto col = make_buffer<T>(col_elems);
@@ -606,6 +709,13 @@ void conv_transpose_kernel(OpContext& ctx) {
       return pf;
     });
   }
+  if (X.dtype() == DType::kFloat16 || X.dtype() == DType::kBFloat16) {
+    std::vector<float> xf = nn::widen(X), wf = nn::widen(W), bf = B ? nn::widen(*B) : std::vector<float>();
+    std::vector<float> yf(static_cast<size_t>(Y.numel()));
+    conv_transpose_run<float>(p, xf.data(), wf.data(), B ? bf.data() : nullptr, yf.data(), ctx.threads(), nullptr);
+    nn::narrow(yf.data(), Y);
+    return;
+  }
   MRT_DISPATCH_FLOATING(X.dtype(), "ConvTranspose", {
     conv_transpose_run<T>(p, X.data<T>(), W.data<T>(), B ? B->data<T>() : nullptr, Y.data<T>(), ctx.threads(),
                           packed.get());
@@ -617,15 +727,16 @@ void conv_transpose_kernel(OpContext& ctx) {
 // Col2Im (nn_pool.cc) reuses the col2im accumulation above.
 namespace nn {
 void col2im_float(const float* col, int64_t channels, const Window& g, float* img) {
-  col2im(col, channels, g, 0, g.out[0], prod(g.out), img, nullptr);
+  col2im(col, channels, g, 0, prod(g.out), prod(g.out), img, nullptr);
 }
 void col2im_double(const double* col, int64_t channels, const Window& g, double* img) {
-  col2im(col, channels, g, 0, g.out[0], prod(g.out), img, nullptr);
+  col2im(col, channels, g, 0, prod(g.out), prod(g.out), img, nullptr);
 }
 }  // namespace nn
 
 void register_nn_kernels(KernelRegistry& r) {
   r.add("Conv", 1, conv_kernel, conv_check);
+  r.add_domain("com.microsoft", "FusedConv", 1, fused_conv_kernel, fused_conv_check);
   r.add("ConvTranspose", 1, conv_transpose_kernel, conv_check);
   register_nn_pool_kernels(r);
   register_nn_deform_kernels(r);

@@ -1,8 +1,9 @@
 // Kernel group: nn — pooling (MaxPool, AveragePool, LpPool and their Global forms),
 // MaxUnpool and Col2Im.
 //
-// Windowed pools promote 1-D/2-D inputs to 3-D (unit leading dims) and run one loop
-// nest. Per spatial axis a table holds, for every output index, the range of kernel taps
+// Windowed pools promote 1-D/2-D inputs to 3-D (unit leading dims). Without an Indices
+// output they run separably, one axis at a time; MaxPool with Indices runs one direct
+// loop nest. Per spatial axis a table holds, for every output index, the range of kernel taps
 // that land inside the input and how many taps land inside input + explicit padding
 // (the AveragePool count_include_pad divisor; ceil_mode windows that run past the
 // padding do not count the overhang).
@@ -20,6 +21,9 @@ using nn::AutoPad;
 using nn::Window;
 
 enum class PoolKind { kMax, kAverage, kLp };
+
+// float16/bfloat16 pools run in float32 on widened copies.
+inline bool is_half(DType t) { return t == DType::kFloat16 || t == DType::kBFloat16; }
 
 struct AxisTable {
   std::vector<int64_t> start, lo, hi, padded;  // per output index
@@ -132,54 +136,143 @@ void max_pool_run(const PoolPlan& p, const T* x, T* y, int64_t* indices, ThreadP
   });
 }
 
-template <class T>
-void avg_lp_pool_run(const PoolPlan& p, PoolKind kind, const T* x, T* y, ThreadPool& pool) {
+// Separable pooling (every kind without an Indices output). A box window's max or sum is
+// the max/sum along W of the max/sums along H of ..., and the box's tap count is the
+// product of the per-axis counts, so each plane is reduced one axis at a time: first
+// along W (rows of the plane), then along H and D (whole rows at once, vectorizable).
+
+template <class T, bool kMax>
+inline T combine(T a, T b) {
+  if constexpr (kMax) {
+    return b > a ? b : a;
+  } else {
+    return a + b;
+  }
+}
+
+// Pool along the innermost axis: in [rows, W] -> out [rows, OW]; `pre` maps each input.
+template <class T, bool kMax, class Pre>
+void pass_inner(const T* in, int64_t rows, int64_t W, T* out, int64_t OW, int64_t s, int64_t d, int64_t pb,
+                int64_t K, Pre pre) {
+  const T ident = kMax ? lowest_value<T>() : T(0);
+  for (int64_t r = 0; r < rows; ++r) {
+    const T* x = in + r * W;
+    T* y = out + r * OW;
+    std::fill(y, y + OW, ident);
+    for (int64_t k = 0; k < K; ++k) {
+      const int64_t off = k * d - pb;
+      int64_t l, h;
+      nn::valid_range(OW, s, off, W, l, h);
+      const T* xs = x + off;
+      if (s == 1) {
+        for (int64_t o = l; o < h; ++o) y[o] = combine<T, kMax>(y[o], pre(xs[o]));
+      } else if (s == 2) {
+        for (int64_t o = l; o < h; ++o) y[o] = combine<T, kMax>(y[o], pre(xs[2 * o]));
+      } else {
+        for (int64_t o = l; o < h; ++o) y[o] = combine<T, kMax>(y[o], pre(xs[o * s]));
+      }
+    }
+  }
+}
+
+// Pool along a middle axis: in [outer, n, inner] -> out [outer, on, inner].
+template <class T, bool kMax>
+void pass_outer(const T* in, int64_t outer, int64_t n, int64_t inner, T* out, int64_t on, int64_t s, int64_t d,
+                int64_t pb, int64_t K) {
+  const T ident = kMax ? lowest_value<T>() : T(0);
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t oi = 0; oi < on; ++oi) {
+      T* y = out + (o * on + oi) * inner;
+      int64_t lo, hi;
+      nn::valid_range(K, d, oi * s - pb, n, lo, hi);
+      if (lo >= hi) {
+        std::fill(y, y + inner, ident);
+        continue;
+      }
+      const T* x0 = in + (o * n + oi * s - pb + lo * d) * inner;
+      std::copy(x0, x0 + inner, y);
+      for (int64_t k = lo + 1; k < hi; ++k) {
+        const T* x = in + (o * n + oi * s - pb + k * d) * inner;
+        for (int64_t i = 0; i < inner; ++i) y[i] = combine<T, kMax>(y[i], x[i]);
+      }
+    }
+}
+
+template <class T, bool kMax, class Pre>
+void separable_pool_run(const PoolPlan& p, PoolKind kind, const T* x, T* y, ThreadPool& pool, Pre pre) {
   const Window& g = p.g;
   const int64_t D = g.in[0], H = g.in[1], W = g.in[2];
   const int64_t OD = g.out[0], OH = g.out[1], OW = g.out[2];
-  const int64_t dd = g.dilation[0], dh = g.dilation[1], dw = g.dilation[2];
   const int64_t isz = D * H * W, osz = OD * OH * OW;
-  const AxisTable &ad = p.axis[0], &ah = p.axis[1], &aw = p.axis[2];
-  const double pw = p.p;
-  const bool lp = kind == PoolKind::kLp;
+  const bool need_d = !(OD == D && g.kernel[0] == 1 && g.stride[0] == 1 && g.pad_begin[0] == 0);
+  // Divisor per output (average): product of per-axis tap counts.
+  std::vector<T> div_w, div_h, div_d;
+  if (kind == PoolKind::kAverage) {
+    auto counts = [&](const AxisTable& t, std::vector<T>& out) {
+      for (size_t i = 0; i < t.lo.size(); ++i)
+        out.push_back(static_cast<T>(p.count_include_pad ? t.padded[i] : t.hi[i] - t.lo[i]));
+    };
+    counts(p.axis[0], div_d);
+    counts(p.axis[1], div_h);
+    counts(p.axis[2], div_w);
+  }
   pool.parallel_for(p.planes, 1, [&](int64_t b, int64_t e) {
+    std::vector<T> t1(static_cast<size_t>(D * H * OW)), t2(need_d ? static_cast<size_t>(D * OH * OW) : 0);
     for (int64_t plane = b; plane < e; ++plane) {
       const T* xp = x + plane * isz;
       T* yp = y + plane * osz;
-      for (int64_t od = 0; od < OD; ++od)
-        for (int64_t oh = 0; oh < OH; ++oh)
-          for (int64_t ow = 0; ow < OW; ++ow) {
-            T sum = T(0);
-            for (int64_t kd = ad.lo[od]; kd < ad.hi[od]; ++kd) {
-              const int64_t id = ad.start[od] + kd * dd;
-              for (int64_t kh = ah.lo[oh]; kh < ah.hi[oh]; ++kh) {
-                const T* row = xp + (id * H + ah.start[oh] + kh * dh) * W;
-                if (!lp) {
-                  for (int64_t kw = aw.lo[ow]; kw < aw.hi[ow]; ++kw) sum += row[aw.start[ow] + kw * dw];
-                } else if (pw == 2.0) {
-                  for (int64_t kw = aw.lo[ow]; kw < aw.hi[ow]; ++kw) {
-                    const T v = row[aw.start[ow] + kw * dw];
-                    sum += v * v;
-                  }
-                } else {
-                  for (int64_t kw = aw.lo[ow]; kw < aw.hi[ow]; ++kw)
-                    sum += static_cast<T>(std::pow(std::fabs(static_cast<double>(row[aw.start[ow] + kw * dw])), pw));
-                }
-              }
+      pass_inner<T, kMax>(xp, D * H, W, t1.data(), OW, g.stride[2], g.dilation[2], g.pad_begin[2], g.kernel[2], pre);
+      if (need_d) {
+        pass_outer<T, kMax>(t1.data(), D, H, OW, t2.data(), OH, g.stride[1], g.dilation[1], g.pad_begin[1],
+                            g.kernel[1]);
+        pass_outer<T, kMax>(t2.data(), 1, D, OH * OW, yp, OD, g.stride[0], g.dilation[0], g.pad_begin[0],
+                            g.kernel[0]);
+      } else {
+        pass_outer<T, kMax>(t1.data(), D, H, OW, yp, OH, g.stride[1], g.dilation[1], g.pad_begin[1], g.kernel[1]);
+      }
+      if (kind == PoolKind::kAverage) {
+        for (int64_t od = 0; od < OD; ++od)
+          for (int64_t oh = 0; oh < OH; ++oh) {
+            T* yr = yp + (od * OH + oh) * OW;
+            const T dh = div_d[od] * div_h[oh];
+            for (int64_t ow = 0; ow < OW; ++ow) {
+              const T c = dh * div_w[ow];
+              yr[ow] = c > T(0) ? yr[ow] / c : T(0);
             }
-            T r;
-            if (lp) {
-              r = pw == 2.0 ? static_cast<T>(std::sqrt(sum)) : static_cast<T>(std::pow(static_cast<double>(sum), 1.0 / pw));
-            } else {
-              const int64_t count = p.count_include_pad
-                                        ? ad.padded[od] * ah.padded[oh] * aw.padded[ow]
-                                        : (ad.hi[od] - ad.lo[od]) * (ah.hi[oh] - ah.lo[oh]) * (aw.hi[ow] - aw.lo[ow]);
-              r = count > 0 ? sum / static_cast<T>(count) : T(0);
-            }
-            yp[(od * OH + oh) * OW + ow] = r;
           }
+      } else if (kind == PoolKind::kLp) {
+        if (p.p == 2.0) {
+          for (int64_t i = 0; i < osz; ++i) yp[i] = std::sqrt(yp[i]);
+        } else if (p.p != 1.0) {
+          for (int64_t i = 0; i < osz; ++i) yp[i] = static_cast<T>(std::pow(static_cast<double>(yp[i]), 1.0 / p.p));
+        }
+      }
     }
   });
+}
+
+template <class T>
+void avg_lp_pool_run(const PoolPlan& p, PoolKind kind, const T* x, T* y, ThreadPool& pool) {
+  if (kind == PoolKind::kAverage) {
+    separable_pool_run<T, false>(p, kind, x, y, pool, [](T v) { return v; });
+  } else if (p.p == 2.0) {
+    separable_pool_run<T, false>(p, kind, x, y, pool, [](T v) { return v * v; });
+  } else if (p.p == 1.0) {
+    separable_pool_run<T, false>(p, kind, x, y, pool, [](T v) { return static_cast<T>(std::fabs(v)); });
+  } else {
+    const double pw = p.p;
+    separable_pool_run<T, false>(p, kind, x, y, pool, [pw](T v) {
+      return static_cast<T>(std::pow(std::fabs(static_cast<double>(v)), pw));
+    });
+  }
+}
+
+template <class T>
+void max_pool_dispatch(const PoolPlan& p, const T* x, T* y, int64_t* indices, ThreadPool& pool) {
+  if (indices)
+    max_pool_run<T>(p, x, y, indices, pool);
+  else
+    separable_pool_run<T, true>(p, PoolKind::kMax, x, y, pool, [](T v) { return v; });
 }
 
 double read_p(const Node& node) {
@@ -197,11 +290,17 @@ void max_pool_kernel(OpContext& ctx) {
   Tensor& Y = ctx.output(0, X.dtype(), p.out_shape);
   int64_t* indices = nullptr;
   if (ctx.has_output(1)) indices = ctx.output(1, DType::kInt64, p.out_shape).data<int64_t>();
+  if (is_half(X.dtype())) {
+    std::vector<float> xf = nn::widen(X), yf(static_cast<size_t>(Y.numel()));
+    max_pool_dispatch<float>(p, xf.data(), yf.data(), indices, ctx.threads());
+    nn::narrow(yf.data(), Y);
+    return;
+  }
   switch (X.dtype()) {
-    MRT_DTYPE_CASE(kFloat, float, max_pool_run<T>(p, X.data<T>(), Y.data<T>(), indices, ctx.threads()))
-    MRT_DTYPE_CASE(kDouble, double, max_pool_run<T>(p, X.data<T>(), Y.data<T>(), indices, ctx.threads()))
-    MRT_DTYPE_CASE(kInt8, int8_t, max_pool_run<T>(p, X.data<T>(), Y.data<T>(), indices, ctx.threads()))
-    MRT_DTYPE_CASE(kUInt8, uint8_t, max_pool_run<T>(p, X.data<T>(), Y.data<T>(), indices, ctx.threads()))
+    MRT_DTYPE_CASE(kFloat, float, max_pool_dispatch<T>(p, X.data<T>(), Y.data<T>(), indices, ctx.threads()))
+    MRT_DTYPE_CASE(kDouble, double, max_pool_dispatch<T>(p, X.data<T>(), Y.data<T>(), indices, ctx.threads()))
+    MRT_DTYPE_CASE(kInt8, int8_t, max_pool_dispatch<T>(p, X.data<T>(), Y.data<T>(), indices, ctx.threads()))
+    MRT_DTYPE_CASE(kUInt8, uint8_t, max_pool_dispatch<T>(p, X.data<T>(), Y.data<T>(), indices, ctx.threads()))
     MRT_DISPATCH_FAIL(X.dtype(), "MaxPool");
   }
 }
@@ -211,6 +310,12 @@ void average_pool_kernel(OpContext& ctx) {
   PoolPlan p = plan_pool(ctx, X, "AveragePool", true);
   p.count_include_pad = ctx.node().attr_int("count_include_pad", 0) != 0;
   Tensor& Y = ctx.output(0, X.dtype(), p.out_shape);
+  if (is_half(X.dtype())) {
+    std::vector<float> xf = nn::widen(X), yf(static_cast<size_t>(Y.numel()));
+    avg_lp_pool_run<float>(p, PoolKind::kAverage, xf.data(), yf.data(), ctx.threads());
+    nn::narrow(yf.data(), Y);
+    return;
+  }
   MRT_DISPATCH_FLOATING(X.dtype(), "AveragePool",
                         { avg_lp_pool_run<T>(p, PoolKind::kAverage, X.data<T>(), Y.data<T>(), ctx.threads()); });
 }
@@ -220,6 +325,12 @@ void lp_pool_kernel(OpContext& ctx) {
   PoolPlan p = plan_pool(ctx, X, "LpPool", true);
   p.p = read_p(ctx.node());
   Tensor& Y = ctx.output(0, X.dtype(), p.out_shape);
+  if (is_half(X.dtype())) {
+    std::vector<float> xf = nn::widen(X), yf(static_cast<size_t>(Y.numel()));
+    avg_lp_pool_run<float>(p, PoolKind::kLp, xf.data(), yf.data(), ctx.threads());
+    nn::narrow(yf.data(), Y);
+    return;
+  }
   MRT_DISPATCH_FLOATING(X.dtype(), "LpPool",
                         { avg_lp_pool_run<T>(p, PoolKind::kLp, X.data<T>(), Y.data<T>(), ctx.threads()); });
 }
@@ -234,6 +345,22 @@ void pool_check(const Node& node, int64_t) {
 // ---------------------------------------------------------------------------------------
 // Global pools: one reduction per (n, c) plane.
 
+// Max or sum of x[0, n) with 16 independent partial results (lets the compiler vectorize).
+template <class T, bool kMax, class Pre>
+T reduce_plane(const T* x, int64_t n, Pre pre) {
+  constexpr int kLanes = 16;
+  const T ident = kMax ? lowest_value<T>() : T(0);
+  T acc[kLanes];
+  for (int j = 0; j < kLanes; ++j) acc[j] = ident;
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes)
+    for (int j = 0; j < kLanes; ++j) acc[j] = combine<T, kMax>(acc[j], pre(x[i + j]));
+  T r = ident;
+  for (int j = 0; j < kLanes; ++j) r = combine<T, kMax>(r, acc[j]);
+  for (; i < n; ++i) r = combine<T, kMax>(r, pre(x[i]));
+  return r;
+}
+
 template <class T>
 void global_pool_run(PoolKind kind, double pw, int64_t planes, int64_t size, const T* x, T* y, ThreadPool& pool) {
   pool.parallel_for(planes, 4, [&](int64_t b, int64_t e) {
@@ -241,21 +368,15 @@ void global_pool_run(PoolKind kind, double pw, int64_t planes, int64_t size, con
       const T* xp = x + plane * size;
       T r;
       if (kind == PoolKind::kMax) {
-        r = size > 0 ? xp[0] : lowest_value<T>();
-        for (int64_t i = 1; i < size; ++i) r = xp[i] > r ? xp[i] : r;
+        r = reduce_plane<T, true>(xp, size, [](T v) { return v; });
       } else if (kind == PoolKind::kAverage) {
-        T s = T(0);
-        for (int64_t i = 0; i < size; ++i) s += xp[i];
-        r = size > 0 ? s / static_cast<T>(size) : T(0);
+        r = size > 0 ? reduce_plane<T, false>(xp, size, [](T v) { return v; }) / static_cast<T>(size) : T(0);
+      } else if (pw == 2.0) {
+        r = static_cast<T>(std::sqrt(reduce_plane<T, false>(xp, size, [](T v) { return v * v; })));
       } else {
-        T s = T(0);
-        if (pw == 2.0) {
-          for (int64_t i = 0; i < size; ++i) s += xp[i] * xp[i];
-          r = static_cast<T>(std::sqrt(s));
-        } else {
-          for (int64_t i = 0; i < size; ++i) s += static_cast<T>(std::pow(std::fabs(static_cast<double>(xp[i])), pw));
-          r = static_cast<T>(std::pow(static_cast<double>(s), 1.0 / pw));
-        }
+        const T s = reduce_plane<T, false>(
+            xp, size, [pw](T v) { return static_cast<T>(std::pow(std::fabs(static_cast<double>(v)), pw)); });
+        r = static_cast<T>(std::pow(static_cast<double>(s), 1.0 / pw));
       }
       y[plane] = r;
     }
@@ -275,6 +396,12 @@ void global_pool_kernel(OpContext& ctx) {
   const int64_t size = planes > 0 ? X.numel() / planes : 0;
   const double pw = kKind == PoolKind::kLp ? read_p(ctx.node()) : 2.0;
   Tensor& Y = ctx.output(0, X.dtype(), out);
+  if (is_half(X.dtype())) {
+    std::vector<float> xf = nn::widen(X), yf(static_cast<size_t>(Y.numel()));
+    global_pool_run<float>(kKind, pw, planes, size, xf.data(), yf.data(), ctx.threads());
+    nn::narrow(yf.data(), Y);
+    return;
+  }
   if (kKind == PoolKind::kMax) {
     switch (X.dtype()) {
       MRT_DTYPE_CASE(kFloat, float, global_pool_run<T>(kKind, pw, planes, size, X.data<T>(), Y.data<T>(), ctx.threads()))

@@ -1,6 +1,7 @@
 // Kernel group: norm — BatchNormalization, LRN, LayerNormalization, RMSNormalization,
 // InstanceNormalization, GroupNormalization, LpNormalization, MeanVarianceNormalization.
-// Softmax/LogSoftmax/Hardmax live in norm_softmax.cc.
+// Softmax/LogSoftmax/Hardmax live in norm_softmax.cc, NegativeLogLikelihoodLoss and
+// SoftmaxCrossEntropyLoss in norm_loss.cc.
 //
 // Statistics are accumulated in double and applied in the tensor's compute type
 // (float for float/float16/bfloat16, double for double). Work is split over
@@ -13,6 +14,7 @@
 namespace mrt {
 
 void register_softmax_kernels(KernelRegistry& r);  // norm_softmax.cc
+void register_loss_kernels(KernelRegistry& r);     // norm_loss.cc
 
 namespace {
 
@@ -452,20 +454,48 @@ void mvn_kernel(OpContext& ctx) {
   MRT_NORM_DISPATCH(X.dtype(), "MeanVarianceNormalization", { mvn_typed<T>(ctx, reduced); });
 }
 
+// ---------------------------------------------------------------- session-creation checks
+
+void batchnorm_check(const Node& node, int64_t opset) {
+  if (opset >= 14) return;
+  for (size_t i = 3; i < node.outputs.size(); ++i)
+    MRT_CHECK_IMPL(node.outputs[i].empty(), node.label(),
+                   ": the saved_mean/saved_var training outputs (opset < 14) are not supported");
+}
+
+void lrn_check(const Node& node, int64_t) {
+  MRT_ENFORCE(node.require_int("size") > 0, MRT_INVALID_MODEL, node.label(), ": size must be positive");
+}
+
+void stash_check(const Node& node, int64_t) {
+  const int64_t st = node.attr_int("stash_type", 1);
+  MRT_CHECK_IMPL(st == 1 || st == 11 || st == 10 || st == 16, node.label(), ": stash_type ", st, " is not supported");
+}
+
+void lpnorm_check(const Node& node, int64_t) {
+  const int64_t p = node.attr_int("p", 2);
+  MRT_CHECK_IMPL(p == 1 || p == 2, node.label(), ": p must be 1 or 2, got ", p);
+}
+
+void groupnorm_check(const Node& node, int64_t) {
+  MRT_ENFORCE(node.require_int("num_groups") > 0, MRT_INVALID_MODEL, node.label(), ": num_groups must be positive");
+}
+
 }  // namespace
 
 void register_norm_kernels(KernelRegistry& r) {
-  r.add("BatchNormalization", 1, batchnorm_kernel);
-  r.add("LRN", 1, lrn_kernel);
+  r.add("BatchNormalization", 1, batchnorm_kernel, batchnorm_check);
+  r.add("LRN", 1, lrn_kernel, lrn_check);
   // Opsets before 17 cover the LayerNormalization that exporters emit in the default
   // domain ahead of its standardization; the semantics are the same.
-  r.add("LayerNormalization", 1, layernorm_kernel);
-  r.add("RMSNormalization", 23, rmsnorm_kernel);
+  r.add("LayerNormalization", 1, layernorm_kernel, stash_check);
+  r.add("RMSNormalization", 23, rmsnorm_kernel, stash_check);
   r.add("InstanceNormalization", 1, instancenorm_kernel);
-  r.add("GroupNormalization", 18, groupnorm_kernel);
-  r.add("LpNormalization", 1, lpnorm_kernel);
+  r.add("GroupNormalization", 18, groupnorm_kernel, groupnorm_check);
+  r.add("LpNormalization", 1, lpnorm_kernel, lpnorm_check);
   r.add("MeanVarianceNormalization", 9, mvn_kernel);
   register_softmax_kernels(r);
+  register_loss_kernels(r);
 }
 
 }  // namespace mrt

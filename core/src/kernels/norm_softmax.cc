@@ -113,6 +113,30 @@ void run_softmax(const T* x, T* y, int64_t outer, int64_t n, int64_t inner, Thre
         const A* row = buf.data() + k * w;
         for (int64_t i = 0; i < w; ++i) mx[i] = (row[i] > mx[i] || std::isnan(row[i])) ? row[i] : mx[i];
       }
+      if constexpr (std::is_same<T, Float16>::value || std::is_same<T, BFloat16>::value) {
+        // 16-bit floats: every step is rounded to the element type, as the reference
+        // evaluates it (float16 sums accumulate in float; bfloat16 sums round per add).
+        auto rnd = [](float v) { return norm::load(norm::store<T>(v)); };
+        for (int64_t k = 0; k < n; ++k) {
+          A* row = buf.data() + k * w;
+          for (int64_t i = 0; i < w; ++i) row[i] = rnd(std::exp(rnd(row[i] - mx[i])));
+        }
+        for (int64_t k = 0; k < n; ++k) {
+          const A* row = buf.data() + k * w;
+          for (int64_t i = 0; i < w; ++i)
+            sum[i] = std::is_same<T, BFloat16>::value ? rnd(sum[i] + row[i]) : sum[i] + row[i];
+        }
+        for (int64_t i = 0; i < w; ++i) sum[i] = rnd(sum[i]);
+        for (int64_t k = 0; k < n; ++k) {
+          const A* row = buf.data() + k * w;
+          T* out = y + base + k * inner;
+          for (int64_t i = 0; i < w; ++i) {
+            const float p = row[i] / sum[i];
+            out[i] = norm::store<T>(K == SmKind::kSoftmax ? p : std::log(rnd(p)));
+          }
+        }
+        continue;
+      }
       if (K == SmKind::kSoftmax) {
         for (int64_t k = 0; k < n; ++k) {
           A* row = buf.data() + k * w;

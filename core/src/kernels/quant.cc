@@ -9,6 +9,9 @@
 #include <cmath>
 #include <limits>
 #include <mutex>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 #include "quant_common.h"
 
@@ -104,10 +107,22 @@ void quantize_typed(OpContext& ctx, const QuantLayout& q, const std::vector<doub
   TOut* y = Y.data<TOut>();
   double lo, hi;
   quant::qrange(Y.dtype(), lo, hi);
-  for_each_run(q, ctx.threads(), [&](int64_t b, int64_t e, int64_t si, int64_t step) {
+  const double* sc = scale.data();
+  const int32_t* zpp = zp.empty() ? nullptr : zp.data();
+  for_each_run(q, ctx.threads(), [x, y, sc, zpp, prec, lo, hi](int64_t b, int64_t e, int64_t si, int64_t step) {
+    if (prec == DType::kFloat && step == 0) {  // the common case: one scale for the whole run
+      const float s = static_cast<float>(sc[si]);
+      const float z = zpp ? static_cast<float>(zpp[si]) : 0.f;
+      const float flo = static_cast<float>(lo), fhi = static_cast<float>(hi);
+      for (int64_t j = b; j < e; ++j) {
+        const float v = quant::round_even(static_cast<float>(load_any(x[j])) / s) + z;
+        y[j] = static_cast<TOut>(static_cast<int32_t>(quant::saturate(v, flo, fhi)));
+      }
+      return;
+    }
     for (int64_t j = b; j < e; ++j, si += step) {
       const double xv = load_any(x[j]);
-      const double s = scale[si];
+      const double s = sc[si];
       double v;
       switch (prec) {
         case DType::kDouble: v = xv / s; break;
@@ -117,9 +132,8 @@ void quantize_typed(OpContext& ctx, const QuantLayout& q, const std::vector<doub
           break;
         default: v = static_cast<float>(xv) / static_cast<float>(s); break;
       }
-      v = std::nearbyint(v) + (zp.empty() ? 0 : zp[si]);
-      v = std::isnan(v) ? lo : std::min(hi, std::max(lo, v));
-      y[j] = static_cast<TOut>(v);
+      v = quant::round_even(v) + (zpp ? zpp[si] : 0);
+      y[j] = static_cast<TOut>(quant::saturate(v, lo, hi));
     }
   });
 }
@@ -179,12 +193,15 @@ void dequantize_typed(OpContext& ctx, const QuantLayout& q, const std::vector<do
   const TIn* x = ctx.input(0).data<TIn>();
   TOut* y = Y.data<TOut>();
   const bool dbl = Y.dtype() == DType::kDouble;
-  std::vector<float> fscale(scale.begin(), scale.end());
-  for_each_run(q, ctx.threads(), [&](int64_t b, int64_t e, int64_t si, int64_t step) {
+  const std::vector<float> fscale(scale.begin(), scale.end());
+  const double* sc = scale.data();
+  const float* fsc = fscale.data();
+  const int32_t* zpp = zp.empty() ? nullptr : zp.data();
+  for_each_run(q, ctx.threads(), [x, y, sc, fsc, zpp, dbl](int64_t b, int64_t e, int64_t si, int64_t step) {
     for (int64_t j = b; j < e; ++j, si += step) {
-      const int64_t d = static_cast<int64_t>(x[j]) - (zp.empty() ? 0 : zp[si]);
-      if (dbl) y[j] = store<TOut>(static_cast<double>(d) * scale[si]);
-      else y[j] = store<TOut>(static_cast<float>(d) * fscale[si]);
+      const int64_t d = static_cast<int64_t>(x[j]) - (zpp ? zpp[si] : 0);
+      if (dbl) y[j] = store<TOut>(static_cast<double>(d) * sc[si]);
+      else y[j] = store<TOut>(static_cast<float>(d) * fsc[si]);
     }
   });
 }
@@ -225,6 +242,60 @@ void dequantize_kernel(OpContext& ctx) {
 
 // ---------------------------------------------------------------- DynamicQuantizeLinear
 
+// Running min/max of x folded into mn/mx; NaN values are skipped.
+void minmax_f32(const float* x, int64_t n, float& mn, float& mx) {
+  int64_t i = 0;
+#if defined(__SSE2__)
+  __m128 vmn = _mm_set1_ps(mn), vmx = _mm_set1_ps(mx);
+  for (; i + 4 <= n; i += 4) {
+    const __m128 v = _mm_loadu_ps(x + i);
+    vmn = _mm_min_ps(v, vmn);  // returns the 2nd operand when v is NaN
+    vmx = _mm_max_ps(v, vmx);
+  }
+  alignas(16) float a[4], b[4];
+  _mm_store_ps(a, vmn);
+  _mm_store_ps(b, vmx);
+  for (int j = 0; j < 4; ++j) {
+    mn = a[j] < mn ? a[j] : mn;
+    mx = b[j] > mx ? b[j] : mx;
+  }
+#endif
+  for (; i < n; ++i) {
+    mn = x[i] < mn ? x[i] : mn;
+    mx = x[i] > mx ? x[i] : mx;
+  }
+}
+
+// y = saturate(round(x / scale) + zp) into uint8. A separate function with restrict
+// pointers: uint8_t stores may alias anything, which would keep the loop scalar.
+void quantize_u8(const float* __restrict x, uint8_t* __restrict y, int64_t n, float scale, float zp) {
+  int64_t i = 0;
+#if defined(__SSE2__)
+  const __m128 vs = _mm_set1_ps(scale), vz = _mm_set1_ps(zp), magic = _mm_set1_ps(12582912.f);
+  const __m128 lim_lo = _mm_set1_ps(-1e6f), lim_hi = _mm_set1_ps(1e6f), zero = _mm_setzero_ps(), top = _mm_set1_ps(255.f);
+  auto q4 = [&](const float* p) {
+    __m128 v = _mm_div_ps(_mm_loadu_ps(p), vs);
+    v = _mm_min_ps(_mm_max_ps(v, lim_lo), lim_hi);  // NaN -> -1e6 (max returns the 2nd operand)
+    v = _mm_add_ps(_mm_sub_ps(_mm_add_ps(v, magic), magic), vz);
+    v = _mm_min_ps(_mm_max_ps(v, zero), top);
+    return _mm_cvttps_epi32(v);
+  };
+  for (; i + 16 <= n; i += 16) {
+    const __m128i a = _mm_packs_epi32(q4(x + i), q4(x + i + 4));
+    const __m128i b = _mm_packs_epi32(q4(x + i + 8), q4(x + i + 12));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(y + i), _mm_packus_epi16(a, b));
+  }
+#endif
+  for (; i < n; ++i) {
+    float v = x[i] / scale;
+    v = v < -1e6f ? -1e6f : (v > 1e6f ? 1e6f : v);
+    v = ((v + 12582912.f) - 12582912.f) + zp;  // round half to even
+    v = v > 0.f ? v : 0.f;                      // NaN -> 0
+    v = v < 255.f ? v : 255.f;
+    y[i] = static_cast<uint8_t>(static_cast<int32_t>(v));
+  }
+}
+
 void dynamic_quantize_kernel(OpContext& ctx) {
   const Tensor& X = ctx.input(0);
   MRT_CHECK_IMPL(X.dtype() == DType::kFloat, "DynamicQuantizeLinear: input must be float32, got ", X.describe());
@@ -234,10 +305,7 @@ void dynamic_quantize_kernel(OpContext& ctx) {
   std::mutex mu;
   ctx.threads().parallel_for(n, 16384, [&](int64_t b, int64_t e) {
     float lmn = 0.f, lmx = 0.f;
-    for (int64_t i = b; i < e; ++i) {
-      lmn = x[i] < lmn ? x[i] : lmn;
-      lmx = x[i] > lmx ? x[i] : lmx;
-    }
+    minmax_f32(x + b, e - b, lmn, lmx);
     std::lock_guard<std::mutex> lock(mu);
     mn = std::min(mn, lmn);
     mx = std::max(mx, lmx);
@@ -248,22 +316,33 @@ void dynamic_quantize_kernel(OpContext& ctx) {
   const float zpf = std::nearbyint(std::min(255.0f, std::max(0.0f, izp)));
   Tensor& Y = ctx.output(0, DType::kUInt8, X.shape());
   uint8_t* y = Y.data<uint8_t>();
-  ctx.threads().parallel_for(n, 16384, [&](int64_t b, int64_t e) {
-    for (int64_t i = b; i < e; ++i) {
-      float v = std::nearbyint(x[i] / scale) + zpf;
-      v = std::isnan(v) ? 0.f : std::min(255.f, std::max(0.f, v));
-      y[i] = static_cast<uint8_t>(v);
-    }
+  ctx.threads().parallel_for(n, 16384, [x, y, scale, zpf](int64_t b, int64_t e) {
+    quantize_u8(x + b, y + b, e - b, scale, zpf);
   });
   if (ctx.has_output(1)) ctx.output(1, DType::kFloat, {}).data<float>()[0] = scale;
   if (ctx.has_output(2)) ctx.output(2, DType::kUInt8, {}).data<uint8_t>()[0] = static_cast<uint8_t>(zpf);
 }
 
+void quantize_check(const Node& node, int64_t opset) {
+  if (opset < 21) return;
+  const int64_t dt = node.attr_int("output_dtype", 0);
+  MRT_CHECK_IMPL(dt == 0 || dt == 2 || dt == 3 || dt == 4 || dt == 5, node.label(), ": output_dtype ", dt,
+                 " is not supported; uint8, int8, uint16 and int16 are");
+  MRT_ENFORCE(node.attr_int("block_size", 0) >= 0, MRT_INVALID_MODEL, node.label(), ": block_size must be >= 0");
+}
+
+void dequantize_check(const Node& node, int64_t opset) {
+  if (opset < 23) return;
+  const int64_t dt = node.attr_int("output_dtype", 0);
+  MRT_CHECK_IMPL(dt == 0 || dtype_is_float(static_cast<DType>(dt)), node.label(), ": output_dtype ", dt,
+                 " is not supported; float, double, float16 and bfloat16 are");
+}
+
 }  // namespace
 
 void register_quant_kernels(KernelRegistry& r) {
-  r.add("QuantizeLinear", 10, quantize_kernel);
-  r.add("DequantizeLinear", 10, dequantize_kernel);
+  r.add("QuantizeLinear", 10, quantize_kernel, quantize_check);
+  r.add("DequantizeLinear", 10, dequantize_kernel, dequantize_check);
   r.add("DynamicQuantizeLinear", 11, dynamic_quantize_kernel);
   register_quant_matmul_kernels(r);
   register_quant_conv_kernels(r);

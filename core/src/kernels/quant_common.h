@@ -106,10 +106,26 @@ void pack_b8(PackedB8& out, const Tensor& B, int64_t offset, int64_t K, int64_t 
 void igemm_vnni(int64_t M, const Tensor& A, int64_t offset, int64_t K, const int32_t* za, bool za_per_row,
                 const PackedB8& B, int32_t* C, int64_t ldc, ThreadPool* pool);
 
+// Round half to even without a libm call (so loops vectorize): values are first limited
+// to +-2^50, which changes no saturated result; NaN passes through.
+inline double round_even(double v) {
+  v = v < -1e15 ? -1e15 : (v > 1e15 ? 1e15 : v);
+  return (v + 6755399441055744.0) - 6755399441055744.0;  // 1.5 * 2^52
+}
+inline float round_even(float v) {
+  v = v < -1e6f ? -1e6f : (v > 1e6f ? 1e6f : v);
+  return (v + 12582912.f) - 12582912.f;  // 1.5 * 2^23
+}
+// Clamp into [lo, hi]; NaN becomes lo.
+template <class F>
+inline F saturate(F v, F lo, F hi) {
+  v = v > lo ? v : lo;
+  return v < hi ? v : hi;
+}
+
 // Requantize an int32 accumulator: clamp(rint(acc * multiplier) + zp) into [lo, hi].
 inline double requantize(double acc, double multiplier, double zp, double lo, double hi) {
-  double v = std::nearbyint(acc * multiplier) + zp;
-  return v < lo ? lo : (v > hi ? hi : v);
+  return saturate(round_even(acc * multiplier) + zp, lo, hi);
 }
 
 }  // namespace quant

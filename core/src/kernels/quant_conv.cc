@@ -236,11 +236,17 @@ void qlinear_conv_kernel(OpContext& ctx) {
   else write(Y.data<int8_t>());
 }
 
+void conv_check(const Node& node, int64_t) {
+  const std::string ap = node.attr_string("auto_pad", "NOTSET");
+  MRT_CHECK_IMPL(ap == "NOTSET" || ap.empty() || ap == "SAME_UPPER" || ap == "SAME_LOWER" || ap == "VALID",
+                 node.label(), ": auto_pad '", ap, "' is not supported");
+}
+
 }  // namespace
 
 void register_quant_conv_kernels(KernelRegistry& r) {
-  r.add("ConvInteger", 10, conv_integer_kernel);
-  r.add("QLinearConv", 10, qlinear_conv_kernel);
+  r.add("ConvInteger", 10, conv_integer_kernel, conv_check);
+  r.add("QLinearConv", 10, qlinear_conv_kernel, conv_check);
 }
 
 }  // namespace mrt

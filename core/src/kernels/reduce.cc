@@ -178,11 +178,13 @@ struct Reducer {
   }
   static inline A combine(A a, A x) {
     if constexpr (K == RKind::kMax) {
-      if constexpr (std::is_floating_point<A>::value) return (x > a || x != x) ? x : a;
-      else return x > a ? x : a;
+      a = x > a ? x : a;
+      if constexpr (std::is_floating_point<A>::value) a = x != x ? x : a;
+      return a;
     } else if constexpr (K == RKind::kMin) {
-      if constexpr (std::is_floating_point<A>::value) return (x < a || x != x) ? x : a;
-      else return x < a ? x : a;
+      a = x < a ? x : a;
+      if constexpr (std::is_floating_point<A>::value) a = x != x ? x : a;
+      return a;
     } else if constexpr (K == RKind::kProd) {
       return a * x;
     } else {
@@ -210,22 +212,20 @@ void reduce_ori(OpContext& ctx, const T* x, T* y, int64_t O, int64_t R, int64_t 
   using A = acc_t<T>;
   const int64_t work = O * std::max<int64_t>(R, 1) * I;
   if (I == 1) {
+    constexpr int64_t kLanes = 32;
     auto rows = [&](int64_t b, int64_t e) {
       for (int64_t o = b; o < e; ++o) {
         const T* p = x + o * R;
+        // kLanes independent accumulators: the lane loop vectorizes and the float sums
+        // are more accurate than one running sum.
+        A lanes[kLanes];
+        for (int64_t k = 0; k < kLanes; ++k) lanes[k] = Rd::init();
+        int64_t r = 0;
+        for (; r + kLanes <= R; r += kLanes)
+          for (int64_t k = 0; k < kLanes; ++k) lanes[k] = Rd::combine(lanes[k], Rd::pre(load_acc<T>(p[r + k])));
         A acc = Rd::init();
-        if constexpr (std::is_same<A, float>::value && (K == RKind::kSum || K == RKind::kMean ||
-                                                        K == RKind::kSumSquare || K == RKind::kL2)) {
-          // 8 independent partial sums: vectorizable and more accurate.
-          float part[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-          int64_t r = 0;
-          for (; r + 8 <= R; r += 8)
-            for (int k = 0; k < 8; ++k) part[k] += Rd::pre(load_acc<T>(p[r + k]));
-          for (; r < R; ++r) part[0] += Rd::pre(load_acc<T>(p[r]));
-          acc = ((part[0] + part[4]) + (part[1] + part[5])) + ((part[2] + part[6]) + (part[3] + part[7]));
-        } else {
-          for (int64_t r = 0; r < R; ++r) acc = Rd::combine(acc, Rd::pre(load_acc<T>(p[r])));
-        }
+        for (; r < R; ++r) acc = Rd::combine(acc, Rd::pre(load_acc<T>(p[r])));
+        for (int64_t k = 0; k < kLanes; ++k) acc = Rd::combine(acc, lanes[k]);
         y[o] = store_acc<T>(Rd::post(acc, R));
       }
     };

@@ -269,6 +269,8 @@ void tile_kernel(OpContext& ctx) {
   std::vector<int64_t> strides;
   for (size_t i = 0; i < x.rank(); ++i) {
     MRT_CHECK_ARG(reps[i] >= 0, "repeats ", shape_str(reps), " has a negative entry");
+    MRT_CHECK_ARG(x.dim(i) == 0 || reps[i] <= std::numeric_limits<int64_t>::max() / x.dim(i), "repeats ",
+                  shape_str(reps), " make ", x.describe(), " too large");
     out[i] = x.dim(i) * reps[i];
     ext.push_back(reps[i]);
     strides.push_back(0);
@@ -322,6 +324,8 @@ void pad_kernel(OpContext& ctx) {
     if (ctx.opset() >= 18)
       if (const Tensor* a = ctx.optional_input(3)) axes = read_int64s(*a, "axes");
   }
+  constexpr int64_t kMaxPad = int64_t(1) << 40;
+  for (int64_t p : pads) MRT_CHECK_ARG(p > -kMaxPad && p < kMaxPad, "pads ", shape_str(pads), " are out of range");
   std::vector<int64_t> pb(r, 0), pe(r, 0);
   if (axes.empty()) {
     MRT_CHECK_ARG(pads.size() == 2 * r, "pads ", shape_str(pads), " must have ", 2 * r, " entries for ",
@@ -442,7 +446,7 @@ void depth_to_space_kernel(OpContext& ctx) {
   const Tensor& x = ctx.input(0);
   MRT_CHECK_ARG(x.rank() == 4, "input must be 4-D (NCHW), got ", x.describe());
   const int64_t b = ctx.node().require_int("blocksize");
-  MRT_CHECK_ARG(b > 0, "blocksize must be positive, got ", b);
+  MRT_CHECK_ARG(b > 0 && b <= (int64_t(1) << 20), "blocksize must be positive, got ", b);
   const int64_t N = x.dim(0), C = x.dim(1), H = x.dim(2), W = x.dim(3);
   MRT_CHECK_ARG(C % (b * b) == 0, "channels ", C, " of ", x.describe(), " are not divisible by blocksize^2 = ", b * b);
   const int64_t c = C / (b * b);
@@ -466,7 +470,7 @@ void space_to_depth_kernel(OpContext& ctx) {
   const Tensor& x = ctx.input(0);
   MRT_CHECK_ARG(x.rank() == 4, "input must be 4-D (NCHW), got ", x.describe());
   const int64_t b = ctx.node().require_int("blocksize");
-  MRT_CHECK_ARG(b > 0, "blocksize must be positive, got ", b);
+  MRT_CHECK_ARG(b > 0 && b <= (int64_t(1) << 20), "blocksize must be positive, got ", b);
   const int64_t N = x.dim(0), C = x.dim(1), H = x.dim(2), W = x.dim(3);
   MRT_CHECK_ARG(H % b == 0 && W % b == 0, "spatial dims of ", x.describe(), " are not divisible by blocksize ", b);
   const bool crd = crd_mode(ctx.node());
