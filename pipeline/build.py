@@ -132,7 +132,7 @@ def build(planned: Sequence[PlannedCell], layout: Layout, *, host: Target | None
         _say(opts, f"[{cell.id}] building (changed: {', '.join(changed)}); log: {_rel(log, layout.root)}")
         try:
             wheel, sha = _build_cell(cell, layout, host, opts, log)
-        except CellFailure as exc:
+        except (CellFailure, OSError) as exc:
             _say(opts, f"[{cell.id}] FAILED {exc}; log: {_rel(log, layout.root)}")
             _say(opts, _tail(log))
             results.append(

@@ -70,6 +70,8 @@ def run_case(case: Any) -> CaseResult:
     rtol = getattr(case, "rtol", 1e-3) or 1e-3
     atol = getattr(case, "atol", 1e-7) or 1e-7
     for inputs, expected in case.data_sets:
+        inputs = [np.asarray(v) if isinstance(v, np.generic) else v for v in inputs]
+        expected = [np.asarray(v) if isinstance(v, np.generic) else v for v in expected]
         if any(not isinstance(v, np.ndarray) for v in list(inputs) + list(expected)):
             return CaseResult(case.name, ops, "unsupported", "sequence/optional values are not supported")
         feed = dict(zip(input_names, inputs, strict=False))

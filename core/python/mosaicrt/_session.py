@@ -298,8 +298,7 @@ def _to_numpy(value: Any) -> np.ndarray[Any, Any]:
         lib.MrtReleaseValue(value)
         return np.empty(shape, dtype=dtype)
     interface = {"shape": shape, "typestr": dtype.str, "data": (data.value, False), "version": 3}
-    if dtype.str.startswith("|V"):  # extension dtypes (bfloat16) need descr
-        interface["descr"] = dtype.descr
-        arr = np.asarray(_OwnedOutput(value, {**interface, "typestr": f"|V{dtype.itemsize}"})).view(dtype)
-        return arr
+    if dtype.kind == "V":  # extension dtypes (ml_dtypes.bfloat16): expose raw bytes, then view
+        raw = np.asarray(_OwnedOutput(value, {**interface, "typestr": f"|V{dtype.itemsize}"}))
+        return raw.view(dtype)
     return np.asarray(_OwnedOutput(value, interface))

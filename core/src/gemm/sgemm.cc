@@ -199,7 +199,8 @@ void scale_c(int64_t M, int64_t N, float beta, float* C, int64_t ldc) {
   }
 }
 
-bool use_threads(ThreadPool* pool, double flops) { return pool != nullptr && pool->size() > 1 && flops >= 2.0e5; }
+// Below ~2 MFLOP (a few microseconds) waking the workers costs more than it saves.
+bool use_threads(ThreadPool* pool, double flops) { return pool != nullptr && pool->size() > 1 && flops >= 2.0e6; }
 
 // One operand: either raw memory (p, ld, trans) or a pre-packed operand.
 struct OperandA {

@@ -18,9 +18,33 @@ inline void store_vec(float* c, __m512 acc, __m512 va, float beta, __mmask16 mas
   _mm512_mask_storeu_ps(c, mask, r);
 }
 
+// Edge tile with n <= 16 columns: only the first 16 lanes of each B row are used.
+template <int M>
+void micro_avx512_half(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, int64_t n, float alpha,
+                       float beta) {
+  __m512 acc[M];
+#pragma GCC unroll 16
+  for (int i = 0; i < M; ++i) acc[i] = _mm512_setzero_ps();
+  for (int64_t k = 0; k < kc; ++k) {
+    const __m512 b0 = _mm512_loadu_ps(b);
+#pragma GCC unroll 16
+    for (int i = 0; i < M; ++i) acc[i] = _mm512_fmadd_ps(_mm512_set1_ps(a[i]), b0, acc[i]);
+    a += kMr;
+    b += kNr;
+  }
+  const __m512 va = _mm512_set1_ps(alpha);
+  const __mmask16 m0 = n >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << n) - 1u);
+#pragma GCC unroll 16
+  for (int i = 0; i < M; ++i) store_vec(c + i * ldc, acc[i], va, beta, m0);
+}
+
 template <int M>
 void micro_avx512(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, int64_t n, float alpha,
                   float beta) {
+  if (n <= 16) {
+    micro_avx512_half<M>(kc, a, b, c, ldc, n, alpha, beta);
+    return;
+  }
   __m512 acc0[M], acc1[M];
 #pragma GCC unroll 16
   for (int i = 0; i < M; ++i) {

@@ -1,9 +1,19 @@
 // Unary elementwise ops: math functions, activations (with their attributes), IsNaN,
 // IsInf, Not, BitwiseNot and Clip.
+#if defined(__GNUC__) && !defined(__clang__)
+// Let GCC if-convert the selects of the float approximations so their loops vectorize
+// (FP exception flags are never observed by the runtime; clang does this by default).
+#pragma GCC optimize("no-trapping-math", "no-math-errno")
+#endif
 #include <cstring>
 #include <string>
 
 #include "elementwise_common.h"
+#include "elementwise_math.h"
+
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 namespace mrt {
 namespace ew {
@@ -11,6 +21,20 @@ namespace {
 
 template <class T>
 using wrap_t = std::conditional_t<sizeof(T) <= 4, uint32_t, uint64_t>;
+
+// float32 goes through the vectorizable approximations; double keeps libm.
+template <class C> inline C fexp(C x) {
+  if constexpr (std::is_same<C, float>::value) return fastmath::exp_f(x);
+  else return std::exp(x);
+}
+template <class C> inline C ftanh(C x) {
+  if constexpr (std::is_same<C, float>::value) return fastmath::tanh_f(x);
+  else return std::tanh(x);
+}
+template <class C> inline C ferf(C x) {
+  if constexpr (std::is_same<C, float>::value) return fastmath::erf_f(x);
+  else return std::erf(x);
+}
 
 #define MRT_EW_SIMPLE_FN(NAME, OPNAME, EXPR)                        \
   struct NAME {                                                     \
@@ -24,7 +48,7 @@ MRT_EW_SIMPLE_FN(FloorF, "Floor", std::floor(x))
 MRT_EW_SIMPLE_FN(RoundF, "Round", std::nearbyint(x))  // default rounding mode: half to even
 MRT_EW_SIMPLE_FN(ReciprocalF, "Reciprocal", C(1) / x)
 MRT_EW_SIMPLE_FN(SqrtF, "Sqrt", std::sqrt(x))
-MRT_EW_SIMPLE_FN(ExpF, "Exp", std::exp(x))
+MRT_EW_SIMPLE_FN(ExpF, "Exp", fexp(x))
 MRT_EW_SIMPLE_FN(LogF, "Log", std::log(x))
 MRT_EW_SIMPLE_FN(SinF, "Sin", std::sin(x))
 MRT_EW_SIMPLE_FN(CosF, "Cos", std::cos(x))
@@ -37,12 +61,13 @@ MRT_EW_SIMPLE_FN(CoshF, "Cosh", std::cosh(x))
 MRT_EW_SIMPLE_FN(AsinhF, "Asinh", std::asinh(x))
 MRT_EW_SIMPLE_FN(AcoshF, "Acosh", std::acosh(x))
 MRT_EW_SIMPLE_FN(AtanhF, "Atanh", std::atanh(x))
-MRT_EW_SIMPLE_FN(ErfF, "Erf", std::erf(x))
-MRT_EW_SIMPLE_FN(TanhF, "Tanh", std::tanh(x))
+MRT_EW_SIMPLE_FN(ErfF, "Erf", ferf(x))
+MRT_EW_SIMPLE_FN(TanhF, "Tanh", ftanh(x))
 MRT_EW_SIMPLE_FN(SoftsignF, "Softsign", x / (C(1) + std::fabs(x)))
 MRT_EW_SIMPLE_FN(HardSwishF, "HardSwish", x * std::max(C(0), std::min(C(1), x / C(6) + C(0.5))))
 
 template <class C> inline C sigmoid(C x) {
+  if constexpr (std::is_same<C, float>::value) return fastmath::sigmoid_f(x);
   if (x >= 0) return C(1) / (C(1) + std::exp(-x));
   const C e = std::exp(x);
   return e / (C(1) + e);
@@ -108,7 +133,7 @@ struct GeluF {
   template <class C> C operator()(C x) const {
     if (tanh_approx) {
       const C k = C(0.7978845608028654);  // sqrt(2/pi)
-      return C(0.5) * x * (C(1) + std::tanh(k * (x + C(0.044715) * x * x * x)));
+      return C(0.5) * x * (C(1) + ftanh(k * (x + C(0.044715) * x * x * x)));
     }
     return C(0.5) * x * (C(1) + std::erf(x * C(0.7071067811865476)));
   }
@@ -182,6 +207,36 @@ void numeric_unary_kernel(OpContext& ctx) {
   Tensor& y = ctx.output(0, x.dtype(), x.shape());
   const F f = F::make(ctx.node());
   MRT_EW_DISPATCH_NUMERIC(x.dtype(), F::kName, { unary_apply<T, T>(ctx, x, y, Lift1F<T, F>{f}); });
+}
+
+void sqrt_kernel(OpContext& ctx) {
+  const Tensor& x = ctx.input(0);
+  Tensor& y = ctx.output(0, x.dtype(), x.shape());
+#if defined(__SSE2__)
+  if (x.dtype() == DType::kFloat || x.dtype() == DType::kDouble) {
+    const int64_t n = x.numel();
+    const bool f32 = x.dtype() == DType::kFloat;
+    auto body = [&](int64_t b, int64_t e) {
+      if (f32) {
+        const float* xp = x.data_as<float>();
+        float* yp = y.data_as<float>();
+        int64_t i = b;
+        for (; i + 4 <= e; i += 4) _mm_storeu_ps(yp + i, _mm_sqrt_ps(_mm_loadu_ps(xp + i)));
+        for (; i < e; ++i) yp[i] = _mm_cvtss_f32(_mm_sqrt_ss(_mm_set_ss(xp[i])));
+      } else {
+        const double* xp = x.data_as<double>();
+        double* yp = y.data_as<double>();
+        int64_t i = b;
+        for (; i + 2 <= e; i += 2) _mm_storeu_pd(yp + i, _mm_sqrt_pd(_mm_loadu_pd(xp + i)));
+        for (; i < e; ++i) yp[i] = _mm_cvtsd_f64(_mm_sqrt_sd(_mm_setzero_pd(), _mm_set_sd(xp[i])));
+      }
+    };
+    if (n < 2 * kGrain) body(0, n);
+    else ctx.threads().parallel_for(n, kGrain, body);
+    return;
+  }
+#endif
+  float_unary_kernel<SqrtF>(ctx);
 }
 
 void gelu_check(const Node& n, int64_t) {
@@ -278,7 +333,7 @@ void register_unary_kernels(KernelRegistry& r) {
   r.add("Floor", 1, float_unary_kernel<FloorF>);
   r.add("Round", 11, float_unary_kernel<RoundF>);
   r.add("Reciprocal", 1, float_unary_kernel<ReciprocalF>);
-  r.add("Sqrt", 1, float_unary_kernel<SqrtF>);
+  r.add("Sqrt", 1, sqrt_kernel);
   r.add("Exp", 1, float_unary_kernel<ExpF>);
   r.add("Log", 1, float_unary_kernel<LogF>);
   r.add("Sin", 7, float_unary_kernel<SinF>);

@@ -1,10 +1,14 @@
-// Kernel group: nn — Conv and ConvTranspose (pooling lives in nn_pool.cc).
+// Kernel group: nn — Conv, com.microsoft FusedConv and ConvTranspose (pooling lives in
+// nn_pool.cc, DeformConv/CausalConvWithState in nn_deform_conv.cc).
 //
 // Conv runs as im2col + GEMM per (image, group): the column matrix holds, for every
 // (input channel, kernel offset) row, the input values seen by each output position.
 // 1x1 stride-1 unpadded convolutions skip im2col (the input already is that matrix),
-// depthwise convolutions use a direct kernel. The column buffer is bounded: when it
-// would be large it is built for a band of output rows at a time.
+// depthwise convolutions use a direct kernel (AVX2 when the CPU has it). Constant
+// filters are packed once per node for the SGEMM micro-kernel. The column buffer is
+// bounded: it is built for a band of output positions at a time; with several threads
+// every worker builds and multiplies its own cache-sized band (one parallel region per
+// Conv), otherwise the bands run in order with a multi-threaded GEMM.
 // ConvTranspose is the adjoint: GEMM into a column matrix, then col2im accumulation.
 #include <algorithm>
 #include <cmath>
@@ -618,19 +622,18 @@ ConvTPlan plan_conv_transpose(const OpContext& ctx, const Tensor& X, const Tenso
                   " must have ", nsp, " values");
     req.erase(req.begin(), req.end() - static_cast<std::ptrdiff_t>(nsp));
   }
-  const bool explicit_pads = node.has_attr("pads") && auto_pad == AutoPad::kNotSet;
   for (size_t d = 0; d < nsp; ++d) {
     MRT_CHECK_ARG(out_pad[d] >= 0, op, ": output_padding must be >= 0, got ", out_pad[d]);
     const int64_t full = g.stride[d] * (in[d] - 1) + out_pad[d] + g.eff_kernel(d);
     if (auto_pad == AutoPad::kValid) {
       g.pad_begin[d] = g.pad_end[d] = 0;
     }
-    if (!req.empty() && !explicit_pads) {
+    if (!req.empty()) {  // pads are derived from output_shape (explicit pads are ignored)
       out_spatial[d] = req[d];
-    } else if (req.empty() && (auto_pad == AutoPad::kSameUpper || auto_pad == AutoPad::kSameLower)) {
+    } else if (auto_pad == AutoPad::kSameUpper || auto_pad == AutoPad::kSameLower) {
       out_spatial[d] = in[d] * g.stride[d];
     } else {
-      out_spatial[d] = req.empty() ? full - g.pad_begin[d] - g.pad_end[d] : req[d];
+      out_spatial[d] = full - g.pad_begin[d] - g.pad_end[d];
       continue;
     }
     const int64_t total = full - out_spatial[d];

@@ -83,7 +83,9 @@ void depthwise_plane_avx2(const float* x, const float* w, float bias, float* y, 
       std::fill(dst + hi, dst + pcols, 0.f);
     }
   }
-  std::vector<int64_t> off(static_cast<size_t>(g.KW));
+  int64_t off_small[16];
+  std::vector<int64_t> off_big(g.KW > 16 ? static_cast<size_t>(g.KW) : 0);
+  int64_t* off = g.KW > 16 ? off_big.data() : off_small;
   for (int64_t kw = 0; kw < g.KW; ++kw) off[kw] = ((kw * g.dw) % s) * phase_size + (kw * g.dw) / s;
   const int64_t row_step = g.dh * pcols;
   const __m256 vb = _mm256_set1_ps(bias);
@@ -92,11 +94,11 @@ void depthwise_plane_avx2(const float* x, const float* w, float bias, float* y, 
     const float* xr = xpad + oh * g.sh * pcols;
     float* yr = y + oh * g.OW;
     int64_t b = 0;
-    for (; b + 4 <= full; b += 4) row_blocks<4>(xr + b * 8, row_step, off.data(), w, g.KH, g.KW, vb, yr + b * 8);
-    for (; b + 2 <= full; b += 2) row_blocks<2>(xr + b * 8, row_step, off.data(), w, g.KH, g.KW, vb, yr + b * 8);
-    for (; b < full; ++b) row_blocks<1>(xr + b * 8, row_step, off.data(), w, g.KH, g.KW, vb, yr + b * 8);
+    for (; b + 4 <= full; b += 4) row_blocks<4>(xr + b * 8, row_step, off, w, g.KH, g.KW, vb, yr + b * 8);
+    for (; b + 2 <= full; b += 2) row_blocks<2>(xr + b * 8, row_step, off, w, g.KH, g.KW, vb, yr + b * 8);
+    for (; b < full; ++b) row_blocks<1>(xr + b * 8, row_step, off, w, g.KH, g.KW, vb, yr + b * 8);
     if (b < blocks) {
-      row_blocks<1>(xr + b * 8, row_step, off.data(), w, g.KH, g.KW, vb, tail);
+      row_blocks<1>(xr + b * 8, row_step, off, w, g.KH, g.KW, vb, tail);
       for (int64_t i = 0; i < g.OW - b * 8; ++i) yr[b * 8 + i] = tail[i];
     }
   }

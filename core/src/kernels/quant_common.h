@@ -99,11 +99,15 @@ using VnniBlockFn = void (*)(int64_t rows, int64_t K4, const uint8_t* A, int64_t
                              const int32_t* za, const int32_t* rowsum, const int32_t* zb, const int32_t* colfix,
                              int32_t* C, int64_t ldc, int64_t valid_n);
 VnniBlockFn igemm_block_vnni();  // nullptr when not compiled in
+// Column sums of one packed panel (kVnniPanel int32 values), K4 values of k.
+using VnniColsumFn = void (*)(const int8_t* panel, int64_t K4, int32_t* colsum);
+VnniColsumFn igemm_colsum_vnni();  // nullptr when not compiled in
 bool igemm_vnni_available();     // compiled in and the running CPU has AVX512-VNNI
-// B: K x N uint8/int8 matrix at element `offset` of the tensor (row stride N).
-void pack_b8(PackedB8& out, const Tensor& B, int64_t offset, int64_t K, int64_t N, const int32_t* zp, bool zp_per_col);
-// C[M, N] = (A - za) x (B - zb) with A: M x K uint8/int8 rows at element `offset`.
-void igemm_vnni(int64_t M, const Tensor& A, int64_t offset, int64_t K, const int32_t* za, bool za_per_row,
+// B: K x N matrix of uint8 (b_is_u8) or int8 bytes with row stride ldb.
+void pack_b8(PackedB8& out, const void* B, bool b_is_u8, int64_t ldb, int64_t K, int64_t N, const int32_t* zp,
+             bool zp_per_col);
+// C[M, N] = (A - za) x (B - zb) with A: M rows of K uint8 (or int8 when a_is_s8) bytes, row stride lda.
+void igemm_vnni(int64_t M, const void* A, bool a_is_s8, int64_t lda, int64_t K, const int32_t* za, bool za_per_row,
                 const PackedB8& B, int32_t* C, int64_t ldc, ThreadPool* pool);
 
 // Round half to even without a libm call (so loops vectorize): values are first limited

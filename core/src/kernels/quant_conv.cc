@@ -69,9 +69,9 @@ ConvGeom conv_geometry(const Node& node, const Tensor& X, const Tensor& W, const
   return g;
 }
 
-// col[(c * kernel_size + kidx) * out_size + o] = x[c, in(o, kidx)] - zp, 0 outside the input.
-template <class S>
-void im2col(const S* x, int32_t zp, const ConvGeom& g, int64_t channels, int16_t* col, ThreadPool& pool) {
+// col[(c * kernel_size + kidx) * out_size + o] = x[c, in(o, kidx)] - sub, `pad` outside the input.
+template <class S, class D>
+void im2col(const S* x, int32_t sub, D pad, const ConvGeom& g, int64_t channels, D* col, ThreadPool& pool) {
   const size_t nd = g.in.size();
   const int64_t rows = channels * g.kernel_size;
   const int64_t last_out = g.out[nd - 1];
@@ -82,7 +82,7 @@ void im2col(const S* x, int32_t zp, const ConvGeom& g, int64_t channels, int16_t
       int64_t kidx = r % g.kernel_size;
       for (size_t d = nd; d-- > 0;) { kc[d] = kidx % g.kernel[d]; kidx /= g.kernel[d]; }
       const S* xc = x + c * g.in_size;
-      int16_t* dst = col + r * g.out_size;
+      D* dst = col + r * g.out_size;
       std::fill(oc.begin(), oc.end(), 0);
       // Walk the output positions one innermost line at a time.
       for (int64_t o = 0; o < g.out_size; o += last_out) {
@@ -93,18 +93,30 @@ void im2col(const S* x, int32_t zp, const ConvGeom& g, int64_t channels, int16_t
           if (i < 0 || i >= g.in[d]) { inside = false; break; }
           base = base * g.in[d] + i;
         }
-        int16_t* line = dst + o;
+        D* line = dst + o;
         if (!inside) {
-          std::fill(line, line + last_out, int16_t(0));
+          std::fill(line, line + last_out, pad);
         } else {
           const size_t d = nd - 1;
           const int64_t in_last = g.in[d];
           const int64_t start = -g.pad_begin[d] + kc[d] * g.dil[d];
           const S* xl = xc + base * in_last;
-          for (int64_t j = 0; j < last_out; ++j) {
-            const int64_t i = start + j * g.stride[d];
-            line[j] = (i >= 0 && i < in_last) ? static_cast<int16_t>(static_cast<int32_t>(xl[i]) - zp) : int16_t(0);
+          const int64_t st = g.stride[d];
+          // Output positions j whose input i = start + j * st lies inside [0, in_last).
+          int64_t j0 = start >= 0 ? 0 : (-start + st - 1) / st;
+          int64_t j1 = start >= in_last ? 0 : (in_last - start + st - 1) / st;
+          j0 = std::min(j0, last_out);
+          j1 = std::max(j0, std::min(j1, last_out));
+          for (int64_t j = 0; j < j0; ++j) line[j] = pad;
+          const S* xs = xl + start + j0 * st;
+          D* ls = line + j0;
+          const int64_t cnt = j1 - j0;
+          if (st == 1) {
+            for (int64_t j = 0; j < cnt; ++j) ls[j] = static_cast<D>(static_cast<int32_t>(xs[j]) - sub);
+          } else {
+            for (int64_t j = 0; j < cnt; ++j) ls[j] = static_cast<D>(static_cast<int32_t>(xs[j * st]) - sub);
           }
+          for (int64_t j = j1; j < last_out; ++j) line[j] = pad;
         }
         for (size_t d = nd - 1; d-- > 0;) {
           if (++oc[d] < g.out[d]) break;
@@ -142,6 +154,30 @@ void integer_conv(OpContext& ctx, const ConvGeom& g, size_t x_in, size_t xz_in, 
     MRT_CHECK_ARG(wz->dtype() == W.dtype(), op, ": w zero point type differs from the weight's");
   }
   const int64_t Mg = g.M / g.group, Cg = g.C / g.group, Kc = Cg * g.kernel_size;
+  if (g.out_size == 0 || g.N == 0 || g.M == 0) return;
+  if (quant::igemm_vnni_available()) {
+    // u8 x s8 VNNI GEMM on the raw bytes: columns padded with the x zero point's byte.
+    std::vector<int32_t> wzp = wz ? quant::to_int32s(*wz) : std::vector<int32_t>();
+    const bool per_row = wzp.size() > 1;
+    const bool x_u8 = X.dtype() == DType::kUInt8;
+    std::vector<uint8_t> col(static_cast<size_t>(Kc * g.out_size));
+    quant::PackedB8 packed;
+    const uint8_t* w = static_cast<const uint8_t*>(W.raw());
+    for (int64_t n = 0; n < g.N; ++n) {
+      for (int64_t gi = 0; gi < g.group; ++gi) {
+        const int64_t xoff = (n * g.C + gi * Cg) * g.in_size;
+        const uint8_t pad = static_cast<uint8_t>(xzp);
+        if (x_u8) im2col(X.data<uint8_t>() + xoff, 0, pad, g, Cg, col.data(), ctx.threads());
+        else im2col(X.data<int8_t>() + xoff, 0, pad, g, Cg, col.data(), ctx.threads());
+        quant::pack_b8(packed, col.data(), x_u8, g.out_size, Kc, g.out_size, &xzp, false);
+        const int32_t* z = wzp.empty() ? nullptr : wzp.data() + (per_row ? gi * Mg : 0);
+        int32_t* yg = y + (n * g.M + gi * Mg) * g.out_size;
+        quant::igemm_vnni(Mg, w + gi * Mg * Kc, W.dtype() == DType::kInt8, Kc, Kc, z, per_row, packed, yg, g.out_size,
+                          &ctx.threads());
+      }
+    }
+    return;
+  }
   const int64_t Kp = (Kc + 1) & ~int64_t(1);
   auto make = [&] {
     auto pw = std::make_shared<PackedWeights>();
@@ -156,15 +192,14 @@ void integer_conv(OpContext& ctx, const ConvGeom& g, size_t x_in, size_t xz_in, 
   };
   const bool w_const = ctx.input_is_constant(w_in) && (!wz || ctx.input_is_constant(wz_in));
   const std::shared_ptr<PackedWeights> pw = w_const ? ctx.node_cache<PackedWeights>(make) : make();
-  if (g.out_size == 0 || g.N == 0 || g.M == 0) return;
 
   std::vector<int16_t> col(static_cast<size_t>(Kc * g.out_size));
   quant::PackedB packed;
   for (int64_t n = 0; n < g.N; ++n) {
     for (int64_t gi = 0; gi < g.group; ++gi) {
       const int64_t xoff = (n * g.C + gi * Cg) * g.in_size;
-      if (X.dtype() == DType::kUInt8) im2col(X.data<uint8_t>() + xoff, xzp, g, Cg, col.data(), ctx.threads());
-      else im2col(X.data<int8_t>() + xoff, xzp, g, Cg, col.data(), ctx.threads());
+      if (X.dtype() == DType::kUInt8) im2col(X.data<uint8_t>() + xoff, xzp, int16_t(0), g, Cg, col.data(), ctx.threads());
+      else im2col(X.data<int8_t>() + xoff, xzp, int16_t(0), g, Cg, col.data(), ctx.threads());
       quant::pack_b_s16(packed, col.data(), g.out_size, Kc, g.out_size);
       int32_t* yg = y + (n * g.M + gi * Mg) * g.out_size;
       quant::igemm(Mg, pw->groups[static_cast<size_t>(gi)].data(), packed, yg, g.out_size, &ctx.threads());

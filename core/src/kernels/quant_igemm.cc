@@ -4,6 +4,9 @@
 // have it, else the portable one below.
 #include <algorithm>
 #include <cstring>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 #include "quant_common.h"
 
@@ -113,6 +116,7 @@ void igemm(int64_t M, const int16_t* A, const PackedB& B, int32_t* C, int64_t ld
 #if !defined(MOSAICRT_X86_SIMD)
 IgemmBlockFn igemm_block_avx2() { return nullptr; }
 VnniBlockFn igemm_block_vnni() { return nullptr; }
+VnniColsumFn igemm_colsum_vnni() { return nullptr; }
 #endif
 
 bool igemm_vnni_available() {
@@ -128,11 +132,9 @@ bool igemm_vnni_available() {
   return ok;
 }
 
-void pack_b8(PackedB8& out, const Tensor& B, int64_t offset, int64_t K, int64_t N, const int32_t* zp, bool zp_per_col) {
-  const bool is_u8 = B.dtype() == DType::kUInt8;
-  MRT_CHECK_IMPL(is_u8 || B.dtype() == DType::kInt8, "integer GEMM: B element type ", dtype_name(B.dtype()),
-                 " is not supported (uint8/int8)");
-  const uint8_t* src = static_cast<const uint8_t*>(B.raw()) + offset;  // raw bytes of either type
+void pack_b8(PackedB8& out, const void* B, bool b_is_u8, int64_t ldb, int64_t K, int64_t N, const int32_t* zp,
+             bool zp_per_col) {
+  const uint8_t* src = static_cast<const uint8_t*>(B);
   out.K = K;
   out.N = N;
   out.K4 = (K + 3) & ~int64_t(3);
@@ -141,40 +143,67 @@ void pack_b8(PackedB8& out, const Tensor& B, int64_t offset, int64_t K, int64_t 
   out.zb.assign(static_cast<size_t>(out.panels * kVnniPanel), 0);
   out.colfix.assign(out.zb.size(), 0);
   // Work in the int8 domain: a uint8 byte b becomes b - 128 (flip the top bit).
-  const uint8_t flip = is_u8 ? 0x80 : 0x00;
-  const int32_t zshift = is_u8 ? -128 : 0;
+  const uint8_t flip = b_is_u8 ? 0x80 : 0x00;
+  const int32_t zshift = b_is_u8 ? -128 : 0;
+  static const VnniColsumFn colsum_fn = igemm_colsum_vnni();
+  MRT_ENFORCE(colsum_fn != nullptr, MRT_INTERNAL, "integer GEMM: the VNNI kernel is not available");
+  std::vector<int32_t> colsum(static_cast<size_t>(out.panels * kVnniPanel), 0);
+  int8_t* base = out.data.data();
+  const int64_t panel_bytes = out.K4 * kVnniPanel;
+  for (int64_t p = 0; p < out.panels; ++p) {
+    const int64_t n0 = p * kVnniPanel, nn = std::min(kVnniPanel, N - n0);
+    int8_t* pd = base + p * panel_bytes;
+    for (int64_t k = 0; k < K; k += 4) {
+      int8_t* d = pd + k * kVnniPanel;  // 4 rows x 32 columns, interleaved by 4
+      const int64_t kk = std::min<int64_t>(4, K - k);
+      int64_t j = 0;
+#if defined(__SSE2__)
+      if (kk == 4) {
+        const __m128i fl = _mm_set1_epi8(static_cast<char>(flip));
+        for (; j + 16 <= nn; j += 16) {
+          const uint8_t* r = src + k * ldb + n0 + j;
+          const __m128i r0 = _mm_xor_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(r)), fl);
+          const __m128i r1 = _mm_xor_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(r + ldb)), fl);
+          const __m128i r2 = _mm_xor_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(r + 2 * ldb)), fl);
+          const __m128i r3 = _mm_xor_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(r + 3 * ldb)), fl);
+          const __m128i t0 = _mm_unpacklo_epi8(r0, r1), t1 = _mm_unpackhi_epi8(r0, r1);
+          const __m128i t2 = _mm_unpacklo_epi8(r2, r3), t3 = _mm_unpackhi_epi8(r2, r3);
+          __m128i* o = reinterpret_cast<__m128i*>(d + (j >> 4) * 64);
+          _mm_storeu_si128(o, _mm_unpacklo_epi16(t0, t2));
+          _mm_storeu_si128(o + 1, _mm_unpackhi_epi16(t0, t2));
+          _mm_storeu_si128(o + 2, _mm_unpacklo_epi16(t1, t3));
+          _mm_storeu_si128(o + 3, _mm_unpackhi_epi16(t1, t3));
+        }
+      }
+#endif
+      for (; j < nn; ++j) {
+        int8_t* dj = d + (j >> 4) * 64 + (j & 15) * 4;
+        for (int64_t q = 0; q < kk; ++q) dj[q] = static_cast<int8_t>(src[(k + q) * ldb + n0 + j] ^ flip);
+      }
+    }
+    colsum_fn(pd, out.K4, colsum.data() + n0);
+  }
   for (int64_t n = 0; n < N; ++n) {
     const int32_t z = (zp ? (zp_per_col ? zp[n] : zp[0]) : 0) + zshift;
-    const int64_t p = n / kVnniPanel, j = n % kVnniPanel;
-    int8_t* dst = out.data.data() + p * out.K4 * kVnniPanel + (j / 16) * 64 + (j % 16) * 4;
-    int64_t sum = 0;
-    for (int64_t k = 0; k < K; ++k) {
-      const int8_t v = static_cast<int8_t>(src[k * N + n] ^ flip);
-      dst[(k >> 2) * 4 * kVnniPanel + (k & 3)] = v;
-      sum += v;
-    }
     out.zb[n] = z;
-    out.colfix[n] = static_cast<int32_t>(static_cast<uint32_t>(K * z - sum));
+    out.colfix[n] = static_cast<int32_t>(static_cast<uint32_t>(K * z - colsum[n]));
   }
 }
 
-void igemm_vnni(int64_t M, const Tensor& A, int64_t offset, int64_t K, const int32_t* za, bool za_per_row,
+void igemm_vnni(int64_t M, const void* A, bool a_is_s8, int64_t lda, int64_t K, const int32_t* za, bool za_per_row,
                 const PackedB8& B, int32_t* C, int64_t ldc, ThreadPool* pool) {
   static const VnniBlockFn kernel = igemm_block_vnni();
   MRT_ENFORCE(kernel != nullptr, MRT_INTERNAL, "integer GEMM: the VNNI kernel is not available");
   if (M <= 0 || B.N <= 0) return;
-  const bool is_s8 = A.dtype() == DType::kInt8;
-  MRT_CHECK_IMPL(is_s8 || A.dtype() == DType::kUInt8, "integer GEMM: A element type ", dtype_name(A.dtype()),
-                 " is not supported (uint8/int8)");
-  const uint8_t* src = static_cast<const uint8_t*>(A.raw()) + offset;
+  const uint8_t* src = static_cast<const uint8_t*>(A);
   const int64_t K4 = B.K4;
   // A in the uint8 domain: an int8 byte a becomes a + 128 (flip the top bit).
   std::vector<uint8_t> a8(static_cast<size_t>(M * K4), 0);
   std::vector<int32_t> zrow(static_cast<size_t>(M)), rowsum(static_cast<size_t>(M));
-  const uint8_t flip = is_s8 ? 0x80 : 0x00;
-  const int32_t zshift = is_s8 ? 128 : 0;
+  const uint8_t flip = a_is_s8 ? 0x80 : 0x00;
+  const int32_t zshift = a_is_s8 ? 128 : 0;
   for (int64_t m = 0; m < M; ++m) {
-    const uint8_t* s = src + m * K;
+    const uint8_t* s = src + m * lda;
     uint8_t* d = a8.data() + m * K4;
     int32_t sum = 0;
     for (int64_t k = 0; k < K; ++k) {

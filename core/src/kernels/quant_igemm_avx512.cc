@@ -64,9 +64,21 @@ void vnni_block(int64_t rows, int64_t K4, const uint8_t* A, int64_t lda, const i
   }
 }
 
+void vnni_colsum(const int8_t* panel, int64_t K4, int32_t* colsum) {
+  const __m512i ones = _mm512_set1_epi8(1);
+  __m512i acc0 = _mm512_setzero_si512(), acc1 = _mm512_setzero_si512();
+  for (int64_t k = 0; k < K4; k += 4) {
+    acc0 = _mm512_dpbusd_epi32(acc0, ones, _mm512_loadu_si512(panel + k * kVnniPanel));
+    acc1 = _mm512_dpbusd_epi32(acc1, ones, _mm512_loadu_si512(panel + k * kVnniPanel + 64));
+  }
+  _mm512_storeu_si512(colsum, acc0);
+  _mm512_storeu_si512(colsum + 16, acc1);
+}
+
 }  // namespace
 
 VnniBlockFn igemm_block_vnni() { return vnni_block; }
+VnniColsumFn igemm_colsum_vnni() { return vnni_colsum; }
 
 }  // namespace quant
 }  // namespace mrt

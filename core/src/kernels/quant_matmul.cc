@@ -104,7 +104,8 @@ void pack_b_matrix(PackedAny& out, const Tensor& B, int64_t matrix, int64_t K, i
   const int64_t off = matrix * K * N;
   out.vnni = quant::igemm_vnni_available();
   if (out.vnni) {
-    quant::pack_b8(out.b8, B, off, K, N, zp_ptr(zb, matrix), zb.per_item);
+    quant::pack_b8(out.b8, static_cast<const uint8_t*>(B.raw()) + off, B.dtype() == DType::kUInt8, N, K, N,
+                   zp_ptr(zb, matrix), zb.per_item);
   } else if (B.dtype() == DType::kUInt8) {
     quant::pack_b_u8(out.b16, B.data<uint8_t>() + off, N, K, N, zp_ptr(zb, matrix), zb.per_item);
   } else if (B.dtype() == DType::kInt8) {
@@ -118,7 +119,8 @@ void pack_b_matrix(PackedAny& out, const Tensor& B, int64_t matrix, int64_t K, i
 void gemm_rows(ThreadPool& pool, int64_t M, const Tensor& A, int64_t offset, int64_t K, const int32_t* za,
                bool za_per_row, const PackedAny& B, int32_t* C, int64_t ldc) {
   if (B.vnni) {
-    quant::igemm_vnni(M, A, offset, K, za, za_per_row, B.b8, C, ldc, &pool);
+    quant::igemm_vnni(M, static_cast<const uint8_t*>(A.raw()) + offset, A.dtype() == DType::kInt8, K, K, za,
+                      za_per_row, B.b8, C, ldc, &pool);
     return;
   }
   const std::vector<int16_t> a16 = quant::pack_a(A, offset, M, K, za, za_per_row, B.b16.Kp);

@@ -96,7 +96,7 @@ void squeeze_kernel(OpContext& ctx) {
     for (size_t i = 0; i < x.rank(); ++i) drop[i] = x.dim(i) == 1;
   } else {
     for (int64_t a : axes) {
-      int64_t n = normalize_axis(a, r, "axes entry");
+      int64_t n = checked_axis(a, r, "axes entry");
       MRT_CHECK_ARG(x.dim(static_cast<size_t>(n)) == 1, "cannot squeeze axis ", a, " of ", x.describe(),
                     ": its size is not 1");
       drop[static_cast<size_t>(n)] = true;
@@ -116,7 +116,7 @@ void unsqueeze_kernel(OpContext& ctx) {
   const int64_t out_rank = static_cast<int64_t>(x.rank() + axes.size());
   std::vector<bool> inserted(static_cast<size_t>(out_rank), false);
   for (int64_t a : axes) {
-    int64_t n = normalize_axis(a, out_rank, "axes entry");
+    int64_t n = checked_axis(a, out_rank, "axes entry");
     MRT_CHECK_ARG(!inserted[static_cast<size_t>(n)], "axes ", shape_str(axes), " repeat an axis");
     inserted[static_cast<size_t>(n)] = true;
   }

@@ -17,6 +17,13 @@ void register_copy_ops(KernelRegistry& r);     // shape_copy.cc: Transpose, Conc
 void register_index_ops(KernelRegistry& r);    // shape_index.cc: Gather*, Scatter*, OneHot, NonZero, Compress, ...
 void register_topk_ops(KernelRegistry& r);     // shape_topk.cc: TopK
 
+// Map axis in [-rank, rank) to [0, rank); INVALID_ARGUMENT otherwise (also for rank 0,
+// unlike normalize_axis, because these kernels index dims with the result).
+inline int64_t checked_axis(int64_t axis, int64_t rank, const char* what = "axis") {
+  if (axis < -rank || axis >= rank) fail(MRT_INVALID_ARGUMENT, what, " ", axis, " is out of range for rank ", rank);
+  return axis < 0 ? axis + rank : axis;
+}
+
 // Element size of a tensor; NOT_IMPLEMENTED for types without fixed-size storage.
 size_t element_size(const Tensor& t, const char* op);
 

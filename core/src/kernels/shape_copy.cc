@@ -57,7 +57,7 @@ void concat_kernel(OpContext& ctx) {
   const int64_t r = static_cast<int64_t>(first.rank());
   MRT_CHECK_ARG(r >= 1, "Concat inputs must have rank >= 1, got ", first.describe());
   const int64_t axis_attr = ctx.opset() < 4 ? ctx.node().attr_int("axis", 1) : ctx.node().require_int("axis");
-  const int64_t axis = normalize_axis(axis_attr, r, "axis");
+  const int64_t axis = checked_axis(axis_attr, r, "axis");
   Shape out = first.shape();
   out[static_cast<size_t>(axis)] = 0;
   std::vector<const Tensor*> ins(n);
@@ -72,6 +72,10 @@ void concat_kernel(OpContext& ctx) {
       MRT_CHECK_ARG(k == axis || t.dim(static_cast<size_t>(k)) == first.dim(static_cast<size_t>(k)), "input ", i, " ",
                     t.describe(), " does not match input 0 ", first.describe(), " outside axis ", axis);
     out[static_cast<size_t>(axis)] += t.dim(static_cast<size_t>(axis));
+  }
+  if (n == 1) {
+    ctx.set_output(0, first);
+    return;
   }
   size_t es = element_size(first, "Concat");
   Tensor& y = ctx.output(0, first.dtype(), out);
@@ -104,7 +108,7 @@ void split_kernel(OpContext& ctx) {
   const Node& node = ctx.node();
   const int64_t r = static_cast<int64_t>(x.rank());
   MRT_CHECK_ARG(r >= 1, "Split input must have rank >= 1, got ", x.describe());
-  const int64_t axis = normalize_axis(node.attr_int("axis", 0), r, "axis");
+  const int64_t axis = checked_axis(node.attr_int("axis", 0), r, "axis");
   const int64_t dim = x.dim(static_cast<size_t>(axis));
   const size_t nout = ctx.output_count();
   MRT_CHECK_ARG(nout >= 1, "Split needs at least one output");
@@ -207,7 +211,7 @@ void slice_kernel(OpContext& ctx) {
   std::vector<bool> used(static_cast<size_t>(r), false);
   int64_t offset = 0;
   for (size_t i = 0; i < starts.size(); ++i) {
-    const int64_t a = normalize_axis(axes[i], r, "axes entry");
+    const int64_t a = checked_axis(axes[i], r, "axes entry");
     MRT_CHECK_ARG(!used[static_cast<size_t>(a)], "axes ", shape_str(axes), " repeat an axis");
     used[static_cast<size_t>(a)] = true;
     const int64_t d = x.dim(static_cast<size_t>(a));
@@ -232,6 +236,10 @@ void slice_kernel(OpContext& ctx) {
     if (count > 0) offset += s * in_strides[static_cast<size_t>(a)];
     strides[static_cast<size_t>(a)] = step * in_strides[static_cast<size_t>(a)];
   }
+  if (out == x.shape() && strides == in_strides) {  // the whole tensor, in order
+    ctx.set_output(0, x);
+    return;
+  }
   size_t es = element_size(x, "Slice");
   Tensor& y = ctx.output(0, x.dtype(), out);
   if (y.numel() == 0) return;
@@ -251,6 +259,10 @@ void expand_kernel(OpContext& ctx) {
   std::vector<int64_t> strides(out.size(), 0);
   const size_t lead = out.size() - x.rank();
   for (size_t i = 0; i < x.rank(); ++i) strides[lead + i] = x.dim(i) == 1 ? 0 : xs[i];
+  if (shape_size(out) == x.numel()) {  // nothing is repeated: same bytes, new shape
+    ctx.set_output(0, Tensor::reshaped(x, out));
+    return;
+  }
   size_t es = element_size(x, "Expand");
   Tensor& y = ctx.output(0, x.dtype(), out);
   if (y.numel() == 0) return;
@@ -276,6 +288,10 @@ void tile_kernel(OpContext& ctx) {
     strides.push_back(0);
     ext.push_back(x.dim(i));
     strides.push_back(xs[i]);
+  }
+  if (shape_size(out) == x.numel()) {
+    ctx.set_output(0, Tensor::reshaped(x, out));
+    return;
   }
   size_t es = element_size(x, "Tile");
   Tensor& y = ctx.output(0, x.dtype(), out);
@@ -339,12 +355,17 @@ void pad_kernel(OpContext& ctx) {
                   " entries for axes ", shape_str(axes));
     std::vector<bool> used(r, false);
     for (size_t i = 0; i < axes.size(); ++i) {
-      size_t a = static_cast<size_t>(normalize_axis(axes[i], static_cast<int64_t>(r), "axes entry"));
+      size_t a = static_cast<size_t>(checked_axis(axes[i], static_cast<int64_t>(r), "axes entry"));
       MRT_CHECK_ARG(!used[a], "axes ", shape_str(axes), " repeat an axis");
       used[a] = true;
       pb[a] = pads[i];
       pe[a] = pads[i + axes.size()];
     }
+  }
+  if (std::all_of(pb.begin(), pb.end(), [](int64_t v) { return v == 0; }) &&
+      std::all_of(pe.begin(), pe.end(), [](int64_t v) { return v == 0; })) {
+    ctx.set_output(0, x);
+    return;
   }
   Shape out(r);
   // Per axis: output index -> source index, or -1 for the constant.

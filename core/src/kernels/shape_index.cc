@@ -31,7 +31,7 @@ void gather_kernel(OpContext& ctx) {
   const Tensor& it = ctx.input(1);
   const int64_t r = static_cast<int64_t>(x.rank());
   MRT_CHECK_ARG(r >= 1, "data must have rank >= 1, got ", x.describe());
-  const int64_t axis = normalize_axis(ctx.node().attr_int("axis", 0), r, "axis");
+  const int64_t axis = checked_axis(ctx.node().attr_int("axis", 0), r, "axis");
   const int64_t d = x.dim(static_cast<size_t>(axis));
   std::vector<int64_t> idx = read_int64s(it, "indices");
   for (int64_t& v : idx) v = checked_index(v, d, "index", axis);
@@ -70,7 +70,7 @@ void gather_elements_kernel(OpContext& ctx) {
   const size_t r = x.rank();
   MRT_CHECK_ARG(r >= 1 && it.rank() == r, "data ", x.describe(), " and indices ", it.describe(),
                 " must have the same rank >= 1");
-  const size_t axis = static_cast<size_t>(normalize_axis(ctx.node().attr_int("axis", 0), static_cast<int64_t>(r), "axis"));
+  const size_t axis = static_cast<size_t>(checked_axis(ctx.node().attr_int("axis", 0), static_cast<int64_t>(r), "axis"));
   for (size_t k = 0; k < r; ++k)
     MRT_CHECK_ARG(k == axis || it.dim(k) <= x.dim(k), "indices ", it.describe(), " exceed data ", x.describe(),
                   " on axis ", k);
@@ -216,7 +216,7 @@ void scatter_elements_kernel(OpContext& ctx) {
                 " must have the same rank >= 1");
   MRT_CHECK_ARG(up.shape() == it.shape(), "updates ", up.describe(), " must have the shape of indices ", it.describe());
   MRT_CHECK_ARG(up.dtype() == x.dtype(), "updates ", up.describe(), " must have the type of data ", x.describe());
-  const size_t axis = static_cast<size_t>(normalize_axis(ctx.node().attr_int("axis", 0), static_cast<int64_t>(r), "axis"));
+  const size_t axis = static_cast<size_t>(checked_axis(ctx.node().attr_int("axis", 0), static_cast<int64_t>(r), "axis"));
   for (size_t k = 0; k < r; ++k)
     MRT_CHECK_ARG(k == axis || it.dim(k) <= x.dim(k), "indices ", it.describe(), " exceed data ", x.describe(),
                   " on axis ", k);
@@ -366,7 +366,7 @@ void compress_kernel(OpContext& ctx) {
   int64_t outer = 1, dim = x.numel(), inner = 1, axis = 0;
   if (has_axis) {
     MRT_CHECK_ARG(x.rank() >= 1, "input must have rank >= 1 when axis is given, got ", x.describe());
-    axis = normalize_axis(ctx.node().attr_int("axis", 0), static_cast<int64_t>(x.rank()), "axis");
+    axis = checked_axis(ctx.node().attr_int("axis", 0), static_cast<int64_t>(x.rank()), "axis");
     outer = prod(x.shape(), 0, static_cast<size_t>(axis));
     dim = x.dim(static_cast<size_t>(axis));
     inner = prod(x.shape(), static_cast<size_t>(axis) + 1, x.rank());

@@ -67,7 +67,7 @@ void topk_kernel(OpContext& ctx) {
   const Node& node = ctx.node();
   const int64_t r = static_cast<int64_t>(x.rank());
   MRT_CHECK_ARG(r >= 1, "input must have rank >= 1, got ", x.describe());
-  const int64_t axis = normalize_axis(node.attr_int("axis", -1), r, "axis");
+  const int64_t axis = checked_axis(node.attr_int("axis", -1), r, "axis");
   int64_t k;
   if (ctx.opset() < 10) {
     k = node.require_int("k");
