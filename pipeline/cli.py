@@ -59,6 +59,9 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("--wheel", action="append", type=Path, default=[], help="test this wheel file (repeatable)")
     t.add_argument("--python", action="append", default=[], help="CPython version to test (default: matrix)")
     t.add_argument("--force", action="store_true", help="retest even when a passing record exists")
+    r = sub.add_parser("records", parents=[common], help="show each wheel's test status from its sha256 records")
+    selection(r)
+    r.add_argument("--wheel", action="append", type=Path, default=[], help="show this wheel file (repeatable)")
     return p
 
 
@@ -89,6 +92,8 @@ def _dispatch(args: argparse.Namespace) -> int:
         return _matrix(matrix, sel, host, as_json=args.json)
     if args.step == "build":
         return _build(matrix, sel, host, layout, force=args.force, jobs=args.jobs)
+    if args.step == "records":
+        return _records(matrix, sel, host, layout, wheels=args.wheel)
     return _test(matrix, sel, host, layout, wheels=args.wheel, pythons=args.python, force=args.force)
 
 
@@ -135,26 +140,7 @@ def _test(
     for v in missing:
         print(f"note: CPython {v} not found on this machine (python{v}): not tested here")
     host_name = host.name if host else "unknown"
-    if wheels:
-        files = [w.resolve() for w in wheels]
-        for w in files:
-            if not w.is_file():
-                raise UsageError(f"--wheel {w}: no such file")
-    else:
-        files = []
-        for t in sel.targets or (host_name,):
-            if t != host_name:
-                print(
-                    f"note: {t} wheels are not run on {host_name}; they are tested under emulation "
-                    f"(nox -s crosscheck) or on their CI runner"
-                )
-                continue
-            files += sorted(layout.dist_for(t).glob("*.whl"))
-        if sel.components:
-            dists = {v.dist.replace("-", "_") for c in sel.components for v in matrix.component(c).variants}
-            files = [f for f in files if f.name.split("-")[0] in dists]
-        if not files:
-            raise UsageError(f"no wheels to test in {layout.dist_for(host_name)} (run `nox -s build` first)")
+    files = _select_wheels(matrix, sel, host_name, layout, wheels)
     rows = run_wheel_tests(files, found, layout, platform_name=host_name, force=force)
     print(report.test_table(rows))
     layout.test_report.parent.mkdir(parents=True, exist_ok=True)
@@ -163,4 +149,49 @@ def _test(
     bad = [r for r in rows if r.status not in ("passed", "up-to-date")]
     if bad:
         raise TestFailure("; ".join(f"{r.wheel} on py{r.python}: {r.status} ({r.reason}; log {r.log})" for r in bad))
+    return 0
+
+
+def _select_wheels(matrix: Matrix, sel: Selection, host_name: str, layout: Layout, wheels: list[Path]) -> list[Path]:
+    """Explicit --wheel files, else the wheels in dist/<target>/ for the selected targets runnable here."""
+    if wheels:
+        files = [w.resolve() for w in wheels]
+        for w in files:
+            if not w.is_file():
+                raise UsageError(f"--wheel {w}: no such file")
+        return files
+    files = []
+    for t in sel.targets or (host_name,):
+        if t != host_name:
+            print(
+                f"note: {t} wheels are not run on {host_name}; they are tested under emulation "
+                f"(nox -s crosscheck) or on their CI runner"
+            )
+            continue
+        files += sorted(layout.dist_for(t).glob("*.whl"))
+    if sel.components:
+        dists = {v.dist.replace("-", "_") for c in sel.components for v in matrix.component(c).variants}
+        files = [f for f in files if f.name.split("-")[0] in dists]
+    if not files:
+        raise UsageError(f"no wheels to test in {layout.dist_for(host_name)} (run `nox -s build` first)")
+    return files
+
+
+def _records(matrix: Matrix, sel: Selection, host: Target | None, layout: Layout, *, wheels: list[Path]) -> int:
+    from .hashing import sha256_file
+    from .plan import validate_selection
+    from .records import records_for_sha
+
+    validate_selection(matrix, sel)
+    files = _select_wheels(matrix, sel, host.name if host else "unknown", layout, wheels)
+    rows = []
+    for wheel in files:
+        sha = sha256_file(wheel)
+        recs = records_for_sha(layout.records, sha)
+        for py in matrix.pythons:
+            rec = recs.get(py)
+            status = "untested" if rec is None else rec.outcome
+            counts = f"{rec.counts.passed}/{rec.counts.tests} passed" if rec else ""
+            rows.append((wheel.name, sha[:12], py, status, counts, rec.created if rec else ""))
+    print(report.table(("wheel", "sha256", "python", "status", "counts", "tested at"), rows))
     return 0

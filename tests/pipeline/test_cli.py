@@ -93,3 +93,26 @@ def test_test_step_without_wheels(capsys: pytest.CaptureFixture[str], tmp_path: 
     )
     assert rc == ExitCode.USAGE
     assert "no wheels to test in" in err and "run `nox -s build` first" in err
+
+
+def test_records_step_shows_untested_after_a_byte_flip(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    from pipeline.hashing import sha256_file
+    from pipeline.records import Counts, TestRecord, write_record
+
+    dist = tmp_path / "dist" / "linux-x86_64"
+    dist.mkdir(parents=True)
+    wheel = dist / "mosaicrt-0.1.0-py3-none-manylinux_2_28_x86_64.whl"
+    wheel.write_bytes(b"pretend wheel")
+    write_record(
+        tmp_path / "work" / "records" / "tests",
+        TestRecord(wheel=wheel.name, sha256=sha256_file(wheel), outcome="passed", python="3.11", python_full="3.11.7",
+                   platform="linux-x86_64", counts=Counts(tests=4), suite_hash="s", created="now", duration_s=1.0),
+    )  # fmt: skip
+    args = ("records", "--dist-dir", str(tmp_path / "dist"), "--work-dir", str(tmp_path / "work"))
+    args += ("--target", "linux-x86_64")
+    rc, out, _ = cli(capsys, *args)
+    assert rc == 0
+    assert "3.11    passed" in out and "3.12    untested" in out
+    wheel.write_bytes(b"pretend wheeL")
+    rc, out, _ = cli(capsys, *args)
+    assert "3.11    untested" in out and "passed" not in out

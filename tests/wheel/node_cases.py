@@ -53,6 +53,17 @@ def _compare(name: str, expected: np.ndarray[Any, Any], actual: np.ndarray[Any, 
     return ""
 
 
+def _as_array(value: Any) -> Any:
+    """Test data arrives as arrays, numpy scalars or TensorProtos; sequences stay as they are."""
+    from onnx import TensorProto, numpy_helper
+
+    if isinstance(value, np.generic):
+        return np.asarray(value)
+    if isinstance(value, TensorProto):
+        return numpy_helper.to_array(value)
+    return value
+
+
 def run_case(case: Any) -> CaseResult:
     import mosaicrt
 
@@ -70,8 +81,8 @@ def run_case(case: Any) -> CaseResult:
     rtol = getattr(case, "rtol", 1e-3) or 1e-3
     atol = getattr(case, "atol", 1e-7) or 1e-7
     for inputs, expected in case.data_sets:
-        inputs = [np.asarray(v) if isinstance(v, np.generic) else v for v in inputs]
-        expected = [np.asarray(v) if isinstance(v, np.generic) else v for v in expected]
+        inputs = [_as_array(v) for v in inputs]
+        expected = [_as_array(v) for v in expected]
         if any(not isinstance(v, np.ndarray) for v in list(inputs) + list(expected)):
             return CaseResult(case.name, ops, "unsupported", "sequence/optional values are not supported")
         feed = dict(zip(input_names, inputs, strict=False))

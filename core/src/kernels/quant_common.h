@@ -8,7 +8,11 @@
 // the AVX2 kernel consumes with vpmaddwd (16 multiply-adds per instruction).
 #pragma once
 #include <cstdint>
+#include <type_traits>
 #include <vector>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 #include "../kernel.h"
 #include "norm_util.h"
@@ -131,6 +135,53 @@ inline F saturate(F v, F lo, F hi) {
 inline double requantize(double acc, double multiplier, double zp, double lo, double hi) {
   return saturate(round_even(acc * multiplier) + zp, lo, hi);
 }
+
+// out[i] = requantize(acc[i] + bias, multiplier, zp) for n values (restrict pointers so the
+// loop vectorizes despite the 8-bit stores).
+template <class TOut>
+void requantize_row(const int32_t* __restrict acc, int32_t bias, double multiplier, double zp, double lo, double hi,
+                    TOut* __restrict out, int64_t n) {
+  int64_t i = 0;
+#if defined(__SSE2__)
+  if (sizeof(TOut) == 1) {
+    const __m128i vb = _mm_set1_epi32(bias);
+    const __m128d vm = _mm_set1_pd(multiplier), vz = _mm_set1_pd(zp), vlo = _mm_set1_pd(lo), vhi = _mm_set1_pd(hi);
+    const __m128d magic = _mm_set1_pd(6755399441055744.0), lim = _mm_set1_pd(1e15), nlim = _mm_set1_pd(-1e15);
+    auto two = [&](__m128i a) {  // low two int32 of a -> requantized int32 in the low half
+      __m128d v = _mm_mul_pd(_mm_cvtepi32_pd(a), vm);
+      v = _mm_min_pd(_mm_max_pd(v, nlim), lim);
+      v = _mm_add_pd(_mm_sub_pd(_mm_add_pd(v, magic), magic), vz);
+      v = _mm_min_pd(_mm_max_pd(v, vlo), vhi);
+      return _mm_cvttpd_epi32(v);
+    };
+    auto four = [&](const int32_t* p) {
+      const __m128i a = _mm_add_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)), vb);
+      return _mm_unpacklo_epi64(two(a), two(_mm_srli_si128(a, 8)));
+    };
+    for (; i + 16 <= n; i += 16) {
+      const __m128i w0 = _mm_packs_epi32(four(acc + i), four(acc + i + 4));
+      const __m128i w1 = _mm_packs_epi32(four(acc + i + 8), four(acc + i + 12));
+      const __m128i b = std::is_signed<TOut>::value ? _mm_packs_epi16(w0, w1) : _mm_packus_epi16(w0, w1);
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i), b);
+    }
+  }
+#endif
+  for (; i < n; ++i)
+    out[i] = static_cast<TOut>(static_cast<int32_t>(requantize(static_cast<double>(acc[i]) + bias, multiplier, zp, lo, hi)));
+}
+
+// Per-thread scratch memory reused across runs (large buffers would otherwise be mapped
+// and faulted in on every run). Buffers above kScratchKeep bytes are released after use.
+constexpr size_t kScratchKeep = size_t(64) << 20;
+template <class T>
+struct Scratch {
+  std::vector<T>& v;
+  explicit Scratch(std::vector<T>& buf, size_t n) : v(buf) { v.resize(n); }
+  ~Scratch() {
+    if (v.capacity() * sizeof(T) > kScratchKeep) std::vector<T>().swap(v);
+  }
+  T* data() { return v.data(); }
+};
 
 }  // namespace quant
 }  // namespace mrt

@@ -4,6 +4,7 @@
 // zero point) are widened once per session.
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #include "quant_common.h"
 
@@ -111,7 +112,9 @@ void im2col(const S* x, int32_t sub, D pad, const ConvGeom& g, int64_t channels,
           const S* xs = xl + start + j0 * st;
           D* ls = line + j0;
           const int64_t cnt = j1 - j0;
-          if (st == 1) {
+          if (st == 1 && sub == 0 && sizeof(S) == sizeof(D)) {
+            std::memcpy(ls, xs, static_cast<size_t>(cnt) * sizeof(D));
+          } else if (st == 1) {
             for (int64_t j = 0; j < cnt; ++j) ls[j] = static_cast<D>(static_cast<int32_t>(xs[j]) - sub);
           } else {
             for (int64_t j = 0; j < cnt; ++j) ls[j] = static_cast<D>(static_cast<int32_t>(xs[j * st]) - sub);
@@ -160,8 +163,14 @@ void integer_conv(OpContext& ctx, const ConvGeom& g, size_t x_in, size_t xz_in, 
     std::vector<int32_t> wzp = wz ? quant::to_int32s(*wz) : std::vector<int32_t>();
     const bool per_row = wzp.size() > 1;
     const bool x_u8 = X.dtype() == DType::kUInt8;
-    std::vector<uint8_t> col(static_cast<size_t>(Kc * g.out_size));
-    quant::PackedB8 packed;
+    static thread_local std::vector<uint8_t> col_buf;
+    static thread_local quant::PackedB8 packed;
+    quant::Scratch<uint8_t> col(col_buf, static_cast<size_t>(Kc * g.out_size));
+    struct Release {  // keep the packed buffer only while it is small
+      ~Release() {
+        if (packed.data.capacity() > quant::kScratchKeep) packed = quant::PackedB8();
+      }
+    } release;
     const uint8_t* w = static_cast<const uint8_t*>(W.raw());
     for (int64_t n = 0; n < g.N; ++n) {
       for (int64_t gi = 0; gi < g.group; ++gi) {
@@ -242,7 +251,8 @@ void qlinear_conv_kernel(OpContext& ctx) {
     bias = quant::to_int32s(*B);
   }
   const Shape os = out_shape(g);
-  std::vector<int32_t> acc(static_cast<size_t>(shape_size(os)));
+  static thread_local std::vector<int32_t> acc_buf;
+  quant::Scratch<int32_t> acc(acc_buf, static_cast<size_t>(shape_size(os)));
   integer_conv(ctx, g, 0, 2, 3, 5, acc.data(), op);
 
   const DType st = ctx.input(1).dtype();
@@ -261,12 +271,11 @@ void qlinear_conv_kernel(OpContext& ctx) {
       for (int64_t p = b; p < e; ++p) {
         const int64_t m = p % g.M;
         const int32_t bm = bias.empty() ? 0 : bias[m];
-        for (int64_t i = 0; i < S; ++i)
-          y[p * S + i] = static_cast<TOut>(quant::requantize(static_cast<double>(acc[p * S + i]) + bm, mult[m], yzp, lo, hi));
+        quant::requantize_row<TOut>(acc.data() + p * S, bm, mult[m], yzp, lo, hi, y + p * S, S);
       }
     });
   };
-  if (acc.empty()) return;
+  if (acc.v.empty()) return;
   if (out == DType::kUInt8) write(Y.data<uint8_t>());
   else write(Y.data<int8_t>());
 }

@@ -248,6 +248,12 @@ void qlinear_matmul_kernel(OpContext& ctx) {
   const bool row_scale = a_scale.size() > 1, col_scale = b_scale.size() > 1;
   auto write = [&](auto* y) {
     using TOut = std::remove_pointer_t<decltype(y)>;
+    if (!row_scale && !col_scale) {
+      ctx.threads().parallel_for(total, 8192, [&](int64_t b, int64_t e) {
+        quant::requantize_row<TOut>(acc.data() + b, 0, mult[0], yzp, lo, hi, y + b, e - b);
+      });
+      return;
+    }
     ctx.threads().parallel_for(total, 8192, [&](int64_t b, int64_t e) {
       for (int64_t i = b; i < e; ++i) {
         const int64_t n = i % N, m = (i / N) % M;

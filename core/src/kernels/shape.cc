@@ -42,6 +42,8 @@ void reshape_kernel(OpContext& ctx) {
       d = x.dim(i);
     }
     MRT_CHECK_ARG(d >= 0, "shape ", shape_str(req), " has invalid dimension ", d);
+    MRT_CHECK_ARG(d == 0 || known <= std::numeric_limits<int64_t>::max() / d, "shape ", shape_str(req),
+                  " has too many elements");
     out[i] = d;
     known *= d;
   }
@@ -227,7 +229,11 @@ void range_integer(OpContext& ctx, const Tensor& s, const Tensor& l, const Tenso
   int64_t n = cnt > 0 ? static_cast<int64_t>(cnt) : 0;
   Tensor& y = ctx.output(0, s.dtype(), {n});
   T* p = y.data<T>();
-  for (int64_t i = 0; i < n; ++i) p[i] = static_cast<T>(start + static_cast<T>(i) * delta);
+  // Wrapping unsigned arithmetic: the values stay between start and limit, but i * delta
+  // alone may not fit in T.
+  for (int64_t i = 0; i < n; ++i)
+    p[i] = static_cast<T>(static_cast<uint64_t>(static_cast<int64_t>(start)) +
+                          static_cast<uint64_t>(i) * static_cast<uint64_t>(static_cast<int64_t>(delta)));
 }
 
 template <class C>
@@ -335,7 +341,7 @@ void eyelike_kernel(OpContext& ctx) {
   if (ctx.node().has_attr("dtype")) dt = static_cast<DType>(ctx.node().attr_int("dtype", 0));
   MRT_CHECK_IMPL(dtype_is_storable(dt) && dtype_size(dt) != 0, "EyeLike: dtype ", static_cast<int>(dt),
                  " is not supported");
-  const int64_t k = ctx.node().attr_int("k", 0);
+  const int64_t k = std::clamp<int64_t>(ctx.node().attr_int("k", 0), -x.dim(0) - 1, x.dim(1) + 1);
   Tensor& y = ctx.output(0, dt, x.shape());
   if (y.numel() == 0) return;
   std::memset(y.raw(), 0, y.nbytes());
@@ -374,6 +380,7 @@ void register_shape_kernels(KernelRegistry& r) {
   shape_kernels::register_copy_ops(r);
   shape_kernels::register_index_ops(r);
   shape_kernels::register_topk_ops(r);
+  shape_kernels::register_extra_ops(r);
 }
 
 }  // namespace mrt

@@ -258,6 +258,77 @@ void strided_copy(const OpContext& ctx, size_t esize, const Shape& out_shape, co
   });
 }
 
+void gather_by_axis_maps(const OpContext& ctx, const Tensor& x, const std::vector<std::vector<int64_t>>& maps,
+                         const void* fill, Tensor& y) {
+  const size_t r = x.rank();
+  const size_t es = element_size(x, "copy");
+  if (y.numel() == 0) return;
+  if (r == 0) {
+    std::memcpy(y.raw(), x.raw(), es);
+    return;
+  }
+  const Shape& out = y.shape();
+  std::vector<int64_t> xs = shape_strides(x.shape());
+  const int64_t inner = out[r - 1];
+  const int64_t rows = y.numel() / inner;
+  const std::vector<int64_t>& last = maps[r - 1];
+  // The longest run of the last axis that maps to consecutive source elements is copied
+  // with memcpy; the rest element by element.
+  int64_t c0 = 0, c1 = 0;
+  for (int64_t c = 0; c < inner;) {
+    if (last[static_cast<size_t>(c)] < 0) {
+      ++c;
+      continue;
+    }
+    int64_t e = c + 1;
+    while (e < inner && last[static_cast<size_t>(e)] == last[static_cast<size_t>(e - 1)] + 1) ++e;
+    if (e - c > c1 - c0) {
+      c0 = c;
+      c1 = e;
+    }
+    c = e;
+  }
+  dispatch_by_size(es, "copy", [&](auto tag) {
+    using T = decltype(tag);
+    T cv;
+    std::memcpy(&cv, fill, sizeof(T));
+    const T* src = static_cast<const T*>(x.raw());
+    T* dst = static_cast<T*>(y.raw());
+    maybe_parallel(ctx, rows, y.numel(), [&](int64_t b, int64_t e) {
+      for (int64_t row = b; row < e; ++row) {
+        T* d = dst + row * inner;
+        int64_t rem = row, soff = 0;
+        bool fill_row = false;
+        for (size_t k = r - 1; k-- > 0;) {
+          int64_t o = rem % out[k];
+          rem /= out[k];
+          int64_t s = maps[k][static_cast<size_t>(o)];
+          if (s < 0) {
+            fill_row = true;
+            break;
+          }
+          soff += s * xs[k];
+        }
+        if (fill_row) {
+          std::fill(d, d + inner, cv);
+          continue;
+        }
+        const T* srow = src + soff;
+        for (int64_t c = 0; c < c0; ++c) {
+          int64_t s = last[static_cast<size_t>(c)];
+          d[c] = s < 0 ? cv : srow[s];
+        }
+        if (c1 > c0)
+          std::memcpy(d + c0, srow + last[static_cast<size_t>(c0)], static_cast<size_t>(c1 - c0) * sizeof(T));
+        for (int64_t c = c1; c < inner; ++c) {
+          int64_t s = last[static_cast<size_t>(c)];
+          d[c] = s < 0 ? cv : srow[s];
+        }
+      }
+    });
+  });
+}
+
 void transpose_copy(const OpContext& ctx, size_t esize, const Shape& in_shape, const std::vector<int64_t>& perm,
                     const void* src, void* dst) {
   std::vector<int64_t> in_strides = shape_strides(in_shape);

@@ -16,6 +16,7 @@ void register_view_ops(KernelRegistry& r);     // shape.cc: Reshape, Squeeze, Id
 void register_copy_ops(KernelRegistry& r);     // shape_copy.cc: Transpose, Concat, Split, Slice, Expand, Tile, Pad, ...
 void register_index_ops(KernelRegistry& r);    // shape_index.cc: Gather*, Scatter*, OneHot, NonZero, Compress, ...
 void register_topk_ops(KernelRegistry& r);     // shape_topk.cc: TopK
+void register_extra_ops(KernelRegistry& r);    // shape_extra.cc: BitCast, CenterCropPad, TensorScatter, Unique
 
 // Map axis in [-rank, rank) to [0, rank); INVALID_ARGUMENT otherwise (also for rank 0,
 // unlike normalize_axis, because these kernels index dims with the result).
@@ -58,6 +59,12 @@ void strided_copy(const OpContext& ctx, size_t esize, const Shape& out_shape, co
 // out = transpose(in, perm) where in has shape in_shape (contiguous).
 void transpose_copy(const OpContext& ctx, size_t esize, const Shape& in_shape, const std::vector<int64_t>& perm,
                     const void* src, void* dst);
+
+// y[o_0, ..., o_r-1] = x[maps[0][o_0], ..., maps[r-1][o_r-1]], or the element at `fill`
+// when any map entry is -1 (Pad, CenterCropPad). y is allocated with the output shape;
+// maps[k] has y.dim(k) entries, each -1 or in [0, x.dim(k)).
+void gather_by_axis_maps(const OpContext& ctx, const Tensor& x, const std::vector<std::vector<int64_t>>& maps,
+                         const void* fill, Tensor& y);
 
 // Run fn(begin, end) over [0, n) on the pool when `work` (elements touched) is large.
 void maybe_parallel(const OpContext& ctx, int64_t n, int64_t work, const std::function<void(int64_t, int64_t)>& fn);

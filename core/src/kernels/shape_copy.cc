@@ -220,21 +220,25 @@ void slice_kernel(OpContext& ctx) {
     int64_t s = starts[i], e = ends[i];
     if (s < 0) s += d;
     if (e < 0) e += d;
+    // Steps beyond the dim size select at most one element; bound them so that no
+    // arithmetic below can overflow.
+    const int64_t bstep = std::clamp<int64_t>(step, -d - 1, d + 1);
     int64_t count;
     if (d == 0) {
       count = 0;
-    } else if (step > 0) {
+    } else if (bstep > 0) {
       s = std::clamp<int64_t>(s, 0, d);
       e = std::clamp<int64_t>(e, 0, d);
-      count = e > s ? (e - s + step - 1) / step : 0;
+      count = e > s ? (e - s - 1) / bstep + 1 : 0;
     } else {
       s = std::clamp<int64_t>(s, 0, d - 1);
       e = std::clamp<int64_t>(e, -1, d - 1);
-      count = s > e ? (s - e + (-step) - 1) / (-step) : 0;
+      count = s > e ? (s - e - 1) / (-bstep) + 1 : 0;
     }
     out[static_cast<size_t>(a)] = count;
     if (count > 0) offset += s * in_strides[static_cast<size_t>(a)];
-    strides[static_cast<size_t>(a)] = step * in_strides[static_cast<size_t>(a)];
+    const int64_t st = in_strides[static_cast<size_t>(a)];
+    strides[static_cast<size_t>(a)] = count > 1 ? bstep * st : st;
   }
   if (out == x.shape() && strides == in_strides) {  // the whole tensor, in order
     ctx.set_output(0, x);
@@ -401,55 +405,7 @@ void pad_kernel(OpContext& ctx) {
   }
   Tensor& y = ctx.output(0, x.dtype(), out);
   if (y.numel() == 0) return;
-  if (r == 0) {
-    std::memcpy(y.raw(), x.raw(), es);
-    return;
-  }
-  std::vector<int64_t> xs = shape_strides(x.shape());
-  const int64_t inner = out[r - 1];
-  const int64_t rows = y.numel() / inner;
-  const std::vector<int64_t>& last = maps[r - 1];
-  // The part of the last axis copied straight from the source.
-  const int64_t c0 = std::clamp<int64_t>(pb[r - 1], 0, inner);
-  const int64_t c1 = std::clamp<int64_t>(pb[r - 1] + x.dim(r - 1), c0, inner);
-  dispatch_by_size(es, "Pad", [&](auto tag) {
-    using T = decltype(tag);
-    T cv;
-    std::memcpy(&cv, cval, sizeof(T));
-    const T* src = static_cast<const T*>(x.raw());
-    T* dst = static_cast<T*>(y.raw());
-    maybe_parallel(ctx, rows, y.numel(), [&](int64_t b, int64_t e) {
-      for (int64_t row = b; row < e; ++row) {
-        T* d = dst + row * inner;
-        int64_t rem = row, soff = 0;
-        bool constant_row = false;
-        for (size_t k = r - 1; k-- > 0;) {
-          int64_t o = rem % out[k];
-          rem /= out[k];
-          int64_t s = maps[k][static_cast<size_t>(o)];
-          if (s < 0) {
-            constant_row = true;
-            break;
-          }
-          soff += s * xs[k];
-        }
-        if (constant_row) {
-          std::fill(d, d + inner, cv);
-          continue;
-        }
-        const T* srow = src + soff;
-        for (int64_t c = 0; c < c0; ++c) {
-          int64_t s = last[static_cast<size_t>(c)];
-          d[c] = s < 0 ? cv : srow[s];
-        }
-        if (c1 > c0) std::memcpy(d + c0, srow + (c0 - pb[r - 1]), static_cast<size_t>(c1 - c0) * sizeof(T));
-        for (int64_t c = c1; c < inner; ++c) {
-          int64_t s = last[static_cast<size_t>(c)];
-          d[c] = s < 0 ? cv : srow[s];
-        }
-      }
-    });
-  });
+  gather_by_axis_maps(ctx, x, maps, cval, y);
 }
 
 // ---- DepthToSpace / SpaceToDepth ---------------------------------------------------------------
