@@ -87,9 +87,9 @@ def ci(session: nox.Session) -> None:
 
 @nox.session(reuse_venv=True, default=False)
 def lint(session: nox.Session) -> None:
-    """ruff and mypy over the pipeline, the noxfile, the recipes and the tests."""
+    """ruff and mypy (strict) over pipeline/, the noxfile, recipes/ and tests/pipeline/."""
     _install(session, "lint", "ci")
-    session.run("ruff", "check", "pipeline", "tests", "noxfile.py", "recipes")
+    session.run("ruff", "check", "pipeline", "tests/pipeline", "tests/conftest.py", "noxfile.py", "recipes")
     session.run("mypy")
 
 

@@ -7,10 +7,11 @@ an exit code from :class:`pipeline.errors.ExitCode`. Errors are one line on stde
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 import traceback
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from . import report
@@ -90,11 +91,30 @@ def _dispatch(args: argparse.Namespace) -> int:
     sel = Selection(targets=tuple(args.target), components=tuple(args.component), variants=tuple(args.variant))
     if args.step == "matrix":
         return _matrix(matrix, sel, host, as_json=args.json)
-    if args.step == "build":
-        return _build(matrix, sel, host, layout, force=args.force, jobs=args.jobs)
     if args.step == "records":
         return _records(matrix, sel, host, layout, wheels=args.wheel)
-    return _test(matrix, sel, host, layout, wheels=args.wheel, pythons=args.python, force=args.force)
+    with _exclusive(layout.work):
+        if args.step == "build":
+            return _build(matrix, sel, host, layout, force=args.force, jobs=args.jobs)
+        return _test(matrix, sel, host, layout, wheels=args.wheel, pythons=args.python, force=args.force)
+
+
+@contextlib.contextmanager
+def _exclusive(work: Path) -> Iterator[None]:
+    """One build/test run at a time per work folder (they share CMake build dirs, venvs and state)."""
+    try:
+        import fcntl
+    except ImportError:  # Windows: no advisory locks; runs are not expected to overlap there
+        yield
+        return
+    work.mkdir(parents=True, exist_ok=True)
+    with (work / ".lock").open("a+") as fh:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            print(f"waiting for another pipeline run using {work} to finish ...", flush=True)
+            fcntl.flock(fh, fcntl.LOCK_EX)
+        yield
 
 
 def _matrix(matrix: Matrix, sel: Selection, host: Target | None, *, as_json: bool) -> int:

@@ -12,9 +12,8 @@ import sys
 import zipfile
 from pathlib import Path
 
-import pytest
-
 import mosaicrt
+import pytest
 
 WHEEL = os.environ.get("MOSAICRT_TEST_WHEEL")
 pytestmark = pytest.mark.skipif(not WHEEL, reason="MOSAICRT_TEST_WHEEL not set (run through `nox -s test`)")

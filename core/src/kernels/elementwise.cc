@@ -60,11 +60,6 @@ BroadcastPlan::BroadcastPlan(const Shape& out, const std::vector<const Shape*>& 
   rows = inner == 0 ? 0 : numel / inner;
 }
 
-double scalar_value(const Tensor& t, const char* what) {
-  MRT_CHECK_ARG(t.numel() == 1, what, " must hold exactly one value, got ", t.describe());
-  return t.scalar_as_double(0);
-}
-
 Shape broadcast_all(const OpContext& ctx) {
   MRT_CHECK_ARG(ctx.input_count() >= 1 && ctx.has_input(0), "at least one input is required");
   Shape s = ctx.input(0).shape();

@@ -367,7 +367,6 @@ void variadic_kernel_impl(OpContext& ctx, const char* what, bool floats_only, bo
   const Shape shape = broadcast_all(ctx);
   const DType dt = ctx.input(0).dtype();
   Tensor& out = ctx.output(0, dt, shape);
-  if (ctx.input_count() == 1 && ctx.input(0).shape() != shape) fail(MRT_INTERNAL, "variadic shape");
   if (floats_only) {
     MRT_EW_DISPATCH_FLOATLIKE(dt, what, {
       variadic_apply<T>(ctx, out, op);

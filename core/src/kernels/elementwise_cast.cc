@@ -18,6 +18,20 @@ inline auto load_wide(S v) {
   else return v;
 }
 
+// double -> float rounded to odd (truncate, then set the last bit when inexact). A
+// second rounding of that float to a 16-bit float then equals a direct rounding of
+// the double, which plain double -> float -> half would not always give.
+inline float double_to_float_odd(double d) {
+  float f = static_cast<float>(d);
+  if (!std::isfinite(f) || static_cast<double>(f) == d) return f;
+  if (std::fabs(static_cast<double>(f)) > std::fabs(d)) f = std::nextafter(f, 0.f);
+  uint32_t b;
+  std::memcpy(&b, &f, 4);
+  b |= 1u;
+  std::memcpy(&f, &b, 4);
+  return f;
+}
+
 template <class D, class S>
 inline D convert(S v) {
   if constexpr (std::is_same<D, S>::value) {
@@ -26,6 +40,7 @@ inline D convert(S v) {
     return load_wide(v) != 0;
   } else if constexpr (is_half_v<D>) {
     if constexpr (std::is_same<S, bool>::value) return Compute<D>::store(v ? 1.f : 0.f);
+    else if constexpr (std::is_same<S, double>::value) return Compute<D>::store(double_to_float_odd(v));
     else return Compute<D>::store(static_cast<float>(load_wide(v)));
   } else if constexpr (std::is_floating_point<D>::value) {
     return static_cast<D>(load_wide(v));

@@ -172,9 +172,6 @@ struct Lift2 {
   }
 };
 
-// Value of a 1-element tensor (any numeric type) as double; for scalar attributes given as inputs.
-double scalar_value(const Tensor& t, const char* what);
-
 // Shape of the broadcast of all inputs of a variadic op.
 Shape broadcast_all(const OpContext& ctx);
 

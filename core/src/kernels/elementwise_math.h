@@ -2,33 +2,34 @@
 // compiler vectorizes loops that call them (no libm calls, selects instead of
 // branches). Accuracy: exp ~2 ulp, tanh/sigmoid a few ulp, erf absolute error < 2e-7.
 // Special values: NaN propagates, exp overflows to +inf and underflows to 0.
+// The functions are `static` so that a translation unit compiled for a wider ISA never
+// lends its copy to another one.
 #pragma once
 #include <cstdint>
 #include <cstring>
-#include <limits>
 
 namespace mrt {
 namespace fastmath {
 
-inline float from_bits(int32_t b) {
+static inline float from_bits(int32_t b) {
   float f;
   std::memcpy(&f, &b, 4);
   return f;
 }
-inline float abs_f(float x) {
+static inline float abs_f(float x) {
   int32_t b;
   std::memcpy(&b, &x, 4);
   return from_bits(b & 0x7fffffff);
 }
 // |m| with the sign of s.
-inline float with_sign_of(float m, float s) {
+static inline float with_sign_of(float m, float s) {
   int32_t bm, bs;
   std::memcpy(&bm, &m, 4);
   std::memcpy(&bs, &s, 4);
   return from_bits((bm & 0x7fffffff) | (bs & static_cast<int32_t>(0x80000000u)));
 }
 
-inline float exp_f(float x) {
+static inline float exp_f(float x) {
   // Clamping maps NaN to the upper bound (comparisons with NaN are false); the bounds
   // make the scaling below overflow to +inf above ln(FLT_MAX) and give 0 below ln(FLT_MIN).
   float xc = x < 89.f ? x : 89.f;
@@ -55,7 +56,7 @@ inline float exp_f(float x) {
   return x != x ? x : res;
 }
 
-inline float tanh_f(float x) {
+static inline float tanh_f(float x) {
   const float ax = abs_f(x);
   // |x| >= 0.3: 1 - 2 / (exp(2|x|) + 1), sign restored.
   const float e = exp_f(2.f * ax);
@@ -70,9 +71,9 @@ inline float tanh_f(float x) {
   return ax < 0.3f ? small : big;
 }
 
-inline float sigmoid_f(float x) { return 1.f / (1.f + exp_f(-x)); }
+static inline float sigmoid_f(float x) { return 1.f / (1.f + exp_f(-x)); }
 
-inline float erf_f(float x) {
+static inline float erf_f(float x) {
   const float ax = abs_f(x);
   const float x2 = x * x;
   // |x| < 0.5: Maclaurin series 2/sqrt(pi) * sum (-1)^k x^(2k+1) / (k! (2k+1)).
@@ -94,6 +95,16 @@ inline float erf_f(float x) {
   const float res = ax < 0.5f ? small : big;
   return x != x ? x : res;
 }
+
+// Whole-array float32 kernels. `elementwise_math_avx2.cc` builds them with AVX2+FMA for
+// x86-64 targets; the callers use them only when the CPU has those features.
+#if defined(MOSAICRT_X86_SIMD)
+bool cpu_has_avx2_fma();
+void exp_avx2(const float* x, float* y, int64_t n);
+void tanh_avx2(const float* x, float* y, int64_t n);
+void sigmoid_avx2(const float* x, float* y, int64_t n);
+void erf_avx2(const float* x, float* y, int64_t n);
+#endif
 
 }  // namespace fastmath
 }  // namespace mrt

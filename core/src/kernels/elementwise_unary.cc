@@ -16,6 +16,21 @@
 #endif
 
 namespace mrt {
+
+#if defined(MOSAICRT_X86_SIMD)
+bool fastmath::cpu_has_avx2_fma() {
+#if defined(__GNUC__)
+  static const bool has = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  }();
+  return has;
+#else
+  return false;
+#endif
+}
+#endif
+
 namespace ew {
 namespace {
 
@@ -187,18 +202,32 @@ struct ShrinkF {
   }
 };
 
-template <class T, class F>
-struct Lift1F {
-  F f;
-  inline T operator()(T x) const { return Compute<T>::store(f(Compute<T>::load(x))); }
-};
+// Whole-array AVX2 variants of some float32 functions (nullptr: none).
+using ArrayFn = void (*)(const float*, float*, int64_t);
+template <class F> ArrayFn avx2_variant() { return nullptr; }
+#if defined(MOSAICRT_X86_SIMD)
+template <> ArrayFn avx2_variant<ExpF>() { return &fastmath::exp_avx2; }
+template <> ArrayFn avx2_variant<TanhF>() { return &fastmath::tanh_avx2; }
+template <> ArrayFn avx2_variant<SigmoidF>() { return &fastmath::sigmoid_avx2; }
+template <> ArrayFn avx2_variant<ErfF>() { return &fastmath::erf_avx2; }
+#endif
 
 template <class F>
 void float_unary_kernel(OpContext& ctx) {
   const Tensor& x = ctx.input(0);
   Tensor& y = ctx.output(0, x.dtype(), x.shape());
+#if defined(MOSAICRT_X86_SIMD)
+  if (ArrayFn fn = avx2_variant<F>(); fn && x.dtype() == DType::kFloat && fastmath::cpu_has_avx2_fma()) {
+    const float* xp = x.data_as<float>();
+    float* yp = y.data_as<float>();
+    const int64_t n = x.numel();
+    if (n < 2 * kGrain) fn(xp, yp, n);
+    else ctx.threads().parallel_for(n, kGrain, [&](int64_t b, int64_t e) { fn(xp + b, yp + b, e - b); });
+    return;
+  }
+#endif
   const F f = F::make(ctx.node());
-  MRT_EW_DISPATCH_FLOATLIKE(x.dtype(), F::kName, { unary_apply<T, T>(ctx, x, y, Lift1F<T, F>{f}); });
+  MRT_EW_DISPATCH_FLOATLIKE(x.dtype(), F::kName, { unary_apply<T, T>(ctx, x, y, Lift1<T, F>{f}); });
 }
 
 template <class F>
@@ -206,14 +235,14 @@ void numeric_unary_kernel(OpContext& ctx) {
   const Tensor& x = ctx.input(0);
   Tensor& y = ctx.output(0, x.dtype(), x.shape());
   const F f = F::make(ctx.node());
-  MRT_EW_DISPATCH_NUMERIC(x.dtype(), F::kName, { unary_apply<T, T>(ctx, x, y, Lift1F<T, F>{f}); });
+  MRT_EW_DISPATCH_NUMERIC(x.dtype(), F::kName, { unary_apply<T, T>(ctx, x, y, Lift1<T, F>{f}); });
 }
 
 void sqrt_kernel(OpContext& ctx) {
-  const Tensor& x = ctx.input(0);
-  Tensor& y = ctx.output(0, x.dtype(), x.shape());
 #if defined(__SSE2__)
+  const Tensor& x = ctx.input(0);
   if (x.dtype() == DType::kFloat || x.dtype() == DType::kDouble) {
+    Tensor& y = ctx.output(0, x.dtype(), x.shape());
     const int64_t n = x.numel();
     const bool f32 = x.dtype() == DType::kFloat;
     auto body = [&](int64_t b, int64_t e) {

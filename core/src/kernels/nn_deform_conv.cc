@@ -73,41 +73,44 @@ void deform_conv_kernel(OpContext& ctx) {
   const float* o = off.data<float>();
   const float* mk = mask ? mask->data<float>() : nullptr;
   float* y = Y.data<float>();
-  std::vector<float> col(static_cast<size_t>(std::max<int64_t>(Cg * K * P, 1)));
+  // Column band: positions [p0, p1) at a time, bounded to about 16 MB.
+  const int64_t band = std::max<int64_t>(1, std::min<int64_t>(P, (int64_t{16} << 20) / std::max<int64_t>(1, Cg * K * 4)));
+  std::vector<float> col(static_cast<size_t>(std::max<int64_t>(Cg * K * band, 1)));
   for (int64_t n = 0; n < N; ++n)
-    for (int64_t grp = 0; grp < group; ++grp) {
-      ctx.threads().parallel_for(Cg, 1, [&](int64_t c0, int64_t c1) {
-        for (int64_t cl = c0; cl < c1; ++cl) {
-          const int64_t c = grp * Cg + cl, og = c / Cog;
-          const float* xp = x + (n * C + c) * H * Wd;
-          for (int64_t kh = 0; kh < KH; ++kh)
-            for (int64_t kw = 0; kw < KW; ++kw) {
-              const int64_t k = kh * KW + kw;
-              const float* oh_ = o + ((n * ogroup + og) * K * 2 + 2 * k) * P;  // offset along H
-              const float* ow_ = oh_ + P;                                       // offset along W
-              const float* m_ = mk ? mk + ((n * ogroup + og) * K + k) * P : nullptr;
-              float* row = col.data() + (cl * K + k) * P;
-              for (int64_t i = 0; i < OH; ++i)
-                for (int64_t j = 0; j < OW; ++j) {
-                  const int64_t p = i * OW + j;
-                  const float h = static_cast<float>(i * g.stride[0] - g.pad_begin[0] + kh * g.dilation[0]) + oh_[p];
-                  const float ww = static_cast<float>(j * g.stride[1] - g.pad_begin[1] + kw * g.dilation[1]) + ow_[p];
+    for (int64_t grp = 0; grp < group; ++grp)
+      for (int64_t p0 = 0; p0 < P; p0 += band) {
+        const int64_t p1 = std::min(P, p0 + band), cols = p1 - p0;
+        ctx.threads().parallel_for(Cg, 1, [&](int64_t c0, int64_t c1) {
+          for (int64_t cl = c0; cl < c1; ++cl) {
+            const int64_t c = grp * Cg + cl, og = c / Cog;
+            const float* xp = x + (n * C + c) * H * Wd;
+            for (int64_t kh = 0; kh < KH; ++kh)
+              for (int64_t kw = 0; kw < KW; ++kw) {
+                const int64_t k = kh * KW + kw;
+                const float* off_h = o + ((n * ogroup + og) * K * 2 + 2 * k) * P;  // offset along H
+                const float* off_w = off_h + P;                                     // offset along W
+                const float* m_ = mk ? mk + ((n * ogroup + og) * K + k) * P : nullptr;
+                float* row = col.data() + (cl * K + k) * cols;
+                for (int64_t p = p0; p < p1; ++p) {
+                  const int64_t i = p / OW, j = p % OW;
+                  const float h = static_cast<float>(i * g.stride[0] - g.pad_begin[0] + kh * g.dilation[0]) + off_h[p];
+                  const float ww = static_cast<float>(j * g.stride[1] - g.pad_begin[1] + kw * g.dilation[1]) + off_w[p];
                   float v = bilinear(xp, H, Wd, h, ww);
                   if (m_) v *= m_[p];
-                  row[p] = v;
+                  row[p - p0] = v;
                 }
-            }
+              }
+          }
+        });
+        float* yg = y + (n * M + grp * Mg) * P + p0;
+        float beta = 0.f;
+        if (B) {
+          for (int64_t m = 0; m < Mg; ++m) std::fill(yg + m * P, yg + m * P + cols, B->data<float>()[grp * Mg + m]);
+          beta = 1.f;
         }
-      });
-      float* yg = y + (n * M + grp * Mg) * P;
-      float beta = 0.f;
-      if (B) {
-        for (int64_t m = 0; m < Mg; ++m) std::fill(yg + m * P, yg + (m + 1) * P, B->data<float>()[grp * Mg + m]);
-        beta = 1.f;
+        sgemm(false, false, Mg, cols, Cg * K, 1.f, w + grp * Mg * Cg * K, Cg * K, col.data(), cols, beta, yg, P,
+              &ctx.threads());
       }
-      sgemm(false, false, Mg, P, Cg * K, 1.f, w + grp * Mg * Cg * K, Cg * K, col.data(), P, beta, yg, P,
-            &ctx.threads());
-    }
 }
 
 // ---------------------------------------------------------------------------------------

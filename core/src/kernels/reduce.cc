@@ -1,10 +1,12 @@
 // Kernel group: reduce — Reduce* (axes as attribute or input, keepdims,
 // noop_with_empty_axes, empty-set identities), ArgMax/ArgMin, CumSum/CumProd.
 //
-// Every reduction is brought to the canonical layout [outer, reduced, inner]: adjacent
-// kept/reduced dimensions are merged, and layouts with several separate reduced groups
-// are first copied into [kept..., reduced...] order. Rows then reduce with a contiguous
-// inner loop, split across threads over `outer` (or `inner` when outer is small).
+// Every reduction is brought to the canonical layout [outer, reduced, inner] by merging
+// adjacent kept/reduced dimensions. Layouts with several separate reduced groups are
+// reduced one group at a time through an accumulator buffer (LogSumExp, which needs a
+// row maximum first, copies the input into [kept..., reduced...] order instead). Rows
+// reduce with vectorizable loops, split across threads over `outer` (or over chunks of
+// the row / tiles of `inner` when outer is small).
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -41,7 +43,7 @@ ReduceLayout plan_layout(const Shape& shape, const std::vector<bool>& reduced) {
     if (!groups.empty() && groups.back().second == reduced[d]) groups.back().first *= shape[d];
     else groups.emplace_back(shape[d], reduced[d]);
   }
-  // Drop nothing else; classify.
+  // Classify: no reduced group, exactly one (layout [outer, reduce, inner]), or several.
   size_t n_red = 0;
   for (auto& g : groups) n_red += g.second ? 1 : 0;
   if (n_red == 0) {
@@ -205,30 +207,80 @@ struct Reducer {
   }
 };
 
-// Generic [outer, reduce, inner] reduction for the single-pass reducers.
-template <RKind K, class T>
-void reduce_ori(OpContext& ctx, const T* x, T* y, int64_t O, int64_t R, int64_t I) {
+// One [outer, reduce, inner] reduction pass. The first pass reads T and applies the
+// reducer's pre-map; later passes read accumulators. The last pass applies the
+// post-map with the total number of reduced elements and stores T; earlier passes
+// store accumulators. A single-group reduction is one pass that is first and last.
+template <RKind K, class T, bool kFirst, bool kLast>
+struct PassIO {
   using Rd = Reducer<K, T>;
   using A = acc_t<T>;
+  using In = std::conditional_t<kFirst, T, A>;
+  using Out = std::conditional_t<kLast, T, A>;
+  static inline A get(In v) {
+    if constexpr (kFirst) return Rd::pre(load_acc<T>(v));
+    else return v;
+  }
+  static inline Out put(A a, int64_t count) {
+    if constexpr (kLast) return store_acc<T>(Rd::post(a, count));
+    else return a;
+  }
+};
+
+template <RKind K, class T, bool kFirst, bool kLast>
+void reduce_pass(OpContext& ctx, const typename PassIO<K, T, kFirst, kLast>::In* x,
+                 typename PassIO<K, T, kFirst, kLast>::Out* y, int64_t O, int64_t R, int64_t I, int64_t count) {
+  using Rd = Reducer<K, T>;
+  using A = acc_t<T>;
+  using IO = PassIO<K, T, kFirst, kLast>;
+  using In = typename IO::In;
+  using Out = typename IO::Out;
   const int64_t work = O * std::max<int64_t>(R, 1) * I;
   if (I == 1) {
     constexpr int64_t kLanes = 32;
     auto rows = [&](int64_t b, int64_t e) {
       for (int64_t o = b; o < e; ++o) {
-        const T* p = x + o * R;
-        // kLanes independent accumulators: the lane loop vectorizes and the float sums
-        // are more accurate than one running sum.
-        A lanes[kLanes];
-        for (int64_t k = 0; k < kLanes; ++k) lanes[k] = Rd::init();
-        int64_t r = 0;
-        for (; r + kLanes <= R; r += kLanes)
-          for (int64_t k = 0; k < kLanes; ++k) lanes[k] = Rd::combine(lanes[k], Rd::pre(load_acc<T>(p[r + k])));
+        const In* p = x + o * R;
         A acc = Rd::init();
-        for (; r < R; ++r) acc = Rd::combine(acc, Rd::pre(load_acc<T>(p[r])));
-        for (int64_t k = 0; k < kLanes; ++k) acc = Rd::combine(acc, lanes[k]);
-        y[o] = store_acc<T>(Rd::post(acc, R));
+        int64_t r = 0;
+        if (R >= 2 * kLanes) {
+          // kLanes independent accumulators: the lane loop vectorizes and the float sums
+          // are more accurate than one running sum.
+          A lanes[kLanes];
+          for (int64_t k = 0; k < kLanes; ++k) lanes[k] = Rd::init();
+          for (; r + kLanes <= R; r += kLanes)
+            for (int64_t k = 0; k < kLanes; ++k) lanes[k] = Rd::combine(lanes[k], IO::get(p[r + k]));
+          for (int64_t k = 0; k < kLanes; ++k) acc = Rd::combine(acc, lanes[k]);
+        }
+        for (; r < R; ++r) acc = Rd::combine(acc, IO::get(p[r]));
+        y[o] = IO::put(acc, count);
       }
     };
+    if (O == 1 && R >= 4 * kReduceGrain && ctx.threads().size() > 1) {
+      // One long row: partial results per chunk, combined in chunk order.
+      const int64_t nchunks = std::min<int64_t>(R / kReduceGrain, 4 * ctx.threads().size());
+      const int64_t chunk = (R + nchunks - 1) / nchunks;
+      std::vector<A> part(static_cast<size_t>(nchunks), Rd::init());
+      ctx.threads().parallel_for(nchunks, 1, [&](int64_t b, int64_t e) {
+        for (int64_t c = b; c < e; ++c) {
+          const In* p = x + c * chunk;
+          const int64_t n = std::min(R, (c + 1) * chunk) - c * chunk;
+          A lanes[kLanes];
+          for (int64_t k = 0; k < kLanes; ++k) lanes[k] = Rd::init();
+          int64_t r = 0;
+          for (; r + kLanes <= n; r += kLanes)
+            for (int64_t k = 0; k < kLanes; ++k) lanes[k] = Rd::combine(lanes[k], IO::get(p[r + k]));
+          A acc = Rd::init();
+          for (int64_t k = 0; k < kLanes; ++k) acc = Rd::combine(acc, lanes[k]);
+          for (; r < n; ++r) acc = Rd::combine(acc, IO::get(p[r]));
+          part[static_cast<size_t>(c)] = acc;
+        }
+      });
+      A acc = Rd::init();
+      for (const A& v : part) acc = Rd::combine(acc, v);
+      y[0] = IO::put(acc, count);
+      return;
+    }
     if (work < 2 * kReduceGrain || O == 1) rows(0, O);
     else ctx.threads().parallel_for(O, std::max<int64_t>(1, kReduceGrain / std::max<int64_t>(R, 1)), rows);
     return;
@@ -237,13 +289,13 @@ void reduce_ori(OpContext& ctx, const T* x, T* y, int64_t O, int64_t R, int64_t 
   auto block = [&](int64_t o, int64_t i0, int64_t i1, A* acc) {
     const int64_t n = i1 - i0;
     for (int64_t i = 0; i < n; ++i) acc[i] = Rd::init();
-    const T* base = x + o * R * I + i0;
+    const In* base = x + o * R * I + i0;
     for (int64_t r = 0; r < R; ++r) {
-      const T* p = base + r * I;
-      for (int64_t i = 0; i < n; ++i) acc[i] = Rd::combine(acc[i], Rd::pre(load_acc<T>(p[i])));
+      const In* p = base + r * I;
+      for (int64_t i = 0; i < n; ++i) acc[i] = Rd::combine(acc[i], IO::get(p[i]));
     }
-    T* q = y + o * I + i0;
-    for (int64_t i = 0; i < n; ++i) q[i] = store_acc<T>(Rd::post(acc[i], R));
+    Out* q = y + o * I + i0;
+    for (int64_t i = 0; i < n; ++i) q[i] = IO::put(acc[i], count);
   };
   constexpr int64_t kTile = 1024;
   auto tiles = [&](int64_t o, int64_t t0, int64_t t1) {
@@ -263,6 +315,66 @@ void reduce_ori(OpContext& ctx, const T* x, T* y, int64_t O, int64_t R, int64_t 
     ctx.threads().parallel_for(tasks, std::max<int64_t>(1, kReduceGrain / per), [&](int64_t b, int64_t e) {
       for (int64_t k = b; k < e; ++k) tiles(k / ntiles, k % ntiles, k % ntiles + 1);
     });
+  }
+}
+
+template <RKind K, class T>
+void reduce_ori(OpContext& ctx, const T* x, T* y, int64_t O, int64_t R, int64_t I) {
+  reduce_pass<K, T, true, true>(ctx, x, y, O, R, I, R);
+}
+
+// Several separate reduced groups: reduce the innermost reduced group first into an
+// accumulator buffer, then the next ones, so no transposed copy of the input is made.
+template <RKind K, class T>
+void reduce_multi(OpContext& ctx, const T* x, T* y, const Shape& shape, const std::vector<bool>& reduced) {
+  using A = acc_t<T>;
+  std::vector<std::pair<int64_t, bool>> groups;
+  int64_t count = 1;
+  for (size_t d = 0; d < shape.size(); ++d) {
+    if (reduced[d]) count *= shape[d];
+    if (shape[d] == 1) continue;
+    if (!groups.empty() && groups.back().second == reduced[d]) groups.back().first *= shape[d];
+    else groups.emplace_back(shape[d], reduced[d]);
+  }
+  std::vector<A> cur, next;
+  bool first = true;
+  for (;;) {
+    size_t g = groups.size();
+    size_t n_red = 0;
+    for (size_t i = 0; i < groups.size(); ++i) {
+      if (groups[i].second) {
+        g = i;
+        ++n_red;
+      }
+    }
+    MRT_ENFORCE(n_red >= 1, MRT_INTERNAL, "reduce_multi without reduced dims");
+    int64_t O = 1, I = 1;
+    for (size_t i = 0; i < g; ++i) O *= groups[i].first;
+    for (size_t i = g + 1; i < groups.size(); ++i) I *= groups[i].first;
+    const int64_t R = groups[g].first;
+    const bool last = n_red == 1;
+    if (first) {
+      next.resize(static_cast<size_t>(O * I));
+      reduce_pass<K, T, true, false>(ctx, x, next.data(), O, R, I, count);
+    } else if (!last) {
+      next.resize(static_cast<size_t>(O * I));
+      reduce_pass<K, T, false, false>(ctx, cur.data(), next.data(), O, R, I, count);
+    } else {
+      reduce_pass<K, T, false, true>(ctx, cur.data(), y, O, R, I, count);
+      return;
+    }
+    first = false;
+    cur.swap(next);
+    groups.erase(groups.begin() + static_cast<std::ptrdiff_t>(g));
+    // Merge neighbours that became adjacent.
+    for (size_t i = 1; i < groups.size();) {
+      if (groups[i].second == groups[i - 1].second) {
+        groups[i - 1].first *= groups[i].first;
+        groups.erase(groups.begin() + static_cast<std::ptrdiff_t>(i));
+      } else {
+        ++i;
+      }
+    }
   }
 }
 
@@ -302,6 +414,7 @@ void reduce_logsumexp(OpContext& ctx, const T* x, T* y, int64_t O, int64_t R, in
 struct ReduceSetup {
   Shape out_shape;
   ReduceLayout layout;
+  std::vector<bool> reduced;
 };
 
 std::vector<int64_t> reduce_axes(OpContext& ctx, int64_t axes_input_since, bool& noop) {
@@ -342,6 +455,7 @@ ReduceSetup setup_reduce(OpContext& ctx, const Tensor& x, int64_t axes_input_sin
     else if (keepdims) s.out_shape.push_back(1);
   }
   s.layout = plan_layout(x.shape(), reduced);
+  s.reduced = reduced;
   return s;
 }
 
@@ -351,21 +465,30 @@ void reduce_kernel_impl(OpContext& ctx, const char* what, int64_t axes_input_sin
   ReduceSetup s = setup_reduce(ctx, x, axes_input_since);
   Tensor& y = ctx.output(0, x.dtype(), s.out_shape);
   if (y.numel() == 0) return;
-  Tensor src = x;
-  if (s.layout.transpose) src = permuted(x, s.layout.perm, ctx.allocator());
-  const int64_t O = s.layout.outer, R = s.layout.reduce, I = s.layout.inner;
   constexpr bool kAllowBool = (K == RKind::kMax || K == RKind::kMin);
   constexpr bool kFloatOnly = (K == RKind::kLogSumExp);
+  // LogSumExp needs all its values at once: several reduced groups are first copied
+  // into [kept..., reduced...] order. The other reducers combine group by group.
+  Tensor src = x;
+  if (s.layout.transpose && kFloatOnly) src = permuted(x, s.layout.perm, ctx.allocator());
+  const bool multi = s.layout.transpose && !kFloatOnly;
+  const int64_t O = s.layout.outer, R = s.layout.reduce, I = s.layout.inner;
   if (x.dtype() == DType::kBool) {
     MRT_CHECK_IMPL(kAllowBool, what, ": element type bool is not supported");
-    if constexpr (kAllowBool) reduce_ori<K, bool>(ctx, src.data_as<bool>(), y.data_as<bool>(), O, R, I);
+    if constexpr (kAllowBool) {
+      if (multi) reduce_multi<K, bool>(ctx, x.data_as<bool>(), y.data_as<bool>(), x.shape(), s.reduced);
+      else reduce_ori<K, bool>(ctx, src.data_as<bool>(), y.data_as<bool>(), O, R, I);
+    }
     return;
   }
   if constexpr (kFloatOnly) {
     MRT_EW_DISPATCH_FLOATLIKE(x.dtype(), what,
                               { reduce_logsumexp<T>(ctx, src.data_as<T>(), y.data_as<T>(), O, R, I); });
   } else {
-    MRT_EW_DISPATCH_NUMERIC(x.dtype(), what, { reduce_ori<K, T>(ctx, src.data_as<T>(), y.data_as<T>(), O, R, I); });
+    MRT_EW_DISPATCH_NUMERIC(x.dtype(), what, {
+      if (multi) reduce_multi<K, T>(ctx, x.data_as<T>(), y.data_as<T>(), x.shape(), s.reduced);
+      else reduce_ori<K, T>(ctx, src.data_as<T>(), y.data_as<T>(), O, R, I);
+    });
   }
 }
 

@@ -66,7 +66,8 @@ void concat_kernel(OpContext& ctx) {
     ins[i] = &t;
     MRT_CHECK_ARG(t.dtype() == first.dtype(), "input ", i, " is ", t.describe(), " but input 0 is ",
                   first.describe());
-    MRT_CHECK_ARG(static_cast<int64_t>(t.rank()) == r, "input ", i, " ", t.describe(), " has another rank than input 0 ",
+    MRT_CHECK_ARG(static_cast<int64_t>(t.rank()) == r, "input ", i, " ", t.describe(),
+                  " has another rank than input 0 ",
                   first.describe());
     for (int64_t k = 0; k < r; ++k)
       MRT_CHECK_ARG(k == axis || t.dim(static_cast<size_t>(k)) == first.dim(static_cast<size_t>(k)), "input ", i, " ",
@@ -115,7 +116,8 @@ void split_kernel(OpContext& ctx) {
   std::vector<int64_t> sizes;
   bool have_split = false;
   if (ctx.opset() >= 13 || (ctx.opset() < 2 && ctx.has_input(1))) {
-    if (const Tensor* s = ctx.optional_input(1)) {
+    const Tensor* s = ctx.optional_input(1);
+    if (s && s->numel() > 0) {  // an empty split tensor counts as omitted
       MRT_CHECK_ARG(s->rank() == 1, "split must be 1-D, got ", s->describe());
       sizes = read_int64s(*s, "split");
       have_split = true;
@@ -195,7 +197,8 @@ void slice_kernel(OpContext& ctx) {
   MRT_CHECK_ARG(starts.size() == ends.size(), "starts ", shape_str(starts), " and ends ", shape_str(ends),
                 " differ in length");
   if (axes.empty() && !(ctx.opset() >= 10 && ctx.has_input(3))) {
-    MRT_CHECK_ARG(static_cast<int64_t>(starts.size()) <= r, "starts ", shape_str(starts), " is longer than the rank of ",
+    MRT_CHECK_ARG(static_cast<int64_t>(starts.size()) <= r, "starts ", shape_str(starts),
+                  " is longer than the rank of ",
                   x.describe());
     for (size_t i = 0; i < starts.size(); ++i) axes.push_back(static_cast<int64_t>(i));
   }

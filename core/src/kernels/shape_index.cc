@@ -70,7 +70,8 @@ void gather_elements_kernel(OpContext& ctx) {
   const size_t r = x.rank();
   MRT_CHECK_ARG(r >= 1 && it.rank() == r, "data ", x.describe(), " and indices ", it.describe(),
                 " must have the same rank >= 1");
-  const size_t axis = static_cast<size_t>(checked_axis(ctx.node().attr_int("axis", 0), static_cast<int64_t>(r), "axis"));
+  const size_t axis =
+      static_cast<size_t>(checked_axis(ctx.node().attr_int("axis", 0), static_cast<int64_t>(r), "axis"));
   for (size_t k = 0; k < r; ++k)
     MRT_CHECK_ARG(k == axis || it.dim(k) <= x.dim(k), "indices ", it.describe(), " exceed data ", x.describe(),
                   " on axis ", k);
@@ -216,7 +217,8 @@ void scatter_elements_kernel(OpContext& ctx) {
                 " must have the same rank >= 1");
   MRT_CHECK_ARG(up.shape() == it.shape(), "updates ", up.describe(), " must have the shape of indices ", it.describe());
   MRT_CHECK_ARG(up.dtype() == x.dtype(), "updates ", up.describe(), " must have the type of data ", x.describe());
-  const size_t axis = static_cast<size_t>(checked_axis(ctx.node().attr_int("axis", 0), static_cast<int64_t>(r), "axis"));
+  const size_t axis =
+      static_cast<size_t>(checked_axis(ctx.node().attr_int("axis", 0), static_cast<int64_t>(r), "axis"));
   for (size_t k = 0; k < r; ++k)
     MRT_CHECK_ARG(k == axis || it.dim(k) <= x.dim(k), "indices ", it.describe(), " exceed data ", x.describe(),
                   " on axis ", k);
