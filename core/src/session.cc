@@ -1,6 +1,7 @@
 #include "session.h"
 
 #include "function_inliner.h"
+#include "graph_optimizer.h"
 #include "type_inference.h"
 
 #include <algorithm>
@@ -70,6 +71,8 @@ int Session::value_id(const std::string& name) const {
 
 void Session::build() {
   inline_model_functions(model_);
+  auto level = options_.config.find("session.graph_optimization_level");
+  if (level == options_.config.end() || level->second != "0") optimize_graph(model_);
   const Graph& g = model_.graph;
   auto intern = [&](const std::string& name) {
     auto it = ids_.find(name);

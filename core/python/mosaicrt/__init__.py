@@ -18,7 +18,14 @@ from ._errors import (
     OutOfMemory,
     RuntimeFailure,
 )
-from ._session import InferenceSession, NodeArg, SessionOptions, get_available_providers, get_device
+from ._session import (
+    GraphOptimizationLevel,
+    InferenceSession,
+    NodeArg,
+    SessionOptions,
+    get_available_providers,
+    get_device,
+)
 
 __version__: str = _lib.MrtGetVersionString().decode()
 
@@ -43,6 +50,7 @@ def get_cpu_operators() -> list[tuple[str, str]]:
 
 
 __all__ = [
+    "GraphOptimizationLevel",
     "InferenceSession",
     "InternalError",
     "InvalidArgument",

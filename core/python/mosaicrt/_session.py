@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ctypes
+import enum
 import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -62,6 +63,15 @@ def get_device() -> str:
     return "CPU"
 
 
+class GraphOptimizationLevel(enum.IntEnum):
+    """How much the session may rewrite the graph (onnxruntime's names)."""
+
+    ORT_DISABLE_ALL = 0
+    ORT_ENABLE_BASIC = 1
+    ORT_ENABLE_EXTENDED = 2
+    ORT_ENABLE_ALL = 99
+
+
 class SessionOptions:
     """Options for InferenceSession (the subset of onnxruntime's that mosaicrt honours)."""
 
@@ -69,6 +79,8 @@ class SessionOptions:
         self.intra_op_num_threads: int = 0
         self.inter_op_num_threads: int = 0  # accepted for compatibility; nodes run in order
         self.log_severity_level: int = 2
+        # Conv+BatchNormalization folding and Conv+Relu fusion; ORT_DISABLE_ALL runs the graph as written.
+        self.graph_optimization_level: GraphOptimizationLevel = GraphOptimizationLevel.ORT_ENABLE_ALL
         self._config: dict[str, str] = {}
 
     def add_session_config_entry(self, key: str, value: str) -> None:
@@ -83,6 +95,8 @@ class SessionOptions:
         try:
             threads = int(self.intra_op_num_threads)
             check(lib.MrtSessionOptionsSetIntraOpNumThreads(handle, threads))
+            level = int(self.graph_optimization_level)
+            check(lib.MrtSessionOptionsSetConfigEntry(handle, b"session.graph_optimization_level", str(level).encode()))
             for key, value in self._config.items():
                 check(lib.MrtSessionOptionsSetConfigEntry(handle, key.encode(), value.encode()))
         except BaseException:
