@@ -234,3 +234,42 @@ def test_outputs_are_owned_by_the_caller() -> None:
     z[:] = 7
     np.testing.assert_array_equal(sess.run(None, {"x": x})[0], np.ones(3, np.float32))
     np.testing.assert_array_equal(x, np.zeros(3, np.float32))
+
+
+def _conv_bn_relu_model(bn_scale_is_input: bool) -> onnx.ModelProto:
+    rng = np.random.default_rng(7)
+    inits = [
+        numpy_helper.from_array(rng.standard_normal((4, 3, 3, 3)).astype(np.float32), "w"),
+        numpy_helper.from_array(rng.standard_normal(4).astype(np.float32), "b"),
+        numpy_helper.from_array(rng.uniform(0.5, 2, 4).astype(np.float32), "scale"),
+        numpy_helper.from_array(rng.standard_normal(4).astype(np.float32), "shift"),
+        numpy_helper.from_array(rng.standard_normal(4).astype(np.float32), "mean"),
+        numpy_helper.from_array(rng.uniform(0.5, 2, 4).astype(np.float32), "var"),
+    ]
+    inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3, 8, 8])]
+    if bn_scale_is_input:  # an initializer that is also a graph input may be overridden per run
+        inputs.append(helper.make_tensor_value_info("scale", TensorProto.FLOAT, [4]))
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], pads=[1, 1, 1, 1]),
+             helper.make_node("BatchNormalization", ["c", "scale", "shift", "mean", "var"], ["n"], epsilon=1e-3),
+             helper.make_node("Relu", ["n"], ["y"])]
+    graph = helper.make_graph(nodes, "g", inputs, [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+@pytest.mark.parametrize("bn_scale_is_input", [False, True])
+def test_graph_optimizations_keep_results(bn_scale_is_input: bool) -> None:
+    import onnxruntime
+
+    model = _conv_bn_relu_model(bn_scale_is_input).SerializeToString()
+    x = np.random.default_rng(1).standard_normal((2, 3, 8, 8)).astype(np.float32)
+    feeds: list[dict[str, np.ndarray]] = [{"x": x}]
+    if bn_scale_is_input:
+        feeds.append({"x": x, "scale": np.full(4, 3.0, np.float32)})  # overriding must take effect
+    ort = onnxruntime.InferenceSession(model, providers=["CPUExecutionProvider"])
+    for feed in feeds:
+        expected = ort.run(None, feed)[0]
+        for level in (mosaicrt.GraphOptimizationLevel.ORT_DISABLE_ALL, mosaicrt.GraphOptimizationLevel.ORT_ENABLE_ALL):
+            opts = mosaicrt.SessionOptions()
+            opts.graph_optimization_level = level
+            got = mosaicrt.InferenceSession(model, sess_options=opts).run(None, feed)[0]
+            np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-5)
