@@ -46,6 +46,7 @@ bool is_float_vector(const Tensor* t, int64_t n) {
 
 // Conv(W, B?) → BatchNormalization: returns true when folded.
 bool fold_batchnorm(Graph& g, GraphIndex& idx, Node& conv, Node& bn) {
+  if (bn.outputs.empty() || bn.outputs[0].empty()) return false;
   if (bn.outputs.size() != 1 && !(bn.outputs.size() > 1 && std::all_of(bn.outputs.begin() + 1, bn.outputs.end(),
                                                                        [](const std::string& s) { return s.empty(); })))
     return false;
@@ -120,7 +121,8 @@ GraphOptimizerStats optimize_graph(Model& model) {
         ++stats.batchnorms_folded;
       }
     }
-    if (Node* act = single_consumer(n.outputs[0]); act && act->op_type == "Relu" && act->domain.empty()) {
+    if (Node* act = single_consumer(n.outputs[0]);
+        act && act->op_type == "Relu" && act->domain.empty() && act->outputs.size() == 1 && !act->outputs[0].empty()) {
       const Tensor* W = n.inputs.size() > 1 ? idx.constant(n.inputs[1]) : nullptr;
       if (!W || W->dtype() != DType::kFloat) continue;
       n.domain = "com.microsoft";

@@ -52,7 +52,7 @@ static inline float exp_f(float x) {
   // 2^n as 2^(n-1) * 2 so that n = 128 still has a valid exponent field; n = 129 only
   // occurs for x >= 89 where the product overflows to +inf as it should.
   const int32_t e = n + 126 < 254 ? n + 126 : 254;
-  const float res = p * from_bits(e << 23) * 2.f;
+  const float res = p * from_bits(static_cast<int32_t>(static_cast<uint32_t>(e) << 23)) * 2.f;
   return x != x ? x : res;
 }
 

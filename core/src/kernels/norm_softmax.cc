@@ -22,7 +22,8 @@ constexpr int64_t kLanes = 64;
 // exp(x) for x <= 0 (softmax arguments are shifted by the maximum), written so that loops
 // over it vectorize: 2^n * p(r) with |r| <= ln2/2 and a degree-6 polynomial (about 1e-7
 // relative error). Below -87 the result is 0, like the float exp; NaN stays NaN.
-inline float exp_neg(float x) {
+inline float exp_neg(float x_in) {
+  const float x = x_in < -87.f ? -87.f : x_in;  // keeps the exponent bits below in range
   const float t = x * 1.44269504f + 12582912.f;  // round(x / ln2) via the 1.5 * 2^23 trick
   const float n = t - 12582912.f;
   const float r = (x - n * 0.693145752f) - n * 1.42860677e-6f;
@@ -33,11 +34,11 @@ inline float exp_neg(float x) {
   p = p * r + 0.5f;
   p = p * r + 1.f;
   p = p * r + 1.f;
-  const int32_t e = (static_cast<int32_t>(n) + 127) << 23;
+  const uint32_t e = static_cast<uint32_t>(static_cast<int32_t>(n) + 127) << 23;
   float scale;
   std::memcpy(&scale, &e, sizeof(scale));
   const float v = p * scale;
-  return x < -87.f ? 0.f : v;
+  return x_in < -87.f ? 0.f : v;
 }
 inline double exp_neg(double x) { return std::exp(x); }
 

@@ -162,6 +162,15 @@ enum class RKind { kSum, kMean, kMax, kMin, kProd, kL1, kL2, kLogSum, kLogSumExp
 template <RKind K, class T>
 struct Reducer {
   using A = acc_t<T>;
+  // Integer accumulators wrap on overflow (computed unsigned: no undefined behaviour).
+  static inline A add(A a, A b) {
+    if constexpr (std::is_integral<A>::value) return static_cast<A>(std::make_unsigned_t<A>(a) + std::make_unsigned_t<A>(b));
+    else return a + b;
+  }
+  static inline A mul(A a, A b) {
+    if constexpr (std::is_integral<A>::value) return static_cast<A>(std::make_unsigned_t<A>(a) * std::make_unsigned_t<A>(b));
+    else return a * b;
+  }
   static inline A init() {
     if constexpr (K == RKind::kMax) return lowest_of<T>();
     else if constexpr (K == RKind::kMin) return highest_of<T>();
@@ -171,9 +180,11 @@ struct Reducer {
   static inline A pre(A x) {
     if constexpr (K == RKind::kL1) {
       if constexpr (std::is_unsigned<A>::value) return x;
-      else return x < 0 ? A(0) - x : x;
+      else if constexpr (std::is_integral<A>::value)
+        return x < 0 ? static_cast<A>(std::make_unsigned_t<A>(0) - std::make_unsigned_t<A>(x)) : x;
+      else return x < 0 ? -x : x;
     } else if constexpr (K == RKind::kL2 || K == RKind::kSumSquare) {
-      return x * x;
+      return mul(x, x);
     } else {
       return x;
     }
@@ -188,9 +199,9 @@ struct Reducer {
       if constexpr (std::is_floating_point<A>::value) a = x != x ? x : a;
       return a;
     } else if constexpr (K == RKind::kProd) {
-      return a * x;
+      return mul(a, x);
     } else {
-      return a + x;
+      return add(a, x);
     }
   }
   static inline A post(A a, int64_t n) {
@@ -582,9 +593,9 @@ void cum_apply(OpContext& ctx, const T* x, T* y, int64_t O, int64_t R, int64_t I
           const A v = load_acc<T>(p[i]);
           if (exclusive) {
             q[i] = store_acc<T>(acc[i]);
-            acc[i] = kProd ? acc[i] * v : acc[i] + v;
+            acc[i] = kProd ? Reducer<RKind::kProd, T>::mul(acc[i], v) : Reducer<RKind::kSum, T>::add(acc[i], v);
           } else {
-            acc[i] = kProd ? acc[i] * v : acc[i] + v;
+            acc[i] = kProd ? Reducer<RKind::kProd, T>::mul(acc[i], v) : Reducer<RKind::kSum, T>::add(acc[i], v);
             q[i] = store_acc<T>(acc[i]);
           }
         }
