@@ -12,7 +12,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "wheel"))
 
-from node_cases import run_all  # noqa: E402
+from node_cases import run_all
 
 
 def main() -> int:
@@ -27,9 +27,8 @@ def main() -> int:
         counts[r.status] += 1
         for op in r.ops:
             per_op[op][r.status] += 1
-        if r.status != "pass" or not args.q:
-            if not (args.q and r.status == "unsupported"):
-                print(f"{r.status.upper():12s} {r.name}  {r.detail[:300]}", flush=True)
+        if (r.status != "pass" or not args.q) and not (args.q and r.status == "unsupported"):
+            print(f"{r.status.upper():12s} {r.name}  {r.detail[:300]}", flush=True)
     if args.by_op:
         for op in sorted(per_op):
             c = per_op[op]

@@ -73,16 +73,16 @@ def run_case(case: Any) -> CaseResult:
         sess = mosaicrt.InferenceSession(model_bytes)
     except mosaicrt.NotImplementedInRuntime as exc:
         return CaseResult(case.name, ops, "unsupported", str(exc))
-    except Exception as exc:  # noqa: BLE001 - report any failure as this case's result
+    except Exception as exc:
         return CaseResult(case.name, ops, "fail", f"session creation: {type(exc).__name__}: {exc}")
     initializer_names = {i.name for i in case.model.graph.initializer}
     input_names = [i.name for i in case.model.graph.input if i.name not in initializer_names]
     output_names = [o.name for o in case.model.graph.output]
     rtol = getattr(case, "rtol", 1e-3) or 1e-3
     atol = getattr(case, "atol", 1e-7) or 1e-7
-    for inputs, expected in case.data_sets:
-        inputs = [_as_array(v) for v in inputs]
-        expected = [_as_array(v) for v in expected]
+    for raw_inputs, raw_expected in case.data_sets:
+        inputs = [_as_array(v) for v in raw_inputs]
+        expected = [_as_array(v) for v in raw_expected]
         if any(not isinstance(v, np.ndarray) for v in list(inputs) + list(expected)):
             return CaseResult(case.name, ops, "unsupported", "sequence/optional values are not supported")
         feed = dict(zip(input_names, inputs, strict=False))
@@ -90,7 +90,7 @@ def run_case(case: Any) -> CaseResult:
             actual = sess.run(output_names[: len(expected)], feed)
         except mosaicrt.NotImplementedInRuntime as exc:
             return CaseResult(case.name, ops, "unsupported", str(exc))
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             return CaseResult(case.name, ops, "fail", f"run: {type(exc).__name__}: {exc}")
         for name, exp, act in zip(output_names, expected, actual, strict=False):
             problem = _compare(name, np.asarray(exp), act, rtol, atol)

@@ -11,9 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
-import pytest
-
 import mosaicrt
+import pytest
 from conftest import NODE_CASE_RESULTS
 from node_cases import collect_cases, run_case
 
