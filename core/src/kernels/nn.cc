@@ -57,6 +57,16 @@ std::unique_ptr<T[]> make_buffer(int64_t n) {
   return std::unique_ptr<T[]>(new T[static_cast<size_t>(std::max<int64_t>(n, 1))]);
 }
 
+// Grow-only per-thread column buffer for im2col: re-allocating it for every Conv costs page
+// faults on each call (large blocks come straight from mmap). Bounded by kColBufferBytes.
+template <class T>
+T* col_scratch(int64_t n) {
+  thread_local std::vector<T> buf;
+  const size_t want = static_cast<size_t>(std::max<int64_t>(n, 1));
+  if (buf.size() < want) buf.resize(want);
+  return buf.data();
+}
+
 int64_t prod(const std::vector<int64_t>& v, size_t from = 0) {
   int64_t p = 1;
   for (size_t i = from; i < v.size(); ++i) p *= v[i];
@@ -482,12 +492,12 @@ void conv_run(const ConvPlan& p, const T* x, const T* w, const T* bias, T* y, Th
   const int64_t col_elems = pointwise ? 0 : K * band;
   if (tiled) {
     pool.parallel_for(tasks * bands, 1, [&](int64_t b, int64_t e) {
-      auto col = make_buffer<T>(col_elems);
-      for (int64_t item = b; item < e; ++item) run_item(item, col.get(), nullptr);
+      T* col = col_scratch<T>(col_elems);
+      for (int64_t item = b; item < e; ++item) run_item(item, col, nullptr);
     });
   } else {
-    auto col = make_buffer<T>(col_elems);
-    for (int64_t item = 0; item < tasks * bands; ++item) run_item(item, col.get(), &pool);
+    T* col = col_scratch<T>(col_elems);
+    for (int64_t item = 0; item < tasks * bands; ++item) run_item(item, col, &pool);
   }
 }
 
