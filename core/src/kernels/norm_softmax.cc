@@ -11,6 +11,7 @@
 #include <limits>
 #include <type_traits>
 
+#include "elementwise_math.h"
 #include "norm_util.h"
 
 namespace mrt {
@@ -19,27 +20,8 @@ namespace {
 enum class SmKind { kSoftmax, kLogSoftmax, kHardmax };
 constexpr int64_t kLanes = 64;
 
-// exp(x) for x <= 0 (softmax arguments are shifted by the maximum), written so that loops
-// over it vectorize: 2^n * p(r) with |r| <= ln2/2 and a degree-6 polynomial (about 1e-7
-// relative error). Below -87 the result is 0, like the float exp; NaN stays NaN.
-inline float exp_neg(float x_in) {
-  const float x = x_in < -87.f ? -87.f : x_in;  // keeps the exponent bits below in range
-  const float t = x * 1.44269504f + 12582912.f;  // round(x / ln2) via the 1.5 * 2^23 trick
-  const float n = t - 12582912.f;
-  const float r = (x - n * 0.693145752f) - n * 1.42860677e-6f;
-  float p = 1.f / 720.f;
-  p = p * r + 1.f / 120.f;
-  p = p * r + 1.f / 24.f;
-  p = p * r + 1.f / 6.f;
-  p = p * r + 0.5f;
-  p = p * r + 1.f;
-  p = p * r + 1.f;
-  const uint32_t e = static_cast<uint32_t>(static_cast<int32_t>(n) + 127) << 23;
-  float scale;
-  std::memcpy(&scale, &e, sizeof(scale));
-  const float v = p * scale;
-  return x_in < -87.f ? 0.f : v;
-}
+// exp of the max-shifted softmax arguments: the shared vectorizable float exp.
+inline float exp_neg(float x) { return fastmath::exp_f(x); }
 inline double exp_neg(double x) { return std::exp(x); }
 
 // One contiguous row (inner == 1) of float/double: y may serve as the scratch row.
