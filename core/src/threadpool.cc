@@ -2,17 +2,47 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <exception>
 #include <mutex>
 #include <thread>
 #include <vector>
 
+#if defined(__x86_64__) || defined(__i386__) || defined(_M_X64) || defined(_M_IX86)
+#include <immintrin.h>
+#define MRT_CPU_RELAX() _mm_pause()
+#elif defined(__aarch64__) && (defined(__GNUC__) || defined(__clang__))
+#define MRT_CPU_RELAX() __asm__ __volatile__("yield")
+#else
+#define MRT_CPU_RELAX() ((void)0)
+#endif
+
 namespace mrt {
 
 namespace {
 thread_local bool t_in_parallel = false;
+
+// Before blocking on a condition variable, waiters spin this long: waking a sleeping
+// thread costs tens of microseconds (more in a VM), which dominates the short parallel
+// regions of small ops, and the next job usually comes within this window.
+constexpr std::chrono::microseconds kSpin{200};
+
+// Spins until pred() or kSpin elapsed; returns pred()'s last value.
+template <class Pred>
+bool spin_until(Pred pred) {
+  if (pred()) return true;
+  const auto deadline = std::chrono::steady_clock::now() + kSpin;
+  for (;;) {
+    for (int i = 0; i < 64; ++i) {
+      MRT_CPU_RELAX();
+      if (pred()) return true;
+    }
+    if (std::chrono::steady_clock::now() >= deadline) return pred();
+    std::this_thread::yield();  // lets a thread sharing this CPU (oversubscription) progress
+  }
 }
+}  // namespace
 
 // Workers wait for a "job" (a chunked range); each participant (workers + caller)
 // grabs chunk indices from an atomic counter until the range is exhausted.
@@ -20,14 +50,16 @@ struct ThreadPool::Impl {
   std::vector<std::thread> workers;
   std::mutex mutex;
   std::condition_variable wake, done;
-  bool stop = false;
-  uint64_t generation = 0;
+  // Written under `mutex` (so that blocked waiters cannot miss a change), read lock-free
+  // while spinning.
+  std::atomic<bool> stop{false};
+  std::atomic<uint64_t> generation{0};
 
   // current job
   const std::function<void(int64_t, int64_t)>* fn = nullptr;
   int64_t n = 0, chunk = 1, chunks = 0;
   std::atomic<int64_t> next{0};
-  int active = 0;
+  std::atomic<int> active{0};
   std::exception_ptr error;
   std::mutex error_mutex;
 
@@ -50,16 +82,19 @@ struct ThreadPool::Impl {
   void worker_loop() {
     uint64_t seen = 0;
     for (;;) {
-      {
+      auto ready = [&] {
+        return stop.load(std::memory_order_acquire) || generation.load(std::memory_order_acquire) != seen;
+      };
+      if (!spin_until(ready)) {
         std::unique_lock<std::mutex> lock(mutex);
-        wake.wait(lock, [&] { return stop || generation != seen; });
-        if (stop) return;
-        seen = generation;
+        wake.wait(lock, ready);
       }
+      if (stop.load(std::memory_order_acquire)) return;
+      seen = generation.load(std::memory_order_acquire);
       run_chunks();
-      {
-        std::lock_guard<std::mutex> lock(mutex);
-        if (--active == 0) done.notify_all();
+      if (active.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+        std::lock_guard<std::mutex> lock(mutex);  // the caller may be blocked in done.wait
+        done.notify_all();
       }
     }
   }
@@ -74,7 +109,7 @@ ThreadPool::ThreadPool(int threads) : impl_(new Impl) {
 ThreadPool::~ThreadPool() {
   {
     std::lock_guard<std::mutex> lock(impl_->mutex);
-    impl_->stop = true;
+    impl_->stop.store(true, std::memory_order_release);
   }
   impl_->wake.notify_all();
   for (auto& t : impl_->workers) t.join();
@@ -100,14 +135,15 @@ void ThreadPool::parallel_for(int64_t n, int64_t grain, const std::function<void
   im.error = nullptr;
   {
     std::lock_guard<std::mutex> lock(im.mutex);
-    im.active = static_cast<int>(im.workers.size());
-    ++im.generation;
+    im.active.store(static_cast<int>(im.workers.size()), std::memory_order_relaxed);
+    im.generation.fetch_add(1, std::memory_order_release);  // publishes the job fields
   }
   im.wake.notify_all();
   im.run_chunks();
-  {
+  auto finished = [&] { return im.active.load(std::memory_order_acquire) == 0; };
+  if (!spin_until(finished)) {
     std::unique_lock<std::mutex> lock(im.mutex);
-    im.done.wait(lock, [&] { return im.active == 0; });
+    im.done.wait(lock, finished);
   }
   im.fn = nullptr;
   if (im.error) std::rethrow_exception(im.error);

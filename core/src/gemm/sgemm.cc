@@ -6,8 +6,8 @@
 //       pack op(A)[ic:ic+mc, pc:pc+kc] into mr-high panels (per thread, stays in L2)
 //       for each B panel of the task: pack it (kc x nr, stays in L1)
 //         for each A panel: micro-kernel on an mr x nr tile of C
-// Pre-packed operands (PackedA/PackedB) skip their packing step; their panels hold the
-// whole K, so a kc block is an offset into them.
+// Pre-packed operands (PackedA/PackedB) skip their packing step. PackedB panels hold the
+// whole K (a kc block is an offset into them); PackedA is stored kc block by kc block.
 #include "sgemm.h"
 
 #include <algorithm>
@@ -24,6 +24,18 @@ namespace mrt {
 namespace {
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+int64_t packed_a_kc(const SgemmKernel& kr) { return kr.kc_packed_a > 0 ? kr.kc_packed_a : kr.kc; }
+
+// K step for a depth of K: at most max_kc, the steps evened out (a multiple of 8 where
+// max_kc is) so that there is no short last step (K = 147 -> 80 + 67, not 128 + 19).
+// PackedA's layout follows it.
+int64_t kc_step(int64_t max_kc, int64_t K) {
+  if (K <= max_kc) return std::max<int64_t>(K, 1);
+  const int64_t even = ceil_div(K, ceil_div(K, max_kc));
+  const int64_t rounded = ceil_div(even, 8) * 8;
+  return rounded <= max_kc ? rounded : even;
+}
 
 // ---------------------------------------------------------------------------------------
 // Portable micro-kernel: plain C++ with GCC/Clang vector extensions where available (SSE2,
@@ -310,10 +322,14 @@ void gemm_driver(const SgemmKernel& kr, int64_t M, int64_t N, int64_t K, float a
   const bool parallel = use_threads(pool, 2.0 * M * N * K);
 
   // Even out the M blocks: n_mblocks blocks of mc rows (a multiple of mr, at most kr.mc).
-  const int64_t n_mb = ceil_div(M, kr.mc);
+  int64_t n_mb = ceil_div(M, kr.mc);
+  const int64_t npanels = ceil_div(N, nr);
+  // Too few B panels to share out (small N): split M so that every thread gets an equal
+  // share of the rows.
+  if (parallel && npanels / 2 < threads && ceil_div(M, mr) >= threads)
+    n_mb = ceil_div(n_mb, threads) * threads;
   const int64_t mc = std::min(kr.mc, ceil_div(ceil_div(M, n_mb), mr) * mr);
   const int64_t n_mblocks = ceil_div(M, mc);
-  const int64_t npanels = ceil_div(N, nr);
   // Split the B panels among tasks when there are too few M blocks to keep every thread
   // busy (a few tasks per thread so that a slow thread does not hold up the others).
   int64_t nsplit = 1;
@@ -322,6 +338,8 @@ void gemm_driver(const SgemmKernel& kr, int64_t M, int64_t N, int64_t K, float a
     if (n_mblocks < want) nsplit = std::max<int64_t>(1, std::min(ceil_div(want, n_mblocks), npanels / 2));
   }
   const int64_t ntasks = n_mblocks * nsplit;
+  const int64_t a_panels = ceil_div(M, mr);  // pre-packed A: kc blocks of a_panels panels each
+  const int64_t kcs = kc_step(A.packed ? packed_a_kc(kr) : kr.kc, K);
 
   // One task = one M block x one share of the B panels, over the whole K: the only
   // synchronisation is the end of the parallel loop. Each task packs its A block (per kc
@@ -329,15 +347,15 @@ void gemm_driver(const SgemmKernel& kr, int64_t M, int64_t N, int64_t K, float a
   // thus packed once per M block, which costs ~1/(2*mc) of the arithmetic.
   auto task = [&](int64_t t0, int64_t t1) {
     thread_local std::vector<float> a_scratch, b_scratch;
-    float* abuf = A.packed ? nullptr : scratch(a_scratch, static_cast<size_t>(ceil_div(mc, mr) * mr * kr.kc));
-    float* own_b = B.packed ? nullptr : scratch(b_scratch, static_cast<size_t>(kr.kc * nr));
+    float* abuf = A.packed ? nullptr : scratch(a_scratch, static_cast<size_t>(ceil_div(mc, mr) * mr * kcs));
+    float* own_b = B.packed ? nullptr : scratch(b_scratch, static_cast<size_t>(kcs * nr));
     for (int64_t t = t0; t < t1; ++t) {
       const int64_t ib = t / nsplit, js = t % nsplit;
       const int64_t ic = ib * mc;
       const int64_t mcb = std::min(mc, M - ic);
       const int64_t q0 = js * npanels / nsplit, q1 = (js + 1) * npanels / nsplit;
-      for (int64_t pc = 0; pc < K; pc += kr.kc) {
-        const int64_t kc = std::min(kr.kc, K - pc);
+      for (int64_t pc = 0; pc < K; pc += kcs) {
+        const int64_t kc = std::min(kcs, K - pc);
         const float beta_k = pc == 0 ? beta : 1.f;
         if (!A.packed) pack_a(kr, A.trans, A.p, A.ld, ic, mcb, pc, kc, abuf, kc * mr);
         for (int64_t q = q0; q < q1; ++q) {
@@ -353,7 +371,8 @@ void gemm_driver(const SgemmKernel& kr, int64_t M, int64_t N, int64_t K, float a
           for (int64_t r = 0; r * mr < mcb; ++r) {
             const int64_t i = ic + r * mr;
             const int64_t m = std::min(mr, M - i);
-            const float* ap = A.packed ? A.packed->data.data() + ((i / mr) * K + pc) * mr : abuf + r * kc * mr;
+            const float* ap = A.packed ? A.packed->data.data() + pc * a_panels * mr + (i / mr) * kc * mr
+                                       : abuf + r * kc * mr;
             kr.rows[m](kc, ap, bp, C + i * ldc + j, ldc, n, alpha, beta_k);
           }
         }
@@ -440,7 +459,13 @@ PackedA sgemm_pack_a_with_kernel(const SgemmKernel& kernel, bool trans_a, int64_
   p.kernel = &kernel;
   const int64_t panels = ceil_div(M, kernel.mr);
   p.data.assign(static_cast<size_t>(panels * K * kernel.mr), 0.f);
-  if (M > 0 && K > 0) pack_a(kernel, trans_a, A, lda, 0, M, 0, K, p.data.data(), K * kernel.mr);
+  // Stored in the order the driver reads it: per kc block, every panel's kc x mr values
+  // in turn, so that a task's A block for one kc step is one contiguous stream.
+  const int64_t kcs = kc_step(packed_a_kc(kernel), K);
+  for (int64_t pc = 0; pc < K && M > 0; pc += kcs) {
+    const int64_t kc = std::min<int64_t>(kcs, K - pc);
+    pack_a(kernel, trans_a, A, lda, 0, M, pc, kc, p.data.data() + pc * panels * kernel.mr, kc * kernel.mr);
+  }
   return p;
 }
 

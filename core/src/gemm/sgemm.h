@@ -24,7 +24,7 @@ const char* sgemm_kernel_name();
 struct PackedA {
   int64_t M = 0, K = 0;
   const SgemmKernel* kernel = nullptr;
-  std::vector<float> data;  // ceil(M/mr) panels of K x mr values, zero padded
+  std::vector<float> data;  // per kc block: ceil(M/mr) panels of kc x mr values, zero padded
 };
 struct PackedB {
   int64_t K = 0, N = 0;

@@ -145,7 +145,8 @@ const SgemmKernel kAvx512 = {"avx512f",
                               micro_avx512<5>, micro_avx512<6>, micro_avx512<7>, micro_avx512<8>, micro_avx512<9>,
                               micro_avx512<10>, micro_avx512<11>, micro_avx512<12>},
                              pack_b_avx512,
-                             pack_a_avx512};
+                             pack_a_avx512,
+                             128};
 
 }  // namespace
 

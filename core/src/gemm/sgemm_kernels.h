@@ -35,6 +35,10 @@ struct SgemmKernel {
   SgemmMicroKernel rows[kSgemmMaxMr + 1];
   SgemmPackB pack_b_full = nullptr;
   SgemmPackA pack_a_full = nullptr;
+  // K step with a pre-packed A (Conv filters: A streams from memory once per call and each
+  // B panel is packed right before use, so a shallower, L1-resident B panel pays off);
+  // 0: kc.
+  int64_t kc_packed_a = 0;
 };
 
 const SgemmKernel& sgemm_portable_kernel();

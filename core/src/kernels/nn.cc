@@ -85,8 +85,9 @@ int64_t prod(const std::vector<int64_t>& v, size_t from = 0) {
 // Calls fn(oh, ow_begin, ow_end, dst_offset) for the pieces of rows covering [p0, p1).
 template <class Fn>
 inline void for_each_row_piece(int64_t p0, int64_t p1, int64_t OW, Fn fn) {
-  for (int64_t p = p0; p < p1;) {
-    const int64_t oh = p / OW, ow0 = p % OW, ow1 = std::min(OW, ow0 + (p1 - p));
+  int64_t oh = p0 / OW, ow0 = p0 % OW;  // one division per band, not per piece
+  for (int64_t p = p0; p < p1; ++oh, ow0 = 0) {
+    const int64_t ow1 = std::min(OW, ow0 + (p1 - p));
     fn(oh, ow0, ow1, p - p0);
     p += ow1 - ow0;
   }
@@ -110,19 +111,22 @@ void im2col_2d(const T* img, int64_t channels, const Window& g, int64_t p0, int6
           for_each_row_piece(p0, p1, OW, [&](int64_t oh, int64_t a, int64_t b, int64_t at) {
             T* dst = row + at - a;  // dst[ow] for ow in [a, b)
             const int64_t ih = oh * sh - ph + kh * dh;
+            // Pieces are short (one output row): plain loops, no library calls.
             if (ih < 0 || ih >= H) {
-              std::fill(dst + a, dst + b, T(0));
+              for (int64_t ow = a; ow < b; ++ow) dst[ow] = T(0);
               return;
             }
             const T* src = x + ih * W + off_w;
             const int64_t l = std::min(std::max(lo, a), b), h = std::max(std::min(hi, b), l);
-            std::fill(dst + a, dst + l, T(0));
+            for (int64_t ow = a; ow < l; ++ow) dst[ow] = T(0);
             if (sw == 1) {
-              std::memcpy(dst + l, src + l, static_cast<size_t>(h - l) * sizeof(T));
+              for (int64_t ow = l; ow < h; ++ow) dst[ow] = src[ow];
+            } else if (sw == 2) {
+              for (int64_t ow = l; ow < h; ++ow) dst[ow] = src[2 * ow];
             } else {
               for (int64_t ow = l; ow < h; ++ow) dst[ow] = src[ow * sw];
             }
-            std::fill(dst + h, dst + b, T(0));
+            for (int64_t ow = h; ow < b; ++ow) dst[ow] = T(0);
           });
         }
     }
