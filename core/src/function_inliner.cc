@@ -18,7 +18,7 @@ const FunctionDef* find_function(const Model& m, const Node& n) {
   return nullptr;
 }
 
-std::vector<Node> expand(const Model& m, const Node& call, const FunctionDef& fn, size_t serial) {
+std::vector<Node> expand(const Node& call, const FunctionDef& fn, size_t serial) {
   if (call.inputs.size() > fn.inputs.size())
     fail(MRT_INVALID_MODEL, call.label(), ": passes ", call.inputs.size(), " inputs to function '", fn.name,
          "' which takes ", fn.inputs.size());
@@ -62,7 +62,6 @@ std::vector<Node> expand(const Model& m, const Node& call, const FunctionDef& fn
     n.byte_offset = call.byte_offset;
     out.push_back(std::move(n));
   }
-  (void)m;
   return out;
 }
 
@@ -93,7 +92,7 @@ void inline_model_functions(Model& model) {
         if (depth >= kMaxInlineDepth)
           fail(MRT_INVALID_MODEL, n.label(), ": model-local functions nest deeper than ", kMaxInlineDepth,
                " levels (recursive function?)");
-        for (Node& b : expand(model, n, *fn, serial++)) next.push_back(std::move(b));
+        for (Node& b : expand(n, *fn, serial++)) next.push_back(std::move(b));
         changed = true;
       } else {
         next.push_back(std::move(n));

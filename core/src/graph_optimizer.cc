@@ -11,7 +11,7 @@ namespace {
 
 struct GraphIndex {
   std::map<std::string, int> uses;  // consumer count, graph outputs included
-  std::map<std::string, std::shared_ptr<Tensor>*> constants;
+  std::map<std::string, std::shared_ptr<Tensor>> constants;  // initializers no graph input overrides
   std::set<std::string> names;
 
   explicit GraphIndex(Graph& g) {
@@ -19,7 +19,7 @@ struct GraphIndex {
     for (const auto& v : g.inputs) inputs.insert(v.name);
     for (auto& [name, t] : g.initializers) {
       names.insert(name);
-      if (!inputs.count(name)) constants[name] = &t;
+      if (!inputs.count(name)) constants[name] = t;
     }
     for (const auto& n : g.nodes) {
       for (const auto& i : n.inputs)
@@ -30,7 +30,7 @@ struct GraphIndex {
   }
   const Tensor* constant(const std::string& name) const {
     auto it = constants.find(name);
-    return it == constants.end() ? nullptr : it->second->get();
+    return it == constants.end() ? nullptr : it->second.get();
   }
   std::string fresh(const std::string& base) {
     for (int i = 0;; ++i) {
@@ -46,9 +46,9 @@ bool is_float_vector(const Tensor* t, int64_t n) {
 
 // Conv(W, B?) → BatchNormalization: returns true when folded.
 bool fold_batchnorm(Graph& g, GraphIndex& idx, Node& conv, Node& bn) {
-  if (bn.outputs.empty() || bn.outputs[0].empty()) return false;
-  if (bn.outputs.size() != 1 && !(bn.outputs.size() > 1 && std::all_of(bn.outputs.begin() + 1, bn.outputs.end(),
-                                                                       [](const std::string& s) { return s.empty(); })))
+  // Inference form only: one output, the training statistics outputs absent.
+  if (bn.outputs.empty() || bn.outputs[0].empty() ||
+      !std::all_of(bn.outputs.begin() + 1, bn.outputs.end(), [](const std::string& s) { return s.empty(); }))
     return false;
   if (bn.attr_int("training_mode", 0) != 0 || bn.inputs.size() != 5 || conv.inputs.size() < 2) return false;
   if (bn.has_attr("spatial") && bn.attr_int("spatial", 1) != 1) return false;
@@ -78,14 +78,8 @@ bool fold_batchnorm(Graph& g, GraphIndex& idx, Node& conv, Node& bn) {
   std::string wn = idx.fresh(conv.inputs[1]), bn_name = idx.fresh(conv.name.empty() ? "conv_bias" : conv.name + "/bias");
   g.initializers.emplace_back(wn, W2);
   g.initializers.emplace_back(bn_name, B2);
-  idx.constants[wn] = &g.initializers[g.initializers.size() - 2].second;
-  idx.constants[bn_name] = &g.initializers.back().second;
-  // (pointers into g.initializers may move on later growth: refresh the whole map)
-  idx.constants.clear();
-  std::set<std::string> inputs;
-  for (const auto& v : g.inputs) inputs.insert(v.name);
-  for (auto& [name, t] : g.initializers)
-    if (!inputs.count(name)) idx.constants[name] = &t;
+  idx.constants[wn] = W2;
+  idx.constants[bn_name] = B2;
   conv.inputs.resize(3);
   conv.inputs[1] = wn;
   conv.inputs[2] = bn_name;

@@ -28,7 +28,7 @@ class OpContext {
   const Tensor& input(size_t i) const;
   const Tensor* optional_input(size_t i) const { return has_input(i) ? inputs_[i] : nullptr; }
   // True when input i is an initializer/constant: its value never changes between runs.
-  bool input_is_constant(size_t i) const { return i < constant_.size() && constant_[i]; }
+  bool input_is_constant(size_t i) const { return constant_ && i < constant_->size() && (*constant_)[i]; }
 
   size_t output_count() const { return outputs_->size(); }
   bool has_output(size_t i) const { return i < output_names_->size() && !(*output_names_)[i].empty(); }
@@ -59,7 +59,7 @@ class OpContext {
   const Node* node_ = nullptr;
   int64_t opset_ = 0;
   std::vector<const Tensor*> inputs_;
-  std::vector<bool> constant_;
+  const std::vector<bool>* constant_ = nullptr;
   std::vector<Tensor>* outputs_ = nullptr;
   const std::vector<std::string>* output_names_ = nullptr;
   ThreadPool* pool_ = nullptr;

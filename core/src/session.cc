@@ -237,9 +237,13 @@ std::vector<Tensor> Session::run(const std::vector<std::string>& input_names, co
                                  const std::vector<std::string>& output_names) {
   if (input_names.size() != input_values.size())
     fail(MRT_INVALID_ARGUMENT, input_names.size(), " input names but ", input_values.size(), " input values");
+  // Per-run values: feeds and node outputs. Initializers are read from constants_ in place
+  // unless a feed overrides them.
   std::vector<Tensor> values(names_.size());
-  for (size_t id = 0; id < constants_.size(); ++id)
-    if (constants_[id].valid()) values[id] = constants_[id];
+  auto value_of = [&](int id) -> const Tensor* {
+    if (values[id].valid()) return &values[id];
+    return constants_[id].valid() ? &constants_[id] : nullptr;
+  };
 
   std::map<std::string, int64_t> symbols;
   std::vector<bool> fed(names_.size(), false);
@@ -318,8 +322,8 @@ std::vector<Tensor> Session::run(const std::vector<std::string>& input_names, co
     ctx.opset_ = s.opset;
     ctx.inputs_.assign(s.inputs.size(), nullptr);
     for (size_t i = 0; i < s.inputs.size(); ++i)
-      if (s.inputs[i] >= 0 && values[s.inputs[i]].valid()) ctx.inputs_[i] = &values[s.inputs[i]];
-    ctx.constant_ = s.constant;
+      if (s.inputs[i] >= 0) ctx.inputs_[i] = value_of(s.inputs[i]);
+    ctx.constant_ = &s.constant;
     outs.assign(s.outputs.size(), Tensor());
     ctx.outputs_ = &outs;
     ctx.output_names_ = &s.node->outputs;
@@ -341,9 +345,9 @@ std::vector<Tensor> Session::run(const std::vector<std::string>& input_names, co
 
   std::vector<Tensor> result;
   for (int id : wanted) {
-    if (!values[id].valid())
-      fail(MRT_RUNTIME_ERROR, "output '", names_[id], "' was not produced (an optional output the kernel skipped)");
-    result.push_back(values[id]);
+    const Tensor* t = value_of(id);
+    if (!t) fail(MRT_RUNTIME_ERROR, "output '", names_[id], "' was not produced (an optional output the kernel skipped)");
+    result.push_back(*t);
   }
   values.clear();
   // Callers own (and may write to) the outputs: an output that still shares memory with a

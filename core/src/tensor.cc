@@ -64,7 +64,6 @@ std::shared_ptr<Buffer> Allocator::allocate(size_t bytes) {
       buf->data = it->second.back();
       it->second.pop_back();
       impl_->pooled_bytes -= key;
-      reused_ += key;
     }
   }
   if (!buf->data) buf->data = aligned_alloc_bytes(key);

@@ -34,12 +34,10 @@ class Allocator : public std::enable_shared_from_this<Allocator> {
   std::shared_ptr<Buffer> allocate(size_t bytes);
   void release(void* data, size_t bytes);  // called by ~Buffer
   ~Allocator();
-  size_t bytes_reused() const { return reused_; }
 
  private:
   struct Impl;
   std::shared_ptr<Impl> impl_;
-  size_t reused_ = 0;
   friend struct Buffer;
 };
 

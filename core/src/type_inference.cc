@@ -1,6 +1,7 @@
 #include "type_inference.h"
 
 #include <algorithm>
+#include <map>
 #include <set>
 
 namespace mrt {
@@ -244,7 +245,6 @@ Inferred infer_node(const Node& n, const std::vector<ValueInfo>& in) {
     r.certain = t0 != DType::kUndefined;
     return r;
   }
-  if (op == "MaxPool" && r.outs.size() == 2) r.outs[1] = with_type(unknown(), DType::kInt64);
   // Data-movement and layer ops keep the element type of their first input.
   static const std::set<std::string> keeps_type = {
       "Reshape", "Flatten", "Concat", "Split", "Slice", "Gather", "GatherElements", "GatherND", "Squeeze",
@@ -277,7 +277,7 @@ void merge_declared(ValueInfo& inferred, const ValueInfo& declared) {
 
 }  // namespace
 
-std::map<std::string, ValueInfo> infer_types(const Graph& g, const std::vector<const Node*>& order,
+void infer_types(const Graph& g, const std::vector<const Node*>& order,
                                              std::vector<ValueInfo>& outputs) {
   std::map<std::string, ValueInfo> known;
   std::map<std::string, const ValueInfo*> declared;
@@ -318,7 +318,6 @@ std::map<std::string, ValueInfo> infer_types(const Graph& g, const std::vector<c
       o.dims = it->second.dims;
     }
   }
-  return known;
 }
 
 }  // namespace mrt

@@ -1,5 +1,4 @@
 #pragma once
-#include <map>
 #include <string>
 #include <vector>
 
@@ -13,8 +12,7 @@ namespace mrt {
 // - Graph outputs the model declares without type/shape get the inferred ones.
 // - A declared element type that contradicts a certain inference is an INVALID_MODEL error
 //   naming the node.
-// Returns the inferred info of every value name.
-std::map<std::string, ValueInfo> infer_types(const Graph& graph, const std::vector<const Node*>& order,
+void infer_types(const Graph& graph, const std::vector<const Node*>& order,
                                              std::vector<ValueInfo>& outputs);
 
 }  // namespace mrt

@@ -11,6 +11,7 @@
 #include "../gemm/sgemm.h"
 #include "../kernel.h"
 #include "linalg_util.h"
+#include "shape_common.h"
 
 namespace mrt {
 
@@ -210,29 +211,9 @@ void einsum_loop(OpContext& ctx, const EinsumPlan& p, const std::vector<const T*
 }
 
 // Copy `src` (shape `shape`) permuted by `perm` into `dst` (dst dim d = src dim perm[d]).
-void permute_copy(const float* src, const Shape& shape, const std::vector<size_t>& perm, float* dst) {
-  const size_t r = shape.size();
-  const std::vector<int64_t> st = shape_strides(shape);
-  Shape oshape(r);
-  std::vector<int64_t> ost(r);
-  for (size_t d = 0; d < r; ++d) {
-    oshape[d] = shape[perm[d]];
-    ost[d] = st[perm[d]];
-  }
-  const int64_t n = shape_size(shape);
-  std::vector<int64_t> idx(r, 0);
-  int64_t off = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    dst[i] = src[off];
-    for (size_t d = r; d-- > 0;) {
-      if (++idx[d] < oshape[d]) {
-        off += ost[d];
-        break;
-      }
-      off -= ost[d] * (oshape[d] - 1);
-      idx[d] = 0;
-    }
-  }
+void permute_copy(const OpContext& ctx, const float* src, const Shape& shape, const std::vector<int64_t>& perm,
+                  float* dst) {
+  shape_kernels::transpose_copy(ctx, sizeof(float), shape, perm, src, dst);
 }
 
 // Two float32 operands, no label repeated within an operand, no size-1 broadcasting, every
@@ -277,8 +258,8 @@ bool einsum_as_matmul(OpContext& ctx, const EinsumPlan& p, const Tensor& a, cons
     return v;
   };
   auto perm_of = [](const std::vector<int>& src, const std::vector<int>& order) {
-    std::vector<size_t> perm;
-    for (int l : order) perm.push_back(static_cast<size_t>(std::find(src.begin(), src.end(), l) - src.begin()));
+    std::vector<int64_t> perm;
+    for (int l : order) perm.push_back(std::find(src.begin(), src.end(), l) - src.begin());
     return perm;
   };
   // A as [batch, m, k] (or [batch, k, m] read transposed).
@@ -290,7 +271,7 @@ bool einsum_as_matmul(OpContext& ctx, const EinsumPlan& p, const Tensor& a, cons
       ta = true;
     } else {
       a_copy.resize(static_cast<size_t>(a.numel()));
-      permute_copy(Ap, a.shape(), perm_of(la, cat({&batch, &mlab, &klab})), a_copy.data());
+      permute_copy(ctx, Ap, a.shape(), perm_of(la, cat({&batch, &mlab, &klab})), a_copy.data());
       Ap = a_copy.data();
     }
   }
@@ -303,7 +284,7 @@ bool einsum_as_matmul(OpContext& ctx, const EinsumPlan& p, const Tensor& a, cons
       tb = true;
     } else {
       b_copy.resize(static_cast<size_t>(b.numel()));
-      permute_copy(Bp, b.shape(), perm_of(lb, cat({&batch, &klab, &nlab})), b_copy.data());
+      permute_copy(ctx, Bp, b.shape(), perm_of(lb, cat({&batch, &klab, &nlab})), b_copy.data());
       Bp = b_copy.data();
     }
   }
@@ -323,7 +304,7 @@ bool einsum_as_matmul(OpContext& ctx, const EinsumPlan& p, const Tensor& a, cons
   if (!direct_out) {
     Shape pshape;
     for (int l : prod_labels) pshape.push_back(p.size.at(l));
-    permute_copy(prod.data(), pshape, perm_of(prod_labels, p.out_labels), y.data<float>());
+    permute_copy(ctx, prod.data(), pshape, perm_of(prod_labels, p.out_labels), y.data<float>());
   }
   return true;
 }

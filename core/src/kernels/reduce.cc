@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "elementwise_common.h"
+#include "shape_common.h"
 
 namespace mrt {
 namespace {
@@ -69,45 +70,12 @@ ReduceLayout plan_layout(const Shape& shape, const std::vector<bool>& reduced) {
   return L;
 }
 
-// Copies `src` into a new buffer with its axes permuted by `perm`.
-template <class U>
-void permute_copy(const U* src, U* dst, const Shape& shape, const std::vector<int64_t>& perm) {
-  const size_t r = shape.size();
-  const std::vector<int64_t> st = shape_strides(shape);
-  Shape pshape(r);
-  std::vector<int64_t> pst(r);
-  for (size_t i = 0; i < r; ++i) {
-    pshape[i] = shape[perm[i]];
-    pst[i] = st[perm[i]];
-  }
-  const int64_t n = shape_size(shape);
-  if (n == 0) return;
-  std::vector<int64_t> idx(r, 0);
-  int64_t off = 0;
-  for (int64_t k = 0; k < n; ++k) {
-    dst[k] = src[off];
-    for (size_t d = r; d-- > 0;) {
-      if (++idx[d] < pshape[d]) {
-        off += pst[d];
-        break;
-      }
-      off -= (pshape[d] - 1) * pst[d];
-      idx[d] = 0;
-    }
-  }
-}
-
-Tensor permuted(const Tensor& x, const std::vector<int64_t>& perm, Allocator* alloc) {
+// A contiguous copy of `x` with its axes permuted by `perm` (the shape group's blocked transpose).
+Tensor permuted(const OpContext& ctx, const Tensor& x, const std::vector<int64_t>& perm) {
   Shape pshape;
   for (int64_t p : perm) pshape.push_back(x.dim(static_cast<size_t>(p)));
-  Tensor t(x.dtype(), pshape, alloc);
-  switch (dtype_size(x.dtype())) {
-    case 1: permute_copy(x.data_as<uint8_t>(), t.data_as<uint8_t>(), x.shape(), perm); break;
-    case 2: permute_copy(x.data_as<uint16_t>(), t.data_as<uint16_t>(), x.shape(), perm); break;
-    case 4: permute_copy(x.data_as<uint32_t>(), t.data_as<uint32_t>(), x.shape(), perm); break;
-    case 8: permute_copy(x.data_as<uint64_t>(), t.data_as<uint64_t>(), x.shape(), perm); break;
-    default: fail(MRT_NOT_IMPLEMENTED, "element type ", dtype_name(x.dtype()), " is not supported");
-  }
+  Tensor t(x.dtype(), pshape, ctx.allocator());
+  shape_kernels::transpose_copy(ctx, shape_kernels::element_size(x, "reduction"), x.shape(), perm, x.raw(), t.raw());
   return t;
 }
 
@@ -481,7 +449,7 @@ void reduce_kernel_impl(OpContext& ctx, const char* what, int64_t axes_input_sin
   // LogSumExp needs all its values at once: several reduced groups are first copied
   // into [kept..., reduced...] order. The other reducers combine group by group.
   Tensor src = x;
-  if (s.layout.transpose && kFloatOnly) src = permuted(x, s.layout.perm, ctx.allocator());
+  if (s.layout.transpose && kFloatOnly) src = permuted(ctx, x, s.layout.perm);
   const bool multi = s.layout.transpose && !kFloatOnly;
   const int64_t O = s.layout.outer, R = s.layout.reduce, I = s.layout.inner;
   if (x.dtype() == DType::kBool) {
