@@ -2,10 +2,12 @@
 #include <cstring>
 #include <new>
 #include <string>
+#include <mutex>
 #include <thread>
 
 #include "mosaicrt/mosaicrt.h"
 #include "gemm/sgemm.h"
+#include "ep/registry.h"
 #include "session.h"
 
 struct MrtStatus {
@@ -15,6 +17,12 @@ struct MrtStatus {
 struct MrtSessionOptions {
   mrt::SessionOptions options;
 };
+
+namespace {
+// Storage behind pointers handed out by MrtGetAvailableProviders / MrtGetEpDevices.
+std::mutex g_snapshot_mutex;
+std::string g_provider_names;
+}  // namespace
 struct MrtSession {
   std::unique_ptr<mrt::Session> session;
 };
@@ -79,6 +87,17 @@ void check_type_and_bytes(int32_t elem_type, const mrt::Shape& shape, size_t dat
               mrt::dtype_name(static_cast<mrt::DType>(elem_type)), " needs ", want);
 }
 
+std::vector<std::pair<std::string, std::string>> read_options(const char* const* keys, const char* const* values,
+                                                             size_t n) {
+  if (n && (!keys || !values)) mrt::fail(MRT_INVALID_ARGUMENT, "provider option arrays must not be NULL");
+  std::vector<std::pair<std::string, std::string>> out;
+  for (size_t i = 0; i < n; ++i) {
+    if (!keys[i] || !values[i]) mrt::fail(MRT_INVALID_ARGUMENT, "provider option ", i, " has a NULL key or value");
+    out.emplace_back(keys[i], values[i]);
+  }
+  return out;
+}
+
 std::string build_info() {
   std::string s = "version=" MOSAICRT_VERSION_STRING;
 #if defined(__x86_64__) || defined(_M_X64)
@@ -128,6 +147,128 @@ MRT_API MrtErrorCode MrtStatusGetCode(const MrtStatus* status) { return status ?
 MRT_API const char* MrtStatusGetMessage(const MrtStatus* status) { return status ? status->message.c_str() : ""; }
 MRT_API void MrtReleaseStatus(MrtStatus* status) {
   if (status != &g_oom_status) delete status;
+}
+MRT_API MrtStatus* MrtCreateStatus(MrtErrorCode code, const char* message) {
+  return make_status(code == MRT_OK ? MRT_INTERNAL : code, message ? message : "");
+}
+
+MRT_API MrtStatus* MrtRegisterExecutionProviderLibrary(const char* registration_name, const char* path) {
+  return guarded([&] {
+    MRT_REQUIRE_ARG(registration_name);
+    MRT_REQUIRE_ARG(path);
+    mrt::EpRegistry::instance().register_library(registration_name, path);
+  });
+}
+MRT_API MrtStatus* MrtUnregisterExecutionProviderLibrary(const char* registration_name) {
+  return guarded([&] {
+    MRT_REQUIRE_ARG(registration_name);
+    mrt::EpRegistry::instance().unregister_library(registration_name);
+  });
+}
+MRT_API const char* MrtGetAvailableProviders(void) {
+  std::lock_guard<std::mutex> lock(g_snapshot_mutex);
+  try {
+    std::string s;
+    for (const auto& n : mrt::EpRegistry::instance().provider_names()) s += (s.empty() ? "" : ",") + n;
+    g_provider_names = s;
+  } catch (...) {
+    g_provider_names = MRT_CPU_EP_NAME;
+  }
+  return g_provider_names.c_str();
+}
+MRT_API MrtStatus* MrtGetEpDevices(MrtEpDeviceInfo* devices, size_t capacity, size_t* count) {
+  return guarded([&] {
+    MRT_REQUIRE_ARG(count);
+    if (capacity && !devices) mrt::fail(MRT_INVALID_ARGUMENT, "devices must not be NULL when capacity > 0");
+    std::vector<mrt::EpDevice> all = mrt::EpRegistry::instance().ep_devices();
+    for (size_t i = 0; i < all.size() && i < capacity; ++i) devices[i] = mrt::device_info(all[i]);
+    *count = all.size();
+  });
+}
+
+MRT_API MrtStatus* MrtSessionOptionsAppendExecutionProvider(MrtSessionOptions* options, const char* ep_name,
+                                                            const char* const* option_keys,
+                                                            const char* const* option_values, size_t n_options) {
+  return guarded([&] {
+    MRT_REQUIRE_ARG(options);
+    MRT_REQUIRE_ARG(ep_name);
+    mrt::ProviderRequest r;
+    r.ep_name = ep_name;
+    r.options = read_options(option_keys, option_values, n_options);
+    for (const auto& e : options->options.providers.explicit_providers)
+      if (e.device_ids.empty() && e.ep_name == r.ep_name)
+        mrt::fail(MRT_INVALID_ARGUMENT, "execution provider '", r.ep_name, "' is listed twice");
+    options->options.providers.explicit_providers.push_back(std::move(r));
+  });
+}
+MRT_API MrtStatus* MrtSessionOptionsAppendExecutionProviderForDevices(MrtSessionOptions* options,
+                                                                      const uint64_t* ep_device_ids, size_t n_devices,
+                                                                      const char* const* option_keys,
+                                                                      const char* const* option_values,
+                                                                      size_t n_options) {
+  return guarded([&] {
+    MRT_REQUIRE_ARG(options);
+    if (!n_devices || !ep_device_ids) mrt::fail(MRT_INVALID_ARGUMENT, "add_provider_for_devices needs at least one device");
+    mrt::ProviderRequest r;
+    r.device_ids.assign(ep_device_ids, ep_device_ids + n_devices);
+    r.options = read_options(option_keys, option_values, n_options);
+    options->options.providers.explicit_providers.push_back(std::move(r));
+  });
+}
+MRT_API MrtStatus* MrtSessionOptionsSetEpSelectionPolicy(MrtSessionOptions* options, MrtEpSelectionPolicy policy) {
+  return guarded([&] {
+    MRT_REQUIRE_ARG(options);
+    if (policy < MRT_EP_POLICY_DEFAULT || policy > MRT_EP_POLICY_MIN_OVERALL_POWER)
+      mrt::fail(MRT_INVALID_ARGUMENT, "unknown EP selection policy ", static_cast<int>(policy));
+    options->options.providers.policy = policy;
+    options->options.providers.delegate = nullptr;
+    options->options.providers.delegate_state = nullptr;
+  });
+}
+MRT_API MrtStatus* MrtSessionOptionsSetEpSelectionDelegate(MrtSessionOptions* options, MrtEpSelectionDelegate delegate,
+                                                           void* state) {
+  return guarded([&] {
+    MRT_REQUIRE_ARG(options);
+    options->options.providers.delegate = delegate;
+    options->options.providers.delegate_state = state;
+    if (delegate) options->options.providers.policy = -1;
+  });
+}
+
+MRT_API MrtStatus* MrtSessionGetProviderCount(const MrtSession* session, size_t* count) {
+  return guarded([&] {
+    MRT_REQUIRE_ARG(session);
+    MRT_REQUIRE_ARG(count);
+    *count = session->session->providers().size();
+  });
+}
+MRT_API MrtStatus* MrtSessionGetProvider(const MrtSession* session, size_t index, const char** ep_name) {
+  return guarded([&] {
+    MRT_REQUIRE_ARG(session);
+    MRT_REQUIRE_ARG(ep_name);
+    const auto& p = session->session->providers();
+    if (index >= p.size()) mrt::fail(MRT_INVALID_ARGUMENT, "provider index ", index, " out of range (", p.size(), ")");
+    *ep_name = p[index].c_str();
+  });
+}
+MRT_API MrtStatus* MrtSessionGetNodeCount(const MrtSession* session, size_t* count) {
+  return guarded([&] {
+    MRT_REQUIRE_ARG(session);
+    MRT_REQUIRE_ARG(count);
+    *count = session->session->assignments().size();
+  });
+}
+MRT_API MrtStatus* MrtSessionGetNodeAssignment(const MrtSession* session, size_t index, const char** node_name,
+                                               const char** op_type, const char** ep_name, const char** note) {
+  return guarded([&] {
+    MRT_REQUIRE_ARG(session);
+    const auto& a = session->session->assignments();
+    if (index >= a.size()) mrt::fail(MRT_INVALID_ARGUMENT, "node index ", index, " out of range (", a.size(), ")");
+    if (node_name) *node_name = a[index].node_name.c_str();
+    if (op_type) *op_type = a[index].op_type.c_str();
+    if (ep_name) *ep_name = a[index].ep.c_str();
+    if (note) *note = a[index].note.c_str();
+  });
 }
 
 MRT_API MrtStatus* MrtCreateSessionOptions(MrtSessionOptions** out) {

@@ -161,45 +161,6 @@ void Session::build() {
       if (pending[i] > 0) fail(MRT_INVALID_MODEL, "the graph has a cycle through ", g.nodes[i].label());
   }
 
-  // Resolve kernels (unsupported ops are reported here, before any run).
-  const KernelRegistry& reg = KernelRegistry::cpu();
-  for (size_t idx : order) {
-    const Node& n = g.nodes[idx];
-    auto op = model_.opsets.find(n.domain);
-    if (op == model_.opsets.end())
-      fail(MRT_INVALID_MODEL, n.label(), ": domain '", n.domain.empty() ? "ai.onnx" : n.domain,
-           "' is not imported by the model (opset_import)");
-    int64_t opset = op->second;
-    const KernelDef* k = reg.find(n.domain, n.op_type, opset);
-    if (!k) {
-      std::string dom = n.domain.empty() ? "ai.onnx" : n.domain;
-      if (reg.knows_op(n.domain, n.op_type))
-        fail(MRT_NOT_IMPLEMENTED, n.label(), ": operator ", n.op_type, " of domain '", dom, "' at opset ", opset,
-             " is not supported by the CPU execution provider (other opset versions are)");
-      fail(MRT_NOT_IMPLEMENTED, n.label(), ": operator ", n.op_type, " of domain '", dom, "' (opset ", opset,
-           ") is not supported by the CPU execution provider");
-    }
-    if (k->check) {
-      try {
-        k->check(n, opset);
-      } catch (const Error& e) {
-        std::string msg = e.what();
-        throw Error(e.code(), msg.rfind(n.label(), 0) == 0 ? msg : n.label() + ": " + msg);
-      }
-    }
-    Step s;
-    s.node = &n;
-    s.kernel = k;
-    s.opset = opset;
-    for (const auto& in : n.inputs) s.inputs.push_back(in.empty() ? -1 : value_id(in));
-    for (const auto& o : n.outputs) s.outputs.push_back(o.empty() ? -1 : value_id(o));
-    for (int id : s.inputs)
-      s.constant.push_back(id >= 0 && constants_[id].valid() &&
-                           std::find(overridable_.begin(), overridable_.end(), id) == overridable_.end());
-    s.cache = std::make_unique<OpContext::Cache>();
-    steps_.push_back(std::move(s));
-  }
-
   // Graph outputs.
   for (const auto& o : g.outputs) {
     int id = value_id(o.name);
@@ -211,11 +172,38 @@ void Session::build() {
     outputs_.push_back(o);
     output_ids_.push_back(id);
   }
+  for (size_t idx : order) {
+    const Node& n = g.nodes[idx];
+    if (!model_.opsets.count(n.domain))
+      fail(MRT_INVALID_MODEL, n.label(), ": domain '", n.domain.empty() ? "ai.onnx" : n.domain,
+           "' is not imported by the model (opset_import)");
+  }
 
   // Static type/shape propagation: fills undeclared output metadata, rejects contradictions.
   std::vector<const Node*> node_order;
-  for (const auto& s : steps_) node_order.push_back(s.node);
-  infer_types(g, node_order, outputs_);
+  for (size_t idx : order) node_order.push_back(&g.nodes[idx]);
+  std::map<std::string, ValueInfo> known;
+  infer_types(g, node_order, outputs_, &known);
+
+  // EPs claim nodes; unsupported ops are reported here, before any run.
+  std::vector<const KernelDef*> cpu;
+  std::vector<std::unique_ptr<PluginKernel>> plugin;
+  partition(order, known, cpu, plugin);
+  for (size_t k = 0; k < order.size(); ++k) {
+    const Node& n = g.nodes[order[k]];
+    Step s;
+    s.node = &n;
+    s.kernel = cpu[k];
+    s.plugin = std::move(plugin[k]);
+    s.opset = model_.opsets.at(n.domain);
+    for (const auto& in : n.inputs) s.inputs.push_back(in.empty() ? -1 : value_id(in));
+    for (const auto& o : n.outputs) s.outputs.push_back(o.empty() ? -1 : value_id(o));
+    for (int id : s.inputs)
+      s.constant.push_back(id >= 0 && constants_[id].valid() &&
+                           std::find(overridable_.begin(), overridable_.end(), id) == overridable_.end());
+    s.cache = std::make_unique<OpContext::Cache>();
+    steps_.push_back(std::move(s));
+  }
 
   // Lifetimes: release a value after its last consumer, unless it is a graph output.
   std::vector<int> last_use(names_.size(), -1);
@@ -233,7 +221,98 @@ void Session::build() {
   alloc_ = std::make_shared<Allocator>();
 }
 
-std::vector<Tensor> Session::run(const std::vector<std::string>& input_names, const std::vector<Tensor>& input_values,
+const KernelDef* Session::cpu_kernel(const Node& n, bool required) const {
+  const KernelRegistry& reg = KernelRegistry::cpu();
+  int64_t opset = model_.opsets.at(n.domain);
+  const KernelDef* k = reg.find(n.domain, n.op_type, opset);
+  if (!k) {
+    if (!required) return nullptr;
+    std::string dom = n.domain.empty() ? "ai.onnx" : n.domain;
+    std::string others;
+    for (const auto& p : provider_names_)
+      if (p != MRT_CPU_EP_NAME) others += (others.empty() ? "" : ", ") + p;
+    std::string also = others.empty() ? "" : " (nor by " + others + ")";
+    if (reg.knows_op(n.domain, n.op_type))
+      fail(MRT_NOT_IMPLEMENTED, n.label(), ": operator ", n.op_type, " of domain '", dom, "' at opset ", opset,
+           " is not supported by the CPU execution provider (other opset versions are)", also);
+    fail(MRT_NOT_IMPLEMENTED, n.label(), ": operator ", n.op_type, " of domain '", dom, "' (opset ", opset,
+         ") is not supported by the CPU execution provider", also);
+  }
+  if (k->check) {
+    try {
+      k->check(n, opset);
+    } catch (const Error& e) {
+      if (!required) return nullptr;
+      std::string msg = e.what();
+      throw Error(e.code(), msg.rfind(n.label(), 0) == 0 ? msg : n.label() + ": " + msg);
+    }
+  }
+  return k;
+}
+
+void Session::partition(const std::vector<size_t>& order, const std::map<std::string, ValueInfo>& known,
+                        std::vector<const KernelDef*>& cpu, std::vector<std::unique_ptr<PluginKernel>>& plugin) {
+  const Graph& g = model_.graph;
+  std::vector<EpChoice> choices = EpRegistry::instance().select(options_.providers);
+  for (const auto& c : choices) provider_names_.push_back(c.name());
+  cpu.assign(order.size(), nullptr);
+  plugin.clear();
+  plugin.resize(order.size());
+  std::vector<std::string> notes(order.size());
+  std::vector<bool> claimed(order.size(), false);
+  auto constant = [&](const std::string& name) -> const Tensor* {
+    int id = value_id(name);
+    if (id < 0 || !constants_[id].valid()) return nullptr;
+    if (std::find(overridable_.begin(), overridable_.end(), id) != overridable_.end()) return nullptr;
+    return &constants_[id];
+  };
+  for (auto& choice : choices) {
+    if (!choice.factory) {  // the CPU EP takes every remaining node it has a kernel for
+      for (size_t k = 0; k < order.size(); ++k)
+        if (!claimed[k] && (cpu[k] = cpu_kernel(g.nodes[order[k]], false))) claimed[k] = true;
+      continue;
+    }
+    auto ep = std::make_unique<PluginEp>(std::move(choice));
+    std::vector<size_t> open;
+    std::vector<const Node*> nodes;
+    for (size_t k = 0; k < order.size(); ++k)
+      if (!claimed[k]) {
+        open.push_back(k);
+        nodes.push_back(&g.nodes[order[k]]);
+      }
+    if (!nodes.empty()) {
+      EpGraphView view(nodes, known, constant, model_.opsets);
+      std::vector<uint8_t> take = ep->capability(view);
+      for (size_t j = 0; j < open.size(); ++j) {
+        if (!take[j]) continue;
+        std::string why;
+        void* h = ep->create_kernel(view.node(j), why);
+        if (!h) {
+          notes[open[j]] = ep->name() + " claimed the node but could not prepare it: " + why;
+          continue;
+        }
+        plugin[open[j]] = std::make_unique<PluginKernel>();
+        plugin[open[j]]->ep = ep.get();
+        plugin[open[j]]->handle = h;
+        claimed[open[j]] = true;
+      }
+    }
+    eps_.push_back(std::move(ep));
+  }
+  for (size_t k = 0; k < order.size(); ++k) {
+    const Node& n = g.nodes[order[k]];
+    if (!claimed[k]) cpu[k] = cpu_kernel(n, true);  // fallback (or the unsupported-op error)
+    NodeAssignment a;
+    a.node_name = n.name;
+    a.op_type = n.domain.empty() ? n.op_type : n.domain + "::" + n.op_type;
+    a.ep = plugin[k] ? plugin[k]->ep->name() : std::string(MRT_CPU_EP_NAME);
+    a.note = plugin[k] ? "" : notes[k];
+    assignments_.push_back(std::move(a));
+  }
+}
+
+std::vector<Tensor> Session::run(
+const std::vector<std::string>& input_names, const std::vector<Tensor>& input_values,
                                  const std::vector<std::string>& output_names) {
   if (input_names.size() != input_values.size())
     fail(MRT_INVALID_ARGUMENT, input_names.size(), " input names but ", input_values.size(), " input values");
@@ -329,7 +408,10 @@ std::vector<Tensor> Session::run(const std::vector<std::string>& input_names, co
     ctx.output_names_ = &s.node->outputs;
     ctx.cache_ = s.cache.get();
     try {
-      s.kernel->fn(ctx);
+      if (s.plugin)
+        s.plugin->ep->compute(s.plugin->handle, *s.node, ctx, pool_->size());
+      else
+        s.kernel->fn(ctx);
     } catch (const Error& e) {
       std::string msg = e.what();
       throw Error(e.code(), msg.rfind(s.node->label(), 0) == 0 ? msg : s.node->label() + ": " + msg);

@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "ep/plugin_ep.h"
+#include "ep/registry.h"
 #include "graph.h"
 #include "kernel.h"
 #include "tensor.h"
@@ -16,6 +18,12 @@ namespace mrt {
 struct SessionOptions {
   int intra_op_num_threads = 0;  // 0 = one per hardware thread
   std::map<std::string, std::string> config;
+  ProviderSelection providers;  // which EPs (explicit list, policy or delegate); default: CPU EP only
+};
+
+// Which EP runs a node, and why it fell back to the CPU EP when it did.
+struct NodeAssignment {
+  std::string node_name, op_type, ep, note;
 };
 
 class Session {
@@ -26,6 +34,8 @@ class Session {
   const std::vector<ValueInfo>& inputs() const { return inputs_; }    // feedable inputs (no initializers)
   const std::vector<ValueInfo>& outputs() const { return outputs_; }
   const Model& model() const { return model_; }
+  const std::vector<std::string>& providers() const { return provider_names_; }  // claim order, CPU EP last
+  const std::vector<NodeAssignment>& assignments() const { return assignments_; }  // execution order
 
   // Runs the graph. output_names empty = all graph outputs in order.
   std::vector<Tensor> run(const std::vector<std::string>& input_names, const std::vector<Tensor>& input_values,
@@ -36,9 +46,16 @@ class Session {
   void build();
   int value_id(const std::string& name) const;
 
+  // Chooses EPs, lets each claim nodes in turn and prepares their kernels; the CPU EP
+  // takes the rest. Returns the CPU kernel (or nullptr with `plugin` set) per node of `order`.
+  void partition(const std::vector<size_t>& order, const std::map<std::string, ValueInfo>& known,
+                 std::vector<const KernelDef*>& cpu, std::vector<std::unique_ptr<PluginKernel>>& plugin);
+  const KernelDef* cpu_kernel(const Node& n, bool required) const;
+
   struct Step {
     const Node* node;
-    const KernelDef* kernel;
+    const KernelDef* kernel;                // CPU EP kernel, or nullptr when `plugin` runs the node
+    std::unique_ptr<PluginKernel> plugin;
     int64_t opset;
     std::vector<int> inputs;   // value ids, -1 = omitted
     std::vector<int> outputs;  // value ids, -1 = omitted
@@ -55,6 +72,9 @@ class Session {
   std::vector<Tensor> constants_;            // by value id; invalid when not constant
   std::vector<int> input_ids_, output_ids_;  // graph inputs (feedable) and outputs
   std::vector<int> overridable_;             // initializers that are also graph inputs
+  std::vector<std::unique_ptr<PluginEp>> eps_;  // before steps_: kernels are released first
+  std::vector<std::string> provider_names_;
+  std::vector<NodeAssignment> assignments_;
   std::vector<Step> steps_;
   std::unique_ptr<ThreadPool> pool_;
   std::shared_ptr<Allocator> alloc_;

@@ -277,8 +277,8 @@ void merge_declared(ValueInfo& inferred, const ValueInfo& declared) {
 
 }  // namespace
 
-void infer_types(const Graph& g, const std::vector<const Node*>& order,
-                                             std::vector<ValueInfo>& outputs) {
+void infer_types(const Graph& g, const std::vector<const Node*>& order, std::vector<ValueInfo>& outputs,
+                 std::map<std::string, ValueInfo>* known_out) {
   std::map<std::string, ValueInfo> known;
   std::map<std::string, const ValueInfo*> declared;
   for (const auto& v : g.value_info) declared[v.name] = &v;
@@ -318,6 +318,7 @@ void infer_types(const Graph& g, const std::vector<const Node*>& order,
       o.dims = it->second.dims;
     }
   }
+  if (known_out) *known_out = std::move(known);
 }
 
 }  // namespace mrt

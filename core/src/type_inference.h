@@ -1,4 +1,5 @@
 #pragma once
+#include <map>
 #include <string>
 #include <vector>
 
@@ -12,7 +13,8 @@ namespace mrt {
 // - Graph outputs the model declares without type/shape get the inferred ones.
 // - A declared element type that contradicts a certain inference is an INVALID_MODEL error
 //   naming the node.
-void infer_types(const Graph& graph, const std::vector<const Node*>& order,
-                                             std::vector<ValueInfo>& outputs);
+// - `known`, when given, receives every value's inferred type/shape (for plugin EPs).
+void infer_types(const Graph& graph, const std::vector<const Node*>& order, std::vector<ValueInfo>& outputs,
+                 std::map<std::string, ValueInfo>* known = nullptr);
 
 }  // namespace mrt

@@ -24,8 +24,8 @@ def _add_relu_model(dynamic: bool = True) -> onnx.ModelProto:
 
 def test_version_and_providers() -> None:
     assert mosaicrt.__version__.count(".") == 2
-    assert mosaicrt.get_available_providers() == ["CPUExecutionProvider"]
-    assert mosaicrt.get_device() == "CPU"
+    assert mosaicrt.get_available_providers()[-1] == "CPUExecutionProvider"
+    assert mosaicrt.get_device() in ("CPU", "GPU")
     info = mosaicrt.get_build_info()
     assert info["abi"].startswith("1.")
     assert ("", "Conv") in mosaicrt.get_cpu_operators()

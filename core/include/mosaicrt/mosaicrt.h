@@ -12,8 +12,8 @@
  *  - The ABI is versioned: MRT_ABI_VERSION_MAJOR changes on incompatible changes,
  *    MINOR on additions. MrtGetAbiVersion reports the library's version so callers
  *    (the Python package, plugin EPs) can refuse a mismatch with a clear message.
- *  - The plugin-EP half of the ABI lives in mosaicrt/ep.h (a later addition; it will
- *    bump MINOR).
+ *  - The plugin-EP half of the ABI lives in mosaicrt/ep.h (added in 1.1, with the EP
+ *    registration, device and provider-selection functions below).
  */
 #ifndef MOSAICRT_MOSAICRT_H_
 #define MOSAICRT_MOSAICRT_H_
@@ -36,7 +36,7 @@ extern "C" {
 #endif
 
 #define MRT_ABI_VERSION_MAJOR 1
-#define MRT_ABI_VERSION_MINOR 0
+#define MRT_ABI_VERSION_MINOR 1
 
 typedef enum MrtErrorCode {
   MRT_OK = 0,
@@ -47,6 +47,7 @@ typedef enum MrtErrorCode {
   MRT_RUNTIME_ERROR = 5,    /* a kernel failed while running */
   MRT_OUT_OF_MEMORY = 6,
   MRT_INTERNAL = 7,         /* a bug in mosaicrt */
+  MRT_EP_ERROR = 8,         /* (1.1) an EP library cannot be loaded, is incompatible, or is misused */
 } MrtErrorCode;
 
 typedef struct MrtStatus MrtStatus;
@@ -70,6 +71,8 @@ MRT_API const char* MrtGetCpuOperators(void);
 MRT_API MrtErrorCode MrtStatusGetCode(const MrtStatus* status);
 MRT_API const char* MrtStatusGetMessage(const MrtStatus* status);
 MRT_API void MrtReleaseStatus(MrtStatus* status);
+/* (1.1) For plugin EPs and selection delegates: a status to return from a callback. */
+MRT_API MrtStatus* MrtCreateStatus(MrtErrorCode code, const char* message);
 
 /* ---- session options ---- */
 MRT_API MrtStatus* MrtCreateSessionOptions(MrtSessionOptions** out);
@@ -103,6 +106,81 @@ MRT_API MrtStatus* MrtSessionGetIoDim(const MrtSession* session, MrtIoKind kind,
  */
 MRT_API MrtStatus* MrtRun(MrtSession* session, const char* const* input_names, const MrtValue* const* inputs,
                           size_t n_inputs, const char* const* output_names, size_t n_outputs, MrtValue** outputs);
+
+/* ---- execution providers, devices and provider selection (1.1) ---- */
+#define MRT_CPU_EP_NAME "CPUExecutionProvider"
+
+/* Load a plugin EP library (see mosaicrt/ep.h) under a registration name. Registering a name
+ * twice is an error; so is a library whose EP ABI is incompatible (the message names both
+ * versions and the file). */
+MRT_API MrtStatus* MrtRegisterExecutionProviderLibrary(const char* registration_name, const char* path);
+/* Refused while a live session uses one of the library's EPs. */
+MRT_API MrtStatus* MrtUnregisterExecutionProviderLibrary(const char* registration_name);
+/* Comma-separated names of the EPs available now, the built-in CPU EP last. The string is
+ * valid until the next call on any thread. */
+MRT_API const char* MrtGetAvailableProviders(void);
+
+/* One (EP, hardware device) pair. Strings stay valid while the EP's library is registered
+ * (forever for the CPU EP). `id` identifies the pair for this process. */
+typedef struct MrtEpDeviceInfo {
+  uint64_t id;
+  const char* ep_name;
+  const char* ep_vendor;
+  const char* ep_version;
+  const char* library_path; /* "" for the built-in CPU EP */
+  int32_t device_type;      /* MrtDeviceType: 0 CPU, 1 GPU, 2 NPU */
+  uint32_t vendor_id;
+  uint32_t device_id;
+  const char* device_vendor;
+  const char* device_name;
+  size_t metadata_count;
+  const char* const* metadata_keys;
+  const char* const* metadata_values;
+} MrtEpDeviceInfo;
+
+/* Writes up to `capacity` pairs and sets *count to the total number available. */
+MRT_API MrtStatus* MrtGetEpDevices(MrtEpDeviceInfo* devices, size_t capacity, size_t* count);
+
+typedef enum MrtEpSelectionPolicy {
+  MRT_EP_POLICY_DEFAULT = 0,           /* = PREFER_CPU */
+  MRT_EP_POLICY_PREFER_CPU = 1,
+  MRT_EP_POLICY_PREFER_NPU = 2,
+  MRT_EP_POLICY_PREFER_GPU = 3,
+  MRT_EP_POLICY_MAX_PERFORMANCE = 4,   /* GPU, then NPU, then CPU */
+  MRT_EP_POLICY_MAX_EFFICIENCY = 5,    /* NPU first */
+  MRT_EP_POLICY_MIN_OVERALL_POWER = 6, /* NPU first */
+} MrtEpSelectionPolicy;
+
+/* Use EP `ep_name` on every device it supports, with provider options. Order matters:
+ * earlier EPs claim nodes first; the CPU EP always takes what nobody claimed. */
+MRT_API MrtStatus* MrtSessionOptionsAppendExecutionProvider(MrtSessionOptions* options, const char* ep_name,
+                                                            const char* const* option_keys,
+                                                            const char* const* option_values, size_t n_options);
+/* Use the EP of the given ep-device ids (all of one EP) on exactly those devices. */
+MRT_API MrtStatus* MrtSessionOptionsAppendExecutionProviderForDevices(MrtSessionOptions* options,
+                                                                      const uint64_t* ep_device_ids, size_t n_devices,
+                                                                      const char* const* option_keys,
+                                                                      const char* const* option_values,
+                                                                      size_t n_options);
+/* Choose EPs by policy when no EP was appended explicitly. */
+MRT_API MrtStatus* MrtSessionOptionsSetEpSelectionPolicy(MrtSessionOptions* options, MrtEpSelectionPolicy policy);
+
+/* A custom choice: given every available pair, write the indices of the chosen ones (in
+ * preference order) into `selected` (room for max_selected) and their number into
+ * *n_selected. Return NULL, or a status (MrtCreateStatus) to fail session creation. */
+typedef MrtStatus* (*MrtEpSelectionDelegate)(const MrtEpDeviceInfo* devices, size_t n_devices, size_t* selected,
+                                             size_t max_selected, size_t* n_selected, void* state);
+MRT_API MrtStatus* MrtSessionOptionsSetEpSelectionDelegate(MrtSessionOptions* options, MrtEpSelectionDelegate delegate,
+                                                           void* state);
+
+/* EPs the session uses, in claim order (the CPU EP last). */
+MRT_API MrtStatus* MrtSessionGetProviderCount(const MrtSession* session, size_t* count);
+MRT_API MrtStatus* MrtSessionGetProvider(const MrtSession* session, size_t index, const char** ep_name);
+/* Which EP runs each node (execution order). `note` says why a node fell back to the CPU EP
+ * ("" otherwise). */
+MRT_API MrtStatus* MrtSessionGetNodeCount(const MrtSession* session, size_t* count);
+MRT_API MrtStatus* MrtSessionGetNodeAssignment(const MrtSession* session, size_t index, const char** node_name,
+                                               const char** op_type, const char** ep_name, const char** note);
 
 /* ---- values (dense tensors) ---- */
 /* Copies `data` (data_bytes must equal numel * element size). */

@@ -9,6 +9,7 @@ from __future__ import annotations
 from ._capi import lib as _lib
 from ._capi import library_path as _library_path
 from ._errors import (
+    ExecutionProviderError,
     InternalError,
     InvalidArgument,
     InvalidModel,
@@ -18,14 +19,29 @@ from ._errors import (
     OutOfMemory,
     RuntimeFailure,
 )
+from ._providers import (
+    EpDevice,
+    ExecutionProviderDevicePolicy,
+    HardwareDevice,
+    HardwareDeviceType,
+    get_available_providers,
+    get_ep_devices,
+    get_ep_discovery_problems,
+    get_registered_execution_provider_libraries,
+    register_execution_provider_library,
+    unregister_execution_provider_library,
+)
 from ._session import (
     GraphOptimizationLevel,
     InferenceSession,
     NodeArg,
+    NodeAssignment,
     SessionOptions,
-    get_available_providers,
     get_device,
 )
+
+# onnxruntime's spelling of the policy enum
+OrtExecutionProviderDevicePolicy = ExecutionProviderDevicePolicy
 
 __version__: str = _lib.MrtGetVersionString().decode()
 
@@ -39,6 +55,17 @@ def get_build_info() -> dict[str, str]:
     return info
 
 
+def get_include() -> str:
+    """Directory holding the C headers (mosaicrt/mosaicrt.h, mosaicrt/ep.h) for building plugin EPs."""
+    from pathlib import Path
+
+    here = Path(__file__).resolve().parent
+    for candidate in (here / "include", here.parent.parent / "include"):  # wheel layout, source tree
+        if (candidate / "mosaicrt" / "ep.h").is_file():
+            return str(candidate)
+    raise FileNotFoundError(f"the mosaicrt C headers are missing next to {here}")
+
+
 def get_cpu_operators() -> list[tuple[str, str]]:
     """(domain, op_type) pairs the built-in CPU execution provider implements ("" = ai.onnx)."""
     result = []
@@ -50,7 +77,12 @@ def get_cpu_operators() -> list[tuple[str, str]]:
 
 
 __all__ = [
+    "EpDevice",
+    "ExecutionProviderDevicePolicy",
+    "ExecutionProviderError",
     "GraphOptimizationLevel",
+    "HardwareDevice",
+    "HardwareDeviceType",
     "InferenceSession",
     "InternalError",
     "InvalidArgument",
@@ -58,7 +90,9 @@ __all__ = [
     "MosaicrtError",
     "NoSuchFile",
     "NodeArg",
+    "NodeAssignment",
     "NotImplementedInRuntime",
+    "OrtExecutionProviderDevicePolicy",
     "OutOfMemory",
     "RuntimeFailure",
     "SessionOptions",
@@ -67,4 +101,10 @@ __all__ = [
     "get_build_info",
     "get_cpu_operators",
     "get_device",
+    "get_ep_devices",
+    "get_include",
+    "get_ep_discovery_problems",
+    "get_registered_execution_provider_libraries",
+    "register_execution_provider_library",
+    "unregister_execution_provider_library",
 ]

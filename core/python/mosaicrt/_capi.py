@@ -15,6 +15,7 @@ from typing import Any
 from ._errors import raise_for_code
 
 ABI_MAJOR = 1  # the C ABI major version this package speaks
+ABI_MINOR = 1  # the newest functions it calls arrived in 1.1
 
 
 def _library_names() -> list[str]:
@@ -46,6 +47,26 @@ class Status(ctypes.Structure):
     pass
 
 
+class EpDeviceInfo(ctypes.Structure):
+    """MrtEpDeviceInfo (mosaicrt.h)."""
+
+    _fields_ = [
+        ("id", ctypes.c_uint64),
+        ("ep_name", ctypes.c_char_p),
+        ("ep_vendor", ctypes.c_char_p),
+        ("ep_version", ctypes.c_char_p),
+        ("library_path", ctypes.c_char_p),
+        ("device_type", ctypes.c_int32),
+        ("vendor_id", ctypes.c_uint32),
+        ("device_id", ctypes.c_uint32),
+        ("device_vendor", ctypes.c_char_p),
+        ("device_name", ctypes.c_char_p),
+        ("metadata_count", ctypes.c_size_t),
+        ("metadata_keys", ctypes.POINTER(ctypes.c_char_p)),
+        ("metadata_values", ctypes.POINTER(ctypes.c_char_p)),
+    ]
+
+
 class SessionOptionsHandle(ctypes.Structure):
     pass
 
@@ -62,6 +83,10 @@ StatusP = ctypes.POINTER(Status)
 SessionOptionsP = ctypes.POINTER(SessionOptionsHandle)
 SessionP = ctypes.POINTER(SessionHandle)
 ValueP = ctypes.POINTER(ValueHandle)
+EpDeviceInfoP = ctypes.POINTER(EpDeviceInfo)
+# MrtEpSelectionDelegate (ctypes callbacks cannot return pointer types: the status travels as void*)
+SelectionDelegate = ctypes.CFUNCTYPE(ctypes.c_void_p, EpDeviceInfoP, ctypes.c_size_t, ctypes.POINTER(ctypes.c_size_t),
+                                     ctypes.c_size_t, ctypes.POINTER(ctypes.c_size_t), ctypes.c_void_p)
 c_size_p = ctypes.POINTER(ctypes.c_size_t)
 c_char_pp = ctypes.POINTER(ctypes.c_char_p)
 
@@ -104,6 +129,22 @@ def _declare(lib: ctypes.CDLL) -> None:
     fn("MrtValueGetInfo", StatusP, ValueP, ctypes.POINTER(ctypes.c_int32), c_size_p,
        ctypes.POINTER(ctypes.POINTER(ctypes.c_int64)), ctypes.POINTER(ctypes.c_void_p), c_size_p)
     fn("MrtReleaseValue", None, ValueP)
+    # ABI 1.1: plugin EPs, devices, provider selection
+    fn("MrtCreateStatus", StatusP, ctypes.c_int, ctypes.c_char_p)
+    fn("MrtRegisterExecutionProviderLibrary", StatusP, ctypes.c_char_p, ctypes.c_char_p)
+    fn("MrtUnregisterExecutionProviderLibrary", StatusP, ctypes.c_char_p)
+    fn("MrtGetAvailableProviders", ctypes.c_char_p)
+    fn("MrtGetEpDevices", StatusP, EpDeviceInfoP, ctypes.c_size_t, c_size_p)
+    fn("MrtSessionOptionsAppendExecutionProvider", StatusP, SessionOptionsP, ctypes.c_char_p, c_char_pp, c_char_pp,
+       ctypes.c_size_t)
+    fn("MrtSessionOptionsAppendExecutionProviderForDevices", StatusP, SessionOptionsP,
+       ctypes.POINTER(ctypes.c_uint64), ctypes.c_size_t, c_char_pp, c_char_pp, ctypes.c_size_t)
+    fn("MrtSessionOptionsSetEpSelectionPolicy", StatusP, SessionOptionsP, ctypes.c_int)
+    fn("MrtSessionOptionsSetEpSelectionDelegate", StatusP, SessionOptionsP, SelectionDelegate, ctypes.c_void_p)
+    fn("MrtSessionGetProviderCount", StatusP, SessionP, c_size_p)
+    fn("MrtSessionGetProvider", StatusP, SessionP, ctypes.c_size_t, c_char_pp)
+    fn("MrtSessionGetNodeCount", StatusP, SessionP, c_size_p)
+    fn("MrtSessionGetNodeAssignment", StatusP, SessionP, ctypes.c_size_t, c_char_pp, c_char_pp, c_char_pp, c_char_pp)
 
 
 def _load() -> ctypes.CDLL:
@@ -112,13 +153,14 @@ def _load() -> ctypes.CDLL:
         lib = ctypes.CDLL(path)
     except OSError as exc:
         raise ImportError(f"cannot load the mosaicrt native library {path}: {exc}") from exc
-    _declare(lib)
+    lib.MrtGetAbiVersion.restype = ctypes.c_uint32
     abi = lib.MrtGetAbiVersion()
-    if abi >> 16 != ABI_MAJOR:
+    if abi >> 16 != ABI_MAJOR or abi & 0xFFFF < ABI_MINOR:
         raise ImportError(
             f"the mosaicrt native library {path} has C ABI {abi >> 16}.{abi & 0xFFFF} but this Python "
-            f"package needs ABI {ABI_MAJOR}.x; reinstall mosaicrt so both come from one wheel"
+            f"package needs ABI {ABI_MAJOR}.{ABI_MINOR} or a newer {ABI_MAJOR}.x; reinstall mosaicrt so both come from one wheel"
         )
+    _declare(lib)
     return lib
 
 

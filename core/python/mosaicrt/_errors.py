@@ -53,10 +53,17 @@ class InternalError(MosaicrtError):
     code = 7
 
 
+class ExecutionProviderError(MosaicrtError):
+    """An EP library cannot be loaded or is incompatible (the message names the file and, for
+    ABI skew, both versions), or an EP registration/selection request cannot be honoured."""
+
+    code = 8
+
+
 _BY_CODE: dict[int, type[MosaicrtError]] = {
     cls.code: cls
     for cls in (InvalidArgument, InvalidModel, NotImplementedInRuntime, NoSuchFile, RuntimeFailure, OutOfMemory,
-                InternalError)
+                InternalError, ExecutionProviderError)
 }
 
 

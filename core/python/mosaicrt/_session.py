@@ -12,8 +12,10 @@ from typing import Any
 import numpy as np
 
 from . import _capi
+from . import _providers
 from ._capi import check, lib
-from ._errors import InvalidArgument
+from ._errors import InvalidArgument, MosaicrtError
+from ._providers import CPU_PROVIDER, EpDevice, ExecutionProviderDevicePolicy, get_available_providers
 
 # ONNX element type code -> (numpy dtype, onnxruntime-style type string)
 _ELEM_TYPES: dict[int, tuple[Any, str]] = {
@@ -51,16 +53,10 @@ def _register_bfloat16() -> None:
 
 _register_bfloat16()
 
-CPU_PROVIDER = "CPUExecutionProvider"
-
-
-def get_available_providers() -> list[str]:
-    """Execution providers this installation can run (the CPU EP is always present)."""
-    return [CPU_PROVIDER]
-
-
 def get_device() -> str:
-    return "CPU"
+    """"GPU" when a GPU execution provider can run here, else "CPU" (onnxruntime's convention)."""
+    gpu = any(d.device.type == _providers.HardwareDeviceType.GPU for d in _providers.get_ep_devices())
+    return "GPU" if gpu else "CPU"
 
 
 class GraphOptimizationLevel(enum.IntEnum):
@@ -82,6 +78,40 @@ class SessionOptions:
         # Conv+BatchNormalization folding and Conv+Relu fusion; ORT_DISABLE_ALL runs the graph as written.
         self.graph_optimization_level: GraphOptimizationLevel = GraphOptimizationLevel.ORT_ENABLE_ALL
         self._config: dict[str, str] = {}
+        self._devices: list[tuple[list[EpDevice], dict[str, Any]]] = []
+        self._policy: ExecutionProviderDevicePolicy | None = None
+        self._delegate: Any = None
+
+    def add_provider_for_devices(self, ep_devices: Sequence[EpDevice], provider_options: Mapping[str, Any] | None
+                                 = None) -> None:
+        """Run the EP of `ep_devices` (pairs from get_ep_devices(), all of one EP) on exactly those devices."""
+        devices = list(ep_devices)
+        if not devices:
+            raise InvalidArgument("add_provider_for_devices needs at least one EpDevice")
+        for d in devices:
+            if not isinstance(d, EpDevice):
+                raise InvalidArgument(f"add_provider_for_devices takes EpDevice objects from get_ep_devices(), got {d!r}")
+        if len({d.ep_name for d in devices}) != 1:
+            raise InvalidArgument(f"add_provider_for_devices: the devices belong to several EPs "
+                                  f"({sorted({d.ep_name for d in devices})}); call it once per EP")
+        self._devices.append((devices, dict(provider_options or {})))
+
+    def set_provider_selection_policy(self, policy: ExecutionProviderDevicePolicy) -> None:
+        """Choose EPs by device preference when no provider is named (see ExecutionProviderDevicePolicy)."""
+        try:
+            self._policy = ExecutionProviderDevicePolicy(policy)
+        except ValueError:
+            raise InvalidArgument(f"unknown provider selection policy {policy!r}") from None
+        self._delegate = None
+
+    def set_provider_selection_policy_delegate(self, delegate: Any) -> None:
+        """A custom choice: delegate(ep_devices, model_metadata, runtime_metadata, max_selections)
+        returns the chosen EpDevice objects in preference order. Exceptions it raises propagate
+        from InferenceSession."""
+        if not callable(delegate):
+            raise InvalidArgument("the provider selection delegate must be callable")
+        self._delegate = delegate
+        self._policy = None
 
     def add_session_config_entry(self, key: str, value: str) -> None:
         self._config[str(key)] = str(value)
@@ -89,7 +119,8 @@ class SessionOptions:
     def get_session_config_entry(self, key: str) -> str:
         return self._config[key]
 
-    def _handle(self) -> Any:
+    def _handle(self, providers: list[tuple[str, dict[str, Any]]] | None = None) -> tuple[Any, Any]:
+        """A native options handle and the delegate adapter to keep alive while it is used."""
         handle = _capi.SessionOptionsP()
         check(lib.MrtCreateSessionOptions(ctypes.byref(handle)))
         try:
@@ -99,10 +130,11 @@ class SessionOptions:
             check(lib.MrtSessionOptionsSetConfigEntry(handle, b"session.graph_optimization_level", str(level).encode()))
             for key, value in self._config.items():
                 check(lib.MrtSessionOptionsSetConfigEntry(handle, key.encode(), value.encode()))
+            call = _providers.apply_selection(handle, providers or [], self._devices, self._policy, self._delegate)
         except BaseException:
             lib.MrtReleaseSessionOptions(handle)
             raise
-        return handle
+        return handle, call
 
 
 @dataclass(frozen=True)
@@ -114,22 +146,38 @@ class NodeArg:
     shape: list[int | str | None] | None
 
 
-def _normalize_providers(providers: Sequence[Any] | None) -> list[str]:
+@dataclass(frozen=True)
+class NodeAssignment:
+    """Which execution provider runs a node; `note` says why it fell back to the CPU EP."""
+
+    node_name: str
+    op_type: str
+    provider: str
+    note: str
+
+
+def _normalize_providers(providers: Sequence[Any] | None,
+                         provider_options: Sequence[Mapping[str, Any]] | None) -> list[tuple[str, dict[str, Any]]]:
+    """providers=[name | (name, options)] plus the parallel provider_options list (onnxruntime's forms)."""
     if providers is None:
-        return [CPU_PROVIDER]
-    names: list[str] = []
-    for p in providers:
-        name = p[0] if isinstance(p, tuple) else p
-        if not isinstance(name, str):
+        if provider_options is not None:
+            raise InvalidArgument("provider_options needs providers")
+        return []
+    if isinstance(providers, str):
+        raise InvalidArgument(f"providers must be a list of names, got the string {providers!r}")
+    entries = list(providers)
+    if provider_options is not None and len(provider_options) != len(entries):
+        raise InvalidArgument(f"provider_options has {len(provider_options)} entries for {len(entries)} providers")
+    result: list[tuple[str, dict[str, Any]]] = []
+    for i, p in enumerate(entries):
+        name, opts = (p[0], p[1]) if isinstance(p, tuple) and len(p) == 2 else (p, {})
+        if not isinstance(name, str) or not isinstance(opts, Mapping):
             raise InvalidArgument(f"provider entries must be names or (name, options) tuples, got {p!r}")
-        if name not in get_available_providers():
-            raise InvalidArgument(
-                f"execution provider {name!r} is not available; available: {get_available_providers()}"
-            )
-        names.append(name)
-    if CPU_PROVIDER not in names:
-        names.append(CPU_PROVIDER)  # nodes no other EP takes fall back to the CPU EP
-    return names
+        merged = dict(opts)
+        if provider_options is not None:
+            merged.update(provider_options[i])
+        result.append((name, merged))
+    return result
 
 
 class InferenceSession:
@@ -148,10 +196,12 @@ class InferenceSession:
         **kwargs: Any,
     ) -> None:
         self._handle = None
-        self._providers = _normalize_providers(providers)
+        requested = _normalize_providers(providers, provider_options)
         options = sess_options or SessionOptions()
+        if requested and (options._policy is not None or options._delegate is not None):
+            raise InvalidArgument("pass either providers=[...] or a provider selection policy/delegate, not both")
         self._sess_options = options
-        opts = options._handle()
+        opts, delegate_call = options._handle(requested)
         handle = _capi.SessionP()
         try:
             if isinstance(path_or_bytes, (bytes, bytearray, memoryview)):
@@ -165,9 +215,14 @@ class InferenceSession:
                 raise TypeError(
                     f"InferenceSession needs a model path or the model's bytes, got {type(path_or_bytes).__name__}"
                 )
+        except MosaicrtError as exc:
+            _providers.reraise_delegate_error(delegate_call, exc)
+            raise
         finally:
             lib.MrtReleaseSessionOptions(opts)
         self._handle = handle
+        self._providers = self._read_providers()
+        self._assignments = self._read_assignments()
         self._inputs = self._io_list(_capi.IO_INPUT)
         self._outputs = self._io_list(_capi.IO_OUTPUT)
 
@@ -207,8 +262,36 @@ class InferenceSession:
     def get_outputs(self) -> list[NodeArg]:
         return list(self._outputs)
 
+    def _read_providers(self) -> list[str]:
+        count = ctypes.c_size_t()
+        check(lib.MrtSessionGetProviderCount(self._handle, ctypes.byref(count)))
+        names = []
+        for i in range(count.value):
+            name = ctypes.c_char_p()
+            check(lib.MrtSessionGetProvider(self._handle, i, ctypes.byref(name)))
+            names.append((name.value or b"").decode())
+        return names
+
+    def _read_assignments(self) -> list[NodeAssignment]:
+        count = ctypes.c_size_t()
+        check(lib.MrtSessionGetNodeCount(self._handle, ctypes.byref(count)))
+        result = []
+        for i in range(count.value):
+            fields = [ctypes.c_char_p() for _ in range(4)]
+            check(lib.MrtSessionGetNodeAssignment(self._handle, i, *[ctypes.byref(f) for f in fields]))
+            result.append(NodeAssignment(*[(f.value or b"").decode() for f in fields]))
+        return result
+
     def get_providers(self) -> list[str]:
+        """EPs this session uses, in the order they claim nodes (the CPU EP last)."""
         return list(self._providers)
+
+    def get_provider_options(self) -> dict[str, dict[str, str]]:
+        return {name: {} for name in self._providers}
+
+    def get_node_assignments(self) -> list[NodeAssignment]:
+        """Which EP runs each node, in execution order (after graph optimization)."""
+        return list(self._assignments)
 
     def get_session_options(self) -> SessionOptions:
         return self._sess_options
