@@ -8,6 +8,7 @@ import itertools
 import os
 import shutil
 import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -292,3 +293,37 @@ def test_library_for_another_architecture(tmp_path: Path) -> None:
     with pytest.raises(mosaicrt.ExecutionProviderError, match="is built for arm.*but this process runs on") as info:
         mosaicrt.register_execution_provider_library(_tag(), lib)
     assert str(lib) in str(info.value)
+
+
+def _fake_distribution(root: Path, entry_points: str) -> None:
+    info = root / "mosaicrt_fake_ep-1.0.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: mosaicrt-fake-ep\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text(f"[mosaicrt.execution_providers]\n{entry_points}\n")
+
+
+def _run_python(code: str, path: Path) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(path), env.get("PYTHONPATH", "")])
+    return subprocess.run([sys.executable, "-W", "always", "-c", code], env=env, capture_output=True, text=True,
+                          timeout=120)
+
+
+def test_installed_ep_is_discovered_through_entry_points(tmp_path: Path, libs: dict[str, Path]) -> None:
+    (tmp_path / "fake_ep_pkg.py").write_text(f"def library_path():\n    return {str(libs['good'])!r}\n")
+    _fake_distribution(tmp_path, "fakeep = fake_ep_pkg:library_path")
+    code = ("import mosaicrt; print(mosaicrt.get_available_providers()); "
+            "print(mosaicrt.get_registered_execution_provider_libraries())")
+    out = _run_python(code, tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert "FakeNpu_fakeep" in out.stdout and str(libs["good"]) in out.stdout
+
+
+def test_broken_installed_ep_warns_and_the_rest_works(tmp_path: Path, libs: dict[str, Path]) -> None:
+    (tmp_path / "fake_ep_pkg.py").write_text(f"def library_path():\n    return {str(libs['future_major'])!r}\n")
+    _fake_distribution(tmp_path, "skewed = fake_ep_pkg:library_path")
+    code = "import mosaicrt; print(mosaicrt.get_available_providers()); print(mosaicrt.get_ep_discovery_problems())"
+    out = _run_python(code, tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert "RuntimeWarning" in out.stderr and "EP ABI 2.0" in out.stderr
+    assert "'CPUExecutionProvider'" in out.stdout and "mosaicrt-fake-ep 1.0" in out.stdout
