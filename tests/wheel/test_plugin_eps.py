@@ -203,7 +203,7 @@ def test_add_provider_for_devices(register: Callable[..., str]) -> None:
     so.add_provider_for_devices(gpu, {"ops": "Add"})
     sess = _session(options=so)
     assert sess.get_providers() == [f"FakeGpu_{tag}", "CPUExecutionProvider"]
-    assert [a.provider for a in sess.get_node_assignments()][0] == f"FakeGpu_{tag}"
+    assert next(a.provider for a in sess.get_node_assignments()) == f"FakeGpu_{tag}"
     mixed = [d for d in mosaicrt.get_ep_devices() if d.ep_name.endswith(tag)]
     with pytest.raises(mosaicrt.InvalidArgument, match="several EPs"):
         mosaicrt.SessionOptions().add_provider_for_devices(mixed)
@@ -236,7 +236,8 @@ def test_ep_setup_failure_is_a_clear_error(register: Callable[..., str], libs: d
 
 
 def test_unknown_provider_lists_available() -> None:
-    with pytest.raises(mosaicrt.ExecutionProviderError, match="'NopeExecutionProvider' is not available.*CPUExecution"):
+    with pytest.raises(mosaicrt.ExecutionProviderError,
+                       match=r"'NopeExecutionProvider' is not available.*CPUExecution"):
         _session(["NopeExecutionProvider"])
 
 
@@ -246,7 +247,7 @@ def test_register_twice_and_unregister_while_in_use(libs: dict[str, Path]) -> No
     try:
         with pytest.raises(mosaicrt.ExecutionProviderError, match="already registered"):
             mosaicrt.register_execution_provider_library(name, libs["good"])
-        sess = _session([f"FakeNpu_{name.split(':')[0]}"])
+        sess = _session([f"FakeNpu_{name.split(':', maxsplit=1)[0]}"])
         with pytest.raises(mosaicrt.ExecutionProviderError, match="in use by 1 live session"):
             mosaicrt.unregister_execution_provider_library(name)
         del sess
@@ -278,7 +279,7 @@ def test_library_without_entry_point(libs: dict[str, Path]) -> None:
 def test_not_a_library(tmp_path: Path) -> None:
     junk = tmp_path / "libjunk.so"
     junk.write_bytes(b"not a shared library")
-    with pytest.raises(mosaicrt.ExecutionProviderError, match="cannot load EP library '.*libjunk.so'"):
+    with pytest.raises(mosaicrt.ExecutionProviderError, match=r"cannot load EP library '.*libjunk\.so'"):
         mosaicrt.register_execution_provider_library(_tag(), junk)
     with pytest.raises(mosaicrt.ExecutionProviderError, match="does not exist"):
         mosaicrt.register_execution_provider_library(_tag(), tmp_path / "missing.so")
@@ -290,7 +291,7 @@ def test_library_for_another_architecture(tmp_path: Path) -> None:
     if shutil.which(cross) is None:
         pytest.skip(f"{cross} not installed: cannot build a plugin for another architecture")
     lib = _compile(tmp_path, "fake_foreign", cxx=cross)
-    with pytest.raises(mosaicrt.ExecutionProviderError, match="is built for arm.*but this process runs on") as info:
+    with pytest.raises(mosaicrt.ExecutionProviderError, match=r"is built for arm.*but this process runs on") as info:
         mosaicrt.register_execution_provider_library(_tag(), lib)
     assert str(lib) in str(info.value)
 
@@ -306,7 +307,7 @@ def _run_python(code: str, path: Path) -> subprocess.CompletedProcess[str]:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(path), env.get("PYTHONPATH", "")])
     return subprocess.run([sys.executable, "-W", "always", "-c", code], env=env, capture_output=True, text=True,
-                          timeout=120)
+                          timeout=120, check=False)
 
 
 def test_installed_ep_is_discovered_through_entry_points(tmp_path: Path, libs: dict[str, Path]) -> None:

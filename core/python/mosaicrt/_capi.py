@@ -144,7 +144,8 @@ def _declare(lib: ctypes.CDLL) -> None:
     fn("MrtSessionGetProviderCount", StatusP, SessionP, c_size_p)
     fn("MrtSessionGetProvider", StatusP, SessionP, ctypes.c_size_t, c_char_pp)
     fn("MrtSessionGetNodeCount", StatusP, SessionP, c_size_p)
-    fn("MrtSessionGetNodeAssignment", StatusP, SessionP, ctypes.c_size_t, c_char_pp, c_char_pp, c_char_pp, c_char_pp)
+    fn("MrtSessionGetNodeAssignment", StatusP, SessionP, ctypes.c_size_t, c_char_pp, c_char_pp, c_char_pp,
+       c_char_pp)
 
 
 def _load() -> ctypes.CDLL:
@@ -158,7 +159,8 @@ def _load() -> ctypes.CDLL:
     if abi >> 16 != ABI_MAJOR or abi & 0xFFFF < ABI_MINOR:
         raise ImportError(
             f"the mosaicrt native library {path} has C ABI {abi >> 16}.{abi & 0xFFFF} but this Python "
-            f"package needs ABI {ABI_MAJOR}.{ABI_MINOR} or a newer {ABI_MAJOR}.x; reinstall mosaicrt so both come from one wheel"
+            f"package needs ABI {ABI_MAJOR}.{ABI_MINOR} or a newer {ABI_MAJOR}.x; "
+            "reinstall mosaicrt so both come from one wheel"
         )
     _declare(lib)
     return lib

@@ -70,7 +70,7 @@ class EpDevice:
 
 
 _lock = threading.RLock()
-_discovered = False
+_state = {"discovered": False}
 _discovery_problems: list[str] = []
 _registered: dict[str, str] = {}  # registration name -> library path (this process)
 
@@ -89,11 +89,10 @@ def _entry_point_library(ep: importlib_metadata.EntryPoint) -> str:
 
 def _discover() -> None:
     """Register every installed EP wheel's library once (entry point group ENTRY_POINT_GROUP)."""
-    global _discovered
     with _lock:
-        if _discovered:
+        if _state["discovered"]:
             return
-        _discovered = True
+        _state["discovered"] = True
         if os.environ.get("MOSAICRT_DISABLE_EP_DISCOVERY", "") not in ("", "0"):
             return
         for ep in sorted(importlib_metadata.entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name):
@@ -199,7 +198,8 @@ class _DelegateCall:
     def _make(self) -> Any:
         from ._capi import SelectionDelegate
 
-        def call(devices: Any, n: int, selected: Any, max_selected: int, n_selected: Any, state: Any) -> Any:
+        def call(devices: Any, n: int, selected: Any, max_selected: int, n_selected: Any, state: Any  # noqa: PLR0917
+                 ) -> Any:
             try:
                 all_devices = [_device_from_info(devices[i]) for i in range(n)]
                 chosen = self.fn(all_devices, {}, {}, max_selected)
@@ -230,9 +230,9 @@ class _DelegateCall:
         return SelectionDelegate(call)
 
 
-def apply_selection(handle: Any, explicit: list[tuple[str, dict[str, Any]]], devices: list[tuple[list[EpDevice],
-                    dict[str, Any]]], policy: ExecutionProviderDevicePolicy | None,
-                    delegate: Any) -> _DelegateCall | None:
+def apply_selection(handle: Any, explicit: list[tuple[str, dict[str, Any]]],
+                    devices: list[tuple[list[EpDevice], dict[str, Any]]], *,
+                    policy: ExecutionProviderDevicePolicy | None, delegate: Any) -> _DelegateCall | None:
     """Write the EP choice into a native MrtSessionOptions handle. Returns the delegate
     adapter, which the caller keeps alive until session creation returns."""
     _discover()

@@ -11,11 +11,10 @@ from typing import Any
 
 import numpy as np
 
-from . import _capi
-from . import _providers
+from . import _capi, _providers
 from ._capi import check, lib
 from ._errors import InvalidArgument, MosaicrtError
-from ._providers import CPU_PROVIDER, EpDevice, ExecutionProviderDevicePolicy, get_available_providers
+from ._providers import EpDevice, ExecutionProviderDevicePolicy
 
 # ONNX element type code -> (numpy dtype, onnxruntime-style type string)
 _ELEM_TYPES: dict[int, tuple[Any, str]] = {
@@ -90,7 +89,8 @@ class SessionOptions:
             raise InvalidArgument("add_provider_for_devices needs at least one EpDevice")
         for d in devices:
             if not isinstance(d, EpDevice):
-                raise InvalidArgument(f"add_provider_for_devices takes EpDevice objects from get_ep_devices(), got {d!r}")
+                raise InvalidArgument(
+                    f"add_provider_for_devices takes EpDevice objects from get_ep_devices(), got {d!r}")
         if len({d.ep_name for d in devices}) != 1:
             raise InvalidArgument(f"add_provider_for_devices: the devices belong to several EPs "
                                   f"({sorted({d.ep_name for d in devices})}); call it once per EP")
@@ -130,7 +130,8 @@ class SessionOptions:
             check(lib.MrtSessionOptionsSetConfigEntry(handle, b"session.graph_optimization_level", str(level).encode()))
             for key, value in self._config.items():
                 check(lib.MrtSessionOptionsSetConfigEntry(handle, key.encode(), value.encode()))
-            call = _providers.apply_selection(handle, providers or [], self._devices, self._policy, self._delegate)
+            call = _providers.apply_selection(handle, providers or [], self._devices, policy=self._policy,
+                                              delegate=self._delegate)
         except BaseException:
             lib.MrtReleaseSessionOptions(handle)
             raise
