@@ -328,3 +328,28 @@ def test_broken_installed_ep_warns_and_the_rest_works(tmp_path: Path, libs: dict
     assert out.returncode == 0, out.stderr
     assert "RuntimeWarning" in out.stderr and "EP ABI 2.0" in out.stderr
     assert "'CPUExecutionProvider'" in out.stdout and "mosaicrt-fake-ep 1.0" in out.stdout
+
+
+def test_nvidia_gpus_are_discovered_through_the_driver_library(tmp_path: Path, libs: dict[str, Path]) -> None:
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if cc is None:
+        pytest.skip("no C compiler to build the simulated NVIDIA driver library")
+    nvml_dir = tmp_path / "driver"
+    nvml_dir.mkdir()
+    subprocess.run([cc, "-shared", "-fPIC", str(HERE / "plugins" / "fake_nvml.c"), "-o",
+                    str(nvml_dir / "libnvidia-ml.so.1")], check=True, capture_output=True)
+    code = (f"import mosaicrt; mosaicrt.register_execution_provider_library('nv:nvgpu', {str(libs['good'])!r}); "
+            "gpus = [d.device for d in mosaicrt.get_ep_devices() if d.ep_name == 'FakeNvgpu_nv']; "
+            "print([(g.name, hex(g.vendor_id), hex(g.device_id), g.metadata) for g in gpus]); "
+            "print(mosaicrt.get_device())")
+    env = {"LD_LIBRARY_PATH": os.pathsep.join([str(nvml_dir), os.environ.get("LD_LIBRARY_PATH", "")])}
+    with_driver = subprocess.run([sys.executable, "-c", code], env={**os.environ, **env}, capture_output=True,
+                                 text=True, timeout=120, check=False)
+    assert with_driver.returncode == 0, with_driver.stderr
+    assert "NVIDIA Simulated GPU 0" in with_driver.stdout and "NVIDIA Simulated GPU 1" in with_driver.stdout
+    assert "'0x10de', '0x2330'" in with_driver.stdout and "'memory_mb': '81920'" in with_driver.stdout
+    assert "'cuda_device_ordinal': '1'" in with_driver.stdout and with_driver.stdout.strip().endswith("GPU")
+    # Without the driver: no GPU, and not a word on stderr.
+    without = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False)
+    assert without.returncode == 0 and without.stderr == ""
+    assert without.stdout.startswith("[]")

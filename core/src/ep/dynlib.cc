@@ -100,7 +100,7 @@ DynLib::~DynLib() {
 }
 
 void DynLib::open(const std::string& path) {
-  {
+  if (path.find_first_of("/\\") != std::string::npos) {  // a bare name is searched by the loader
     std::ifstream probe(path, std::ios::binary);
     if (!probe) fail(MRT_EP_ERROR, "EP library '", path, "' does not exist or cannot be read");
   }

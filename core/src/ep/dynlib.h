@@ -11,7 +11,7 @@ class DynLib {
   DynLib(const DynLib&) = delete;
   DynLib& operator=(const DynLib&) = delete;
 
-  // Loads `path`; throws MRT_EP_ERROR naming the file and, for a library built for another
+  // Loads `path` (a bare file name is searched the platform's way); throws MRT_EP_ERROR naming the file and, for a library built for another
   // machine, both machine types.
   void open(const std::string& path);
   // nullptr when the symbol is not exported.

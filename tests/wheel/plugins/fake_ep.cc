@@ -1,8 +1,9 @@
 // A test-only plugin EP library for the plugin-EP tests (tests/wheel/test_plugin_eps.py).
 //
 // The registration name configures it: "<tag>:<kinds>" creates one factory per kind
-// (cpu, gpu, npu), named "Fake<Kind>_<tag>". gpu/npu factories bring their own simulated
-// device; the cpu factory supports the discovered CPU. Each EP claims Relu and Add nodes on
+// (cpu, gpu, npu, nvgpu), named "Fake<Kind>_<tag>". gpu/npu factories bring their own
+// simulated device; the cpu factory supports the discovered CPU and nvgpu the discovered
+// NVIDIA GPUs. Each EP claims Relu and Add nodes on
 // float tensors and runs them for real. Provider options:
 //   ops=Relu,Add          which op types to claim
 //   fail=compute|create_kernel|capability|create_ep   make that step fail (compute throws a
@@ -119,7 +120,7 @@ const char* f_version(const MrtEpFactory*) { return "9.9.9"; }
 
 size_t f_own(MrtEpFactory* base, const MrtHardwareDevice** devices) {
   auto* f = reinterpret_cast<FakeFactory*>(base);
-  if (f->kind == "cpu") return 0;
+  if (f->kind == "cpu" || f->kind == "nvgpu") return 0;
   *devices = &f->own;
   return 1;
 }
@@ -128,6 +129,7 @@ MrtStatus* f_supported(MrtEpFactory* base, const MrtHardwareDevice* const* devic
   auto* f = reinterpret_cast<FakeFactory*>(base);
   for (size_t i = 0; i < n; ++i) {
     if (f->kind == "cpu") supported[i] = devices[i]->type == MRT_DEVICE_CPU;
+    else if (f->kind == "nvgpu") supported[i] = devices[i]->type == MRT_DEVICE_GPU && devices[i]->vendor_id == 0x10de;
     else supported[i] = devices[i] == &f->own;
   }
   return nullptr;
@@ -170,7 +172,7 @@ MRT_EP_EXPORT MrtStatus* MrtEpCreateFactories(const MrtEpApi* api, const char* r
   if (kinds.size() > capacity) return api->CreateStatus(MRT_INVALID_ARGUMENT, "too many kinds");
   size_t made = 0;
   for (const auto& kind : kinds) {
-    if (kind != "cpu" && kind != "gpu" && kind != "npu") {
+    if (kind != "cpu" && kind != "gpu" && kind != "npu" && kind != "nvgpu") {
       for (size_t i = 0; i < made; ++i) delete reinterpret_cast<FakeFactory*>(factories[i]);
       return api->CreateStatus(MRT_INVALID_ARGUMENT, ("unknown fake device kind '" + kind + "'").c_str());
     }
