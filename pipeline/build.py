@@ -24,7 +24,7 @@ from .errors import BuildError, EnvironmentProblem, ToolchainError
 from .layout import Layout
 from .matrix import Cell, Target
 from .plan import PlannedCell, Selection, is_requested
-from .wheelcheck import check_wheel, normalize
+from .wheelcheck import EP_ENTRY_POINTS, check_wheel, normalize
 
 Status = Literal["built", "up-to-date", "skipped", "failed"]
 
@@ -109,7 +109,8 @@ def build(planned: Sequence[PlannedCell], layout: Layout, *, host: Target | None
         files = files_cache.get(cell.component.path)
         if files is None:
             files = files_cache[cell.component.path] = hashing.tree_files(layout.root / cell.component.path)
-        inputs = hashing.cell_inputs(cell, root=layout.root, logic_version=logic, component_files=files)
+        sdk = {"sdk": json.dumps(pc.sdk_defines)} if pc.sdk_defines else None
+        inputs = hashing.cell_inputs(cell, root=layout.root, logic_version=logic, component_files=files, extra=sdk)
         input_hash = hashing.combine(inputs)
         state = _load_state(layout, cell)
         wheel = _up_to_date_wheel(layout, cell, state, input_hash)
@@ -131,7 +132,7 @@ def build(planned: Sequence[PlannedCell], layout: Layout, *, host: Target | None
         log = layout.log_file(cell.slug)
         _say(opts, f"[{cell.id}] building (changed: {', '.join(changed)}); log: {_rel(log, layout.root)}")
         try:
-            wheel, sha = _build_cell(cell, layout, host, opts, log)
+            wheel, sha = _build_cell(cell, layout, host, opts, log, sdk_defines=pc.sdk_defines)
         except (CellFailure, OSError) as exc:
             _say(opts, f"[{cell.id}] FAILED {exc}; log: {_rel(log, layout.root)}")
             _say(opts, _tail(log))
@@ -298,8 +299,13 @@ def _tool(name: str) -> str:
     return str(local) if local.exists() else (shutil.which(name) or name)
 
 
-def _conan_toolchain(cell: Cell, layout: Layout, env: dict[str, str], log: Path) -> Path | None:
-    """``conan install`` the component's recipe with the target's host profile → conan_toolchain.cmake."""
+def conan_toolchain(
+    cell: Cell, layout: Layout, env: dict[str, str], log: Path, out: Path | None = None
+) -> Path | None:
+    """``conan install`` the component's recipe with the target's host profile → conan_toolchain.cmake.
+
+    ``out`` is the conan output folder (default: the cell's folder); the crosscheck passes its own.
+    """
     recipe = cell.component.recipe
     if recipe is None:
         return None
@@ -309,7 +315,7 @@ def _conan_toolchain(cell: Cell, layout: Layout, env: dict[str, str], log: Path)
     if not (home / "profiles" / "default").is_file():
         _run([conan, "profile", "detect", "--force"], log=log, step="conan profile detect", env=env)
         _run([conan, "remote", "disable", "conancenter"], log=log, step="conan remote disable", env=env)
-    out = layout.cell_dir(cell.slug) / "conan"
+    out = out or layout.cell_dir(cell.slug) / "conan"
     _run(
         [
             conan,
@@ -332,7 +338,15 @@ def _conan_toolchain(cell: Cell, layout: Layout, env: dict[str, str], log: Path)
     return found[0]
 
 
-def _build_cell(cell: Cell, layout: Layout, host: Target | None, opts: BuildOptions, log: Path) -> tuple[Path, str]:
+def _build_cell(
+    cell: Cell,
+    layout: Layout,
+    host: Target | None,
+    opts: BuildOptions,
+    log: Path,
+    *,
+    sdk_defines: Sequence[tuple[str, str]] = (),
+) -> tuple[Path, str]:
     log.parent.mkdir(parents=True, exist_ok=True)
     log.write_text(f"# build log for {cell.id}\n", encoding="utf-8")
     cdir = layout.cell_dir(cell.slug)
@@ -345,7 +359,7 @@ def _build_cell(cell: Cell, layout: Layout, host: Target | None, opts: BuildOpti
     cross = host is None or host.name != cell.target.name
     if cross:
         env["_PYTHON_HOST_PLATFORM"] = cell.target.python_host_platform
-    toolchain = _conan_toolchain(cell, layout, env, log)
+    toolchain = conan_toolchain(cell, layout, env, log)
 
     cmd: list[str | Path] = [
         sys.executable,
@@ -364,14 +378,16 @@ def _build_cell(cell: Cell, layout: Layout, host: Target | None, opts: BuildOpti
         env.setdefault("CCACHE_DIR", str(layout.ccache_dir))
         env.setdefault("CCACHE_BASEDIR", str(layout.root))
         cmd += ["-Ccmake.define.CMAKE_C_COMPILER_LAUNCHER=ccache", "-Ccmake.define.CMAKE_CXX_COMPILER_LAUNCHER=ccache"]
-    for key, value in cell.variant.cmake_defines:
+    for key, value in (*cell.variant.cmake_defines, *sdk_defines):
         cmd.append(f"-Ccmake.define.{key}={value}")
     _run(cmd, log=log, step="wheel build", env=env)
     raw = _single_wheel(raw_dir, "wheel build")
 
     if cell.target.repair == "auditwheel":
+        # Libraries the component takes from other wheels at run time (oneDNN, CUDA) stay external.
+        excludes = [arg for lib in cell.component.repair_exclude for arg in ("--exclude", lib)]
         _run(
-            [sys.executable, "-m", "auditwheel", "repair", "--wheel-dir", fixed_dir, raw],
+            [sys.executable, "-m", "auditwheel", "repair", "--wheel-dir", fixed_dir, raw, *excludes],
             log=log,
             step="auditwheel repair",
             env={**env, "PATH": _venv_path(env)},
@@ -390,6 +406,7 @@ def _build_cell(cell: Cell, layout: Layout, host: Target | None, opts: BuildOpti
         import_package=cell.component.import_package,
         target=cell.target,
         max_mb=cell.component.max_wheel_mb,
+        exports=EP_ENTRY_POINTS if cell.component.kind == "ep" else None,
     )
     if problems:
         with log.open("a", encoding="utf-8") as fh:

@@ -93,6 +93,9 @@ def cell_inputs(
         "compilers": tool_identity(target.c_compiler) + ";" + tool_identity(target.cxx_compiler),
         "logic": logic_version,
     }
+    for rel in comp.extra_inputs:  # files outside the component folder that its build reads
+        path = root / rel
+        inputs[f"extra:{rel}"] = tree_hash(path) if path.is_dir() else sha256_file(path)
     inputs.update(extra or {})
     return inputs
 

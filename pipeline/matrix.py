@@ -56,13 +56,23 @@ class Target:
     ci_runner: str  #: GitHub Actions runner label
     build_hosts: tuple[str, ...]  #: targets whose machines can build this one
     macos_deployment_target: str | None = None
+    #: ``nox -s crosscheck`` builds the core's native tests for this target and runs them under ``emulator``
+    crosscheck: bool = False
+    #: Debian packages that provide the compilers and the emulator (installed by the crosscheck when root)
+    debian_packages: tuple[str, ...] = ()
+    #: substrings of kernel names the native kernel checks must report as run (e.g. "i8mm")
+    crosscheck_kernels: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, kw_only=True)
 class Sdk:
     name: str
-    executables: tuple[str, ...] = ()  #: all must be on PATH
+    executables: tuple[str, ...] = ()  #: all must be found: on PATH, or inside one of ``executable_dists``
+    #: Python distributions whose installed files may provide ``executables`` (``bin/<exe>``) when PATH has none
+    executable_dists: tuple[str, ...] = ()
     python_dists: tuple[str, ...] = ()  #: all must be installed in the build environment
+    #: (executable, CMake variable): the build passes the executable's resolved path as that CMake define
+    cmake_executables: tuple[tuple[str, str], ...] = ()
     hint: str
 
 
@@ -87,6 +97,14 @@ class Component:
     recipe: str | None = None  #: repo-relative conan recipe folder
     max_wheel_mb: float
     variants: tuple[Variant, ...]
+    #: repo-relative wheel test suite (a folder with pytest.ini and requirements.txt); default tests/wheel
+    tests: str = "tests/wheel"
+    #: components whose wheels (same target) are installed next to this one for its tests (an EP needs a core)
+    test_with: tuple[str, ...] = ()
+    #: repo-relative files/folders outside ``path`` that the build reads (e.g. the EP ABI header): hashed inputs
+    extra_inputs: tuple[str, ...] = ()
+    #: shared libraries the wheel links but must not bundle (``auditwheel repair --exclude``), e.g. libdnnl.so.3
+    repair_exclude: tuple[str, ...] = ()
 
     @property
     def tag(self) -> str:
@@ -224,6 +242,9 @@ class _Table:
         if value is not None and value not in allowed:
             raise self.error(k, f"'{value}' is not allowed{choices_hint(value, allowed)}")
         return value
+
+    def boolean(self, k: str, default: object = False) -> Any:
+        return self._get(k, lambda v: isinstance(v, bool), "true or false", default)
 
     def number(self, k: str, default: object = None) -> Any:
         check = lambda v: isinstance(v, int | float) and not isinstance(v, bool)  # noqa: E731
@@ -367,15 +388,25 @@ def _load_pythons(doc: _Table, policy: Policy) -> tuple[str, ...]:
 def _load_sdks(doc: _Table) -> tuple[Sdk, ...]:
     sdks = []
     for name, body in doc.tables("sdk").items():
-        t = _Table(doc.file, f"sdk.{name}", body, ("executables", "python_dists", "hint"))
+        t = _Table(
+            doc.file,
+            f"sdk.{name}",
+            body,
+            ("executables", "executable_dists", "python_dists", "cmake_executables", "hint"),
+        )
         sdk = Sdk(
             name=name,
             executables=t.str_list("executables"),
+            executable_dists=t.str_list("executable_dists"),
             python_dists=t.str_list("python_dists"),
+            cmake_executables=t.str_map("cmake_executables"),
             hint=t.string("hint", _REQUIRED),
         )
         if not sdk.executables and not sdk.python_dists:
             raise t.error("executables", "an SDK needs executables or python_dists to detect it")
+        for exe, _ in sdk.cmake_executables:
+            if exe not in sdk.executables:
+                raise t.error("cmake_executables", f"'{exe}' is not one of this SDK's executables")
         sdks.append(sdk)
     return tuple(sdks)
 
@@ -406,6 +437,9 @@ def _load_targets(doc: _Table, policy: Policy, root: Path) -> tuple[Target, ...]
             ci_runner=t.string("ci_runner", _REQUIRED),
             build_hosts=t.str_list("build_hosts", _REQUIRED),
             macos_deployment_target=t.string("macos_deployment_target"),
+            crosscheck=t.boolean("crosscheck"),
+            debian_packages=t.str_list("debian_packages"),
+            crosscheck_kernels=t.str_list("crosscheck_kernels"),
         )
         _check_target(t, target, policy, root)
         targets.append(target)
@@ -438,6 +472,8 @@ def _check_target(t: _Table, target: Target, policy: Policy, root: Path) -> None
             )
     elif target.macos_deployment_target is not None:
         raise t.error("macos_deployment_target", f"only applies to macOS targets, not {target.os}")
+    if target.crosscheck and not target.emulator:
+        raise t.error("crosscheck", "a crosscheck target needs an emulator to run its native tests (qemu, wine)")
     expected_repair = {"linux": "auditwheel", "macos": "delocate", "windows": "none"}[target.os]
     if target.repair != expected_repair:
         raise t.error("repair", f"'{target.repair}' cannot repair {target.os} wheels; use '{expected_repair}'")
@@ -546,6 +582,14 @@ def _load_components(
         max_mb = t.number("max_wheel_mb", _REQUIRED)
         if max_mb <= 0:
             raise t.error("max_wheel_mb", "must be positive")
+        tests = t.string("tests", "tests/wheel")
+        explicit = "tests" in t.data
+        if explicit and not all((root / tests / f).is_file() for f in ("pytest.ini", "requirements.txt")):
+            raise t.error("tests", f"'{tests}' must be a test folder with pytest.ini and requirements.txt")
+        extra_inputs = t.str_list("extra_inputs")
+        for extra in extra_inputs:
+            if not (root / extra).exists():
+                raise t.error("extra_inputs", f"'{extra}' does not exist")
         components.append(
             Component(
                 name=name,
@@ -559,6 +603,19 @@ def _load_components(
                 recipe=recipe,
                 max_wheel_mb=float(max_mb),
                 variants=tuple(variants),
+                tests=tests,
+                test_with=t.str_list("test_with"),
+                extra_inputs=extra_inputs,
+                repair_exclude=t.str_list("repair_exclude"),
             )
         )
+    names = [c.name for c in components]
+    for c in components:
+        for other in c.test_with:
+            if other not in names or other == c.name:
+                raise MatrixError(
+                    doc.file,
+                    f"component.{c.name}.test_with",
+                    f"'{other}' is not another component{choices_hint(other, [n for n in names if n != c.name])}",
+                )
     return tuple(components)

@@ -12,10 +12,11 @@ import platform
 import shutil
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Literal
 
 from .errors import UsageError, choices_hint
-from .matrix import Cell, Matrix, Target
+from .matrix import Cell, Matrix, Sdk, Target
 
 _MACHINE = {"x86_64": "x86_64", "amd64": "x86_64", "aarch64": "aarch64", "arm64": "aarch64", "armv7l": "armv7"}
 
@@ -27,6 +28,8 @@ class PlannedCell:
     cell: Cell
     availability: Availability
     reason: str | None = None  #: why skipped: policy, toolchain, SDK, or not selected
+    #: CMake defines the cell's SDKs resolved on this machine (e.g. CMAKE_CUDA_COMPILER=<nvcc>)
+    sdk_defines: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -48,13 +51,43 @@ def host_target(matrix: Matrix, *, system: str | None = None, machine: str | Non
     return None
 
 
+def find_executable(exe: str, dists: Sequence[str]) -> str | None:
+    """``exe`` on PATH, else ``bin/<exe>`` among the files of an installed distribution of ``dists``."""
+    found = shutil.which(exe)
+    if found is not None:
+        return found
+    names = {exe, f"{exe}.exe"}
+    for dist_name in dists:
+        try:
+            dist = importlib.metadata.distribution(dist_name)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+        for f in dist.files or ():
+            if f.name in names and f.parent.name == "bin":
+                path = Path(str(dist.locate_file(f)))
+                if path.is_file():
+                    return str(path.resolve())
+    return None
+
+
+def sdk_cmake_defines(sdk: Sdk) -> list[tuple[str, str]]:
+    """(CMake variable, resolved executable path) pairs an SDK hands to the build."""
+    out = []
+    for exe, var in sdk.cmake_executables:
+        path = find_executable(exe, sdk.executable_dists)
+        if path is not None:
+            out.append((var, path))
+    return out
+
+
 def sdk_missing(matrix: Matrix, names: Sequence[str]) -> str | None:
     """A skip reason naming the first undetected SDK and how to get it, or None."""
     for name in names:
         sdk = matrix.sdk(name)
         for exe in sdk.executables:
-            if shutil.which(exe) is None:
-                return f"SDK missing: {name} ({exe} not on PATH; fix: {sdk.hint})"
+            if find_executable(exe, sdk.executable_dists) is None:
+                where = f" or in {', '.join(sdk.executable_dists)}" if sdk.executable_dists else ""
+                return f"SDK missing: {name} ({exe} not on PATH{where}; fix: {sdk.hint})"
         for dist in sdk.python_dists:
             try:
                 importlib.metadata.distribution(dist)
@@ -100,7 +133,10 @@ def plan(matrix: Matrix, sel: Selection, host: Target | None) -> list[PlannedCel
                 reason = f"not selected (buildable here: nox -s build -- --target {cell.target.name})"
             else:
                 reason = "not selected (--component/--variant)"
-        out.append(PlannedCell(cell=cell, availability="skipped" if reason else "buildable", reason=reason))
+        sdks = () if reason else cell.component.sdks
+        defines = tuple(d for n in sdks for d in sdk_cmake_defines(matrix.sdk(n)))
+        availability: Availability = "skipped" if reason else "buildable"
+        out.append(PlannedCell(cell=cell, availability=availability, reason=reason, sdk_defines=defines))
     return out
 
 

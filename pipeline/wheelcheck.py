@@ -2,6 +2,8 @@
 
 Checks name/version/tag, size, the top-level layout, the RECORD hashes, the metadata, and
 that every native library is built for the cell's target architecture (ELF/PE/Mach-O header).
+For plugin EP wheels (``exports`` given) the plugin library inside the import package must
+export exactly the EP entry points and nothing else (ELF dynamic symbol table).
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ PE_MACHINE = {0x8664: "x86_64", 0xAA64: "aarch64", 0x01C4: "armv7"}
 MACHO_CPU = {0x01000007: "x86_64", 0x0100000C: "aarch64"}
 LINUX_ARCH_TAG = {"x86_64": "x86_64", "aarch64": "aarch64", "armv7": "armv7l"}
 NATIVE_SUFFIXES = (".so", ".dll", ".dylib", ".pyd")
+#: What a plugin EP library exports (mosaicrt/ep.h); anything more leaks internals.
+EP_ENTRY_POINTS = ("MrtEpCreateFactories", "MrtEpGetAbiVersion", "MrtEpReleaseFactory")
 FORBIDDEN = re.compile(r"(\.(cc|cpp|cxx|o|obj|pyc)$)|(CMakeCache\.txt$)|(/__pycache__/)")
 
 
@@ -56,7 +60,14 @@ def platform_ok(plat: str, target: Target) -> bool:
 
 
 def check_wheel(
-    path: Path, *, dist: str, version: str, import_package: str, target: Target, max_mb: float
+    path: Path,
+    *,
+    dist: str,
+    version: str,
+    import_package: str,
+    target: Target,
+    max_mb: float,
+    exports: tuple[str, ...] | None = None,
 ) -> list[str]:
     """Problems found in the wheel at ``path`` (empty list: the wheel is good)."""
     problems: list[str] = []
@@ -98,6 +109,8 @@ def check_wheel(
                 problems.append(
                     f"{n} is built for {arch or 'no known binary format'}, target {target.name} is {target.arch}"
                 )
+        if exports is not None:
+            problems += _check_exports(zf, [n for n in natives if n.startswith(import_package + "/")], exports)
         problems += _check_record(zf, names, dist_info)
         problems += _check_metadata(zf, names, dist_info, norm, version)
     return problems
@@ -146,3 +159,72 @@ def _check_metadata(zf: zipfile.ZipFile, names: list[str], dist_info: str, norm:
         if wheel.get("Root-Is-Purelib", "").lower() != "false":
             problems.append("WHEEL says Root-Is-Purelib: true for a wheel with native code")
     return problems
+
+
+def _check_exports(zf: zipfile.ZipFile, libraries: list[str], exports: tuple[str, ...]) -> list[str]:
+    """Each ELF plugin library exports exactly ``exports`` (PE/Mach-O are checked on their runners)."""
+    problems = []
+    for name in libraries:
+        data = zf.read(name)
+        if data[:4] != b"\x7fELF":
+            continue
+        try:
+            got = set(elf_exports(data))
+        except ValueError as exc:
+            problems.append(f"{name}: cannot read its dynamic symbols ({exc})")
+            continue
+        missing = sorted(set(exports) - got)
+        extra = sorted(got - set(exports))
+        if missing:
+            problems.append(f"{name} does not export the entry point(s) {', '.join(missing)}")
+        if extra:
+            more = f" (+{len(extra) - 5} more)" if len(extra) > 5 else ""
+            problems.append(
+                f"{name} exports {len(extra)} symbol(s) besides the entry points: {', '.join(extra[:5])}{more}"
+                " (hide them: visibility=hidden and a linker version script)"
+            )
+    return problems
+
+
+def elf_exports(data: bytes) -> list[str]:
+    """Names of the defined global/weak symbols with default visibility in an ELF's ``.dynsym``."""
+    if len(data) < 64 or data[4] not in (1, 2) or data[5] not in (1, 2):
+        raise ValueError("not an ELF image")
+    e = "<" if data[5] == 1 else ">"
+    is64 = data[4] == 2
+    try:
+        if is64:
+            (shoff,) = struct.unpack_from(e + "Q", data, 40)
+            shentsize, shnum = struct.unpack_from(e + "HH", data, 58)
+        else:
+            (shoff,) = struct.unpack_from(e + "I", data, 32)
+            shentsize, shnum = struct.unpack_from(e + "HH", data, 46)
+        sections = []
+        for i in range(shnum):
+            off = shoff + i * shentsize
+            if is64:
+                _, sh_type, _, _, sh_off, sh_size, sh_link, _, _, sh_ent = struct.unpack_from(
+                    e + "IIQQQQIIQQ", data, off
+                )
+            else:
+                _, sh_type, _, _, sh_off, sh_size, sh_link, _, _, sh_ent = struct.unpack_from(e + "10I", data, off)
+            sections.append((sh_type, sh_off, sh_size, sh_link, sh_ent))
+        out = []
+        for sh_type, sh_off, sh_size, sh_link, sh_ent in sections:
+            if sh_type != 11:  # SHT_DYNSYM
+                continue
+            str_off, str_size = sections[sh_link][1], sections[sh_link][2]
+            strtab = data[str_off : str_off + str_size]
+            ent = sh_ent or (24 if is64 else 16)
+            for pos in range(sh_off + ent, sh_off + sh_size, ent):
+                if is64:
+                    st_name, st_info, st_other, st_shndx = struct.unpack_from(e + "IBBH", data, pos)
+                else:
+                    st_name, _, _, st_info, st_other, st_shndx = struct.unpack_from(e + "IIIBBH", data, pos)
+                bind, visibility = st_info >> 4, st_other & 3
+                if st_shndx != 0 and bind in (1, 2) and visibility == 0:  # defined, GLOBAL/WEAK, DEFAULT
+                    end = strtab.find(b"\0", st_name)
+                    out.append(strtab[st_name : end if end >= 0 else len(strtab)].decode(errors="replace"))
+        return out
+    except struct.error as exc:
+        raise ValueError(f"truncated ELF: {exc}") from None

@@ -3,8 +3,12 @@
 For every (wheel, Python) pair: create a fresh venv, ``pip install <wheel file>`` with the
 machine's pip configuration switched off (``PIP_CONFIG_FILE=/dev/null``: no local mirrors or
 find-links can substitute another build; dependencies such as numpy come from the index),
-run the wheel test suite (``tests/wheel``) with the venv's interpreter from outside the source
-tree, and write a test record bound to the wheel's sha256.
+run the wheel's test suite with the venv's interpreter from outside the source tree, and write
+a test record bound to the wheel's sha256.
+
+A wheel's suite is its component's ``tests`` folder (``tests/wheel`` by default). A component
+with ``test_with`` (a plugin EP needs a core) gets those components' wheels installed by file
+next to it; their sha256s are part of the suite hash, so a new core wheel retests the EP.
 """
 
 from __future__ import annotations
@@ -18,18 +22,28 @@ import subprocess
 import sys
 import time
 import xml.etree.ElementTree as ET
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
 from .errors import EnvironmentProblem
-from .hashing import sha256_file, tree_hash
+from .hashing import combine, sha256_file, tree_hash
 from .layout import Layout
+from .matrix import Matrix
 from .records import Counts, Outcome, TestRecord, records_for_sha, write_record
+from .wheelcheck import normalize
 
 SUITE = Path("tests") / "wheel"
 _PROBE = "import sys, platform; print('%d.%d' % sys.version_info[:2], platform.python_version())"
+
+
+@dataclass(frozen=True, kw_only=True)
+class WheelSuite:
+    """What a wheel is tested with: its suite folder and the wheels installed next to it."""
+
+    path: Path = SUITE  #: repo-relative folder with pytest.ini and requirements.txt
+    companions: tuple[Path, ...] = ()  #: wheel files installed by file together with the tested wheel
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -84,8 +98,34 @@ def _probe(exe: str) -> tuple[str, str] | None:
     return (parts[0], parts[1]) if out.returncode == 0 and len(parts) == 2 else None
 
 
-def suite_hash(root: Path) -> str:
-    return tree_hash(root / SUITE)
+def suites_for(matrix: Matrix, wheels: Sequence[Path]) -> dict[str, WheelSuite]:
+    """Each wheel's suite from its component (found by distribution name); companions from the wheel's folder."""
+    by_dist = {normalize(v.dist): c for c in matrix.components for v in c.variants}
+    out: dict[str, WheelSuite] = {}
+    for wheel in wheels:
+        comp = by_dist.get(normalize(wheel.name.split("-", 1)[0]))
+        if comp is None:
+            continue  # not a matrix wheel: the default suite
+        companions = []
+        for name in comp.test_with:
+            other = matrix.component(name)
+            found = sorted(wheel.parent.glob(f"{normalize(other.variants[0].dist)}-*.whl"))
+            if not found:
+                raise EnvironmentProblem(
+                    f"{wheel.name} is tested together with the {name} wheel, and {wheel.parent} has none"
+                    f" (build it: nox -s build -- --component {name})"
+                )
+            companions.append(found[-1])
+        out[wheel.name] = WheelSuite(path=Path(comp.tests), companions=tuple(companions))
+    return out
+
+
+def suite_hash(root: Path, suite: WheelSuite | None = None) -> str:
+    suite = suite or WheelSuite()
+    h = tree_hash(root / suite.path)
+    if not suite.companions:
+        return h
+    return combine({"suite": h, **{f"with:{w.name}": sha256_file(w) for w in suite.companions}})
 
 
 def clean_env(extra: dict[str, str] | None = None) -> dict[str, str]:
@@ -115,15 +155,17 @@ def run_wheel_tests(
     platform_name: str,
     force: bool = False,
     quiet: bool = False,
+    suites: Mapping[str, WheelSuite] | None = None,
 ) -> list[TestRow]:
+    """Test each wheel; ``suites`` maps a wheel's file name to its suite (default: tests/wheel alone)."""
     if not pythons:
         raise EnvironmentProblem("no tested CPython found on this machine (need python3.11 … python3.14 on PATH)")
-    suite = layout.root / SUITE
-    if not (suite / "requirements.txt").is_file():
-        raise EnvironmentProblem(f"{SUITE}/requirements.txt is missing (the wheel suite's test dependencies)")
-    shash = suite_hash(layout.root)
     rows: list[TestRow] = []
     for wheel in wheels:
+        wsuite = (suites or {}).get(wheel.name, WheelSuite())
+        if not (layout.root / wsuite.path / "requirements.txt").is_file():
+            raise EnvironmentProblem(f"{wsuite.path}/requirements.txt is missing (the wheel suite's test dependencies)")
+        shash = suite_hash(layout.root, wsuite)
         sha = sha256_file(wheel)
         existing = records_for_sha(layout.records, sha)
         for py in pythons:
@@ -142,7 +184,7 @@ def run_wheel_tests(
                 _say(quiet, f"[{wheel.name} py{py.version}] passed before with the same bytes and suite: up to date")
                 continue
             _say(quiet, f"[{wheel.name} py{py.version}] testing in a fresh venv")
-            rec = _run_one(wheel, sha, py, layout, shash=shash, platform_name=platform_name)
+            rec = _run_one(wheel, sha, py, layout, shash=shash, platform_name=platform_name, suite=wsuite)
             path = write_record(layout.records, rec)
             rows.append(
                 TestRow(
@@ -178,7 +220,16 @@ def _venv_python(venv: Path) -> Path:
     return venv / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
 
 
-def _run_one(wheel: Path, sha: str, py: Interpreter, layout: Layout, *, shash: str, platform_name: str) -> TestRecord:
+def _run_one(
+    wheel: Path,
+    sha: str,
+    py: Interpreter,
+    layout: Layout,
+    *,
+    shash: str,
+    platform_name: str,
+    suite: WheelSuite | None = None,
+) -> TestRecord:
     start = time.monotonic()
     stem = re.sub(r"[^A-Za-z0-9_.-]", "_", wheel.stem)
     log = layout.work / "logs" / f"test-{stem}-py{py.version}.log"
@@ -188,7 +239,8 @@ def _run_one(wheel: Path, sha: str, py: Interpreter, layout: Layout, *, shash: s
         p.mkdir(parents=True, exist_ok=True)
     junit.unlink(missing_ok=True)
     shutil.rmtree(venv, ignore_errors=True)
-    suite = layout.root / SUITE
+    wsuite = suite or WheelSuite()
+    suite_dir = layout.root / wsuite.path
     env = clean_env({"MOSAICRT_TEST_WHEEL": str(wheel.resolve()), "MOSAICRT_TEST_WHEEL_SHA256": sha})
     outcome: Outcome = "error"
     reason: str | None = None
@@ -207,7 +259,11 @@ def _run_one(wheel: Path, sha: str, py: Interpreter, layout: Layout, *, shash: s
         vpy = str(_venv_python(venv))
         if run(make) != 0:
             reason = "could not create the venv"
-        elif run([vpy, "-m", "pip", "install", "-q", str(wheel.resolve()), "-r", str(suite / "requirements.txt")]):
+        elif run(
+            [vpy, "-m", "pip", "install", "-q", str(wheel.resolve())]
+            + [str(w.resolve()) for w in wsuite.companions]
+            + ["-r", str(suite_dir / "requirements.txt")]
+        ):
             reason = "pip install of the wheel failed"
         else:
             rc = run(
@@ -215,15 +271,15 @@ def _run_one(wheel: Path, sha: str, py: Interpreter, layout: Layout, *, shash: s
                     vpy,
                     "-m",
                     "pytest",
-                    str(suite),
+                    str(suite_dir),
                     "-q",
                     "-p",
                     "no:cacheprovider",
                     f"--junitxml={junit}",
                     "-c",
-                    str(suite / "pytest.ini"),
+                    str(suite_dir / "pytest.ini"),
                     "--rootdir",
-                    str(suite),
+                    str(suite_dir),
                 ],
                 cwd=venv,
             )

@@ -5,4 +5,4 @@ against an installed wheel (``nox -s test``). CI still runs it: the slow end-to-
 ``tests/pipeline/test_e2e.py`` builds the core wheel and runs the test step on it.
 """
 
-collect_ignore = ["wheel"]
+collect_ignore = ["wheel", "eps"]  # tests/eps/<name>: EP wheel suites, also run in fresh venvs

@@ -102,6 +102,10 @@ Inferred infer_node(const Node& n, const std::vector<ValueInfo>& in) {
   if (n.outputs.empty()) return r;
   const std::string& op = n.op_type;
   DType t0 = input(0).elem_type;
+  if (n.domain == "com.microsoft" && (op == "FusedConv" || op == "FusedGemm")) {
+    r.outs[0] = with_type(unknown(), t0);  // the graph optimizer's fused nodes keep the input type
+    return r;
+  }
   if (!n.domain.empty()) return r;
   if (same_type_unary().count(op)) {
     r.outs[0] = input(0);

@@ -29,6 +29,14 @@ def real_matrix_repo(tmp_path: Path) -> Path:
     core.mkdir()
     shutil.copy(REPO / "core" / "pyproject.toml", core / "pyproject.toml")
     shutil.copy(REPO / "core" / "VERSION", core / "VERSION")
+    shutil.copytree(REPO / "core" / "include", core / "include")
+    for ep in sorted((REPO / "eps").glob("*/pyproject.toml")):  # stand-ins for the plugin EP components
+        (root / "eps" / ep.parent.name).mkdir(parents=True)
+        for name in ("pyproject.toml", "VERSION"):
+            shutil.copy(ep.parent / name, root / "eps" / ep.parent.name / name)
+    for suite in sorted((REPO / "tests" / "eps").glob("*/pytest.ini")):
+        shutil.copytree(suite.parent, root / "tests" / "eps" / suite.parent.name,
+                        ignore=shutil.ignore_patterns("__pycache__"))
     return root
 
 

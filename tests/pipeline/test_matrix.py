@@ -43,9 +43,11 @@ def test_matrix_is_frozen() -> None:
 def test_cells_expand_components_variants_targets() -> None:
     m = load_matrix(REPO)
     cells = m.cells()
-    assert len(cells) == 2 * 6
+    assert len(cells) == sum(len(c.variants) * len(c.targets) for c in m.components)
+    assert len([c for c in cells if c.component.name == "core"]) == 2 * 6
     ids = {c.id for c in cells}
     assert "core/default/linux-x86_64" in ids
+    assert "dnnl/default/linux-x86_64" in ids
     assert "core/winml/macos-arm64" in ids
     assert cells[0].slug == "core-default-linux-x86_64"
 
