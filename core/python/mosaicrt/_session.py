@@ -251,10 +251,10 @@ class InferenceSession:
                     symbol = ctypes.c_char_p()
                     check(lib.MrtSessionGetIoDim(self._handle, kind, i, d, ctypes.byref(value),
                                                  ctypes.byref(symbol)))
-                    sym = (symbol.value or b"").decode()
+                    sym = (symbol.value or b"").decode("utf-8", "replace")
                     shape.append(value.value if value.value >= 0 else (sym or None))
             type_str = _ELEM_TYPES.get(elem.value, (None, f"tensor(unknown:{elem.value})"))[1]
-            result.append(NodeArg((name.value or b"").decode(), type_str, shape))
+            result.append(NodeArg((name.value or b"").decode("utf-8", "replace"), type_str, shape))
         return result
 
     def get_inputs(self) -> list[NodeArg]:
@@ -280,7 +280,7 @@ class InferenceSession:
         for i in range(count.value):
             fields = [ctypes.c_char_p() for _ in range(4)]
             check(lib.MrtSessionGetNodeAssignment(self._handle, i, *[ctypes.byref(f) for f in fields]))
-            result.append(NodeAssignment(*[(f.value or b"").decode() for f in fields]))
+            result.append(NodeAssignment(*[(f.value or b"").decode("utf-8", "replace") for f in fields]))
         return result
 
     def get_providers(self) -> list[str]:
