@@ -20,7 +20,8 @@ from mosaicrt import ExecutionProviderDevicePolicy as Policy
 from onnx import TensorProto, helper
 
 HERE = Path(__file__).resolve().parent
-SOURCE = HERE / "plugins" / "fake_ep.cc"
+PLUGINS = HERE.parent.parent / "core" / "tests" / "plugins"  # test-only libraries, shared with native tests
+SOURCE = PLUGINS / "fake_ep.cc"
 CXX = os.environ.get("CXX") or shutil.which("c++") or shutil.which("g++")
 pytestmark = pytest.mark.skipif(CXX is None, reason="no C++ compiler (c++/g++) to build the test plugin library")
 _tags = itertools.count()
@@ -336,7 +337,7 @@ def test_nvidia_gpus_are_discovered_through_the_driver_library(tmp_path: Path, l
         pytest.skip("no C compiler to build the simulated NVIDIA driver library")
     nvml_dir = tmp_path / "driver"
     nvml_dir.mkdir()
-    subprocess.run([cc, "-shared", "-fPIC", str(HERE / "plugins" / "fake_nvml.c"), "-o",
+    subprocess.run([cc, "-shared", "-fPIC", str(PLUGINS / "fake_nvml.c"), "-o",
                     str(nvml_dir / "libnvidia-ml.so.1")], check=True, capture_output=True)
     code = (f"import mosaicrt; mosaicrt.register_execution_provider_library('nv:nvgpu', {str(libs['good'])!r}); "
             "gpus = [d.device for d in mosaicrt.get_ep_devices() if d.ep_name == 'FakeNvgpu_nv']; "

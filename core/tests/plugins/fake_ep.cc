@@ -1,4 +1,5 @@
-// A test-only plugin EP library for the plugin-EP tests (tests/wheel/test_plugin_eps.py).
+// A test-only plugin EP library for the plugin-EP tests (tests/wheel/test_plugin_eps.py and
+// core/tests/native/ep_plugin_check.c, which also runs under qemu/wine in `nox -s crosscheck`).
 //
 // The registration name configures it: "<tag>:<kinds>" creates one factory per kind
 // (cpu, gpu, npu, nvgpu), named "Fake<Kind>_<tag>". gpu/npu factories bring their own
