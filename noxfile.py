@@ -1,10 +1,12 @@
 """nox sessions for mosaicrt. Each session is a few lines: the logic lives in ``pipeline/``.
 
-nox -s main                      build and test the host target's wheels (the main job)
+nox -s main                      build, test, sign and publish the host target's wheels (= nox -s release)
+nox -s verify -- http://127.0.0.1:PORT/simple/   check published wheels against the trust roots
 nox -s ci                        the repository's own test suite (what .ci/run runs)
 nox -s build -- --target T --component C --variant V
 nox -s test  -- --python 3.12 --wheel dist/linux-x86_64/<file>.whl
 nox -s matrix -- --json
+nox -s crosscheck -- --target linux-armv7   cross builds + native tests under qemu/wine
 nox -l                           list every session
 """
 
@@ -59,6 +61,13 @@ def test(session: nox.Session) -> None:
     _pipeline(session, "test", *session.posargs)
 
 
+@nox.session(reuse_venv=True)
+def crosscheck(session: nox.Session) -> None:
+    """Cross-build the core + native tests per cross target; check machine type and Arm kernels; run under emulation."""
+    _install(session, "build")
+    _pipeline(session, "crosscheck", *session.posargs)
+
+
 @nox.session(venv_backend="none")
 def matrix(session: nox.Session) -> None:
     """Print every target/component/variant cell and why cells are skipped on this host (`-- --json` for CI)."""
@@ -67,15 +76,23 @@ def matrix(session: nox.Session) -> None:
 
 @nox.session(reuse_venv=True)
 def main(session: nox.Session) -> None:
-    """The main job: build the host target's wheels, then test them (arguments go to both steps).
+    """The main job = `nox -s release`: build → test → gate → attest/sign → verify → publish to the local index."""
+    _install(session, "build", "test", "release")
+    _pipeline(session, "release", *session.posargs)
 
-    Release hook (issue "Release"): attest → sign → verify → publish runs after the test step;
-    `nox -s release` will extend this chain, and the gate only accepts wheels with a passing
-    test record for their exact sha256 (pipeline.records).
-    """
-    _install(session, "build", "test")
-    _pipeline(session, "build", *session.posargs)
-    _pipeline(session, "test", *session.posargs)
+
+@nox.session(reuse_venv=True, default=False)
+def release(session: nox.Session) -> None:
+    """Build and test what is missing, then publish signed, attested wheels (`-- --stop-index`, `--repository`)."""
+    _install(session, "build", "test", "release")
+    _pipeline(session, "release", *session.posargs)
+
+
+@nox.session(reuse_venv=True, default=False)
+def verify(session: nox.Session) -> None:
+    """Check wheels as a consumer: `-- <wheel file | wheel URL | simple index URL>` against the trust roots."""
+    _install(session, "verify")
+    _pipeline(session, "verify", *session.posargs)
 
 
 @nox.session(reuse_venv=True)

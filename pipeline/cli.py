@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import json
 import sys
 import traceback
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 from . import report
 from .errors import ExitCode, PipelineError, TestFailure, UsageError
@@ -60,10 +62,62 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("--wheel", action="append", type=Path, default=[], help="test this wheel file (repeatable)")
     t.add_argument("--python", action="append", default=[], help="CPython version to test (default: matrix)")
     t.add_argument("--force", action="store_true", help="retest even when a passing record exists")
+    x = sub.add_parser(
+        "crosscheck",
+        parents=[common],
+        help="build the core + native tests for each cross target, check binaries and Arm kernels, run under emulation",
+    )
+    x.add_argument(
+        "--target", action="append", default=[], help="crosscheck target (repeatable; default: every crosscheck target)"
+    )
+    x.add_argument("--jobs", type=int, help="parallel compile jobs (default: $MOSAICRT_BUILD_JOBS or CPU count)")
+    x.add_argument(
+        "--stage",
+        choices=("configure", "build", "test"),
+        default="test",
+        help="stop after this step (configure: manifest + compile commands only; default: test)",
+    )
+    x.add_argument("--library-only", action="store_true", help="build only the library, not the native test programs")
+    x.add_argument(
+        "--cmake-arg",
+        action="append",
+        default=[],
+        help="extra CMake argument, e.g. -DCMAKE_PROJECT_INCLUDE=x.cmake (repeatable; the regression tests use it)",
+    )
     r = sub.add_parser("records", parents=[common], help="show each wheel's test status from its sha256 records")
     selection(r)
     r.add_argument("--wheel", action="append", type=Path, default=[], help="show this wheel file (repeatable)")
+    _release_parsers(sub, common, selection)
     return p
+
+
+def _release_parsers(
+    sub: Any,
+    common: argparse.ArgumentParser,
+    selection: Callable[[argparse.ArgumentParser], None],
+) -> None:
+    rel = sub.add_parser(
+        "release",
+        parents=[common],
+        help="build and test what is missing, then gate, attest, sign, verify and publish to an index, and tag",
+    )
+    selection(rel)
+    rel.add_argument("--no-build", action="store_true", help="release what is already built and tested")
+    rel.add_argument("--jobs", type=int, help="parallel compile jobs for the build step")
+    rel.add_argument("--repository", help="publish to this index from ~/.pypirc (twine --repository)")
+    rel.add_argument("--repository-url", help="publish to this upload URL (twine --repository-url)")
+    rel.add_argument("--index-url", help="simple index URL of --repository/--repository-url, to read what it holds")
+    rel.add_argument("--no-tag", action="store_true", help="do not create the <component>-v<version> git tags")
+    rel.add_argument("--allow-dirty", action="store_true", help="release uncommitted sources to a shared index")
+    rel.add_argument("--trust-root", action="append", type=Path, default=[], help="trust file (default: repo + local)")
+    rel.add_argument("--stop-index", action="store_true", help="stop the local index and exit")
+    v = sub.add_parser("verify", parents=[common], help="check wheels (files, URLs or an index) against the trust root")
+    v.add_argument("what", nargs="+", help="a wheel file, a wheel URL, or a simple index URL")
+    v.add_argument("--project", action="append", default=[], help="with an index URL: only this project")
+    v.add_argument("--trust-root", action="append", type=Path, default=[], help="trust file (default: repo + local)")
+    v.add_argument("--no-local-trust", action="store_true", help="ignore this machine's trusted-keys.json")
+    k = sub.add_parser("keys", parents=[common], help="show the signing key and trust roots; make a CI key")
+    k.add_argument("--generate-ci", action="store_true", help="print a new CI key and its trust-root entry")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -84,16 +138,33 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _dispatch(args: argparse.Namespace) -> int:
     root = args.root.resolve()
+    if args.step in ("verify", "keys"):
+        from .release_cli import keys, verify
+
+        return verify(args, root) if args.step == "verify" else keys(args, root)
     matrix = load_matrix(root, args.matrix_dir)
     base = Layout.default(root)
     layout = Layout(root=root, dist=(args.dist_dir or base.dist).resolve(), work=(args.work_dir or base.work).resolve())
     host = host_target(matrix)
-    sel = Selection(targets=tuple(args.target), components=tuple(args.component), variants=tuple(args.variant))
+    sel = Selection(
+        targets=tuple(args.target),
+        components=tuple(getattr(args, "component", ())),
+        variants=tuple(getattr(args, "variant", ())),
+    )
     if args.step == "matrix":
         return _matrix(matrix, sel, host, as_json=args.json)
     if args.step == "records":
         return _records(matrix, sel, host, layout, wheels=args.wheel)
+    if args.step == "crosscheck":
+        work = (args.work_dir or root / "build" / "crosscheck").resolve()
+        xlayout = Layout(root=root, dist=layout.dist, work=work)
+        with _exclusive(work):
+            return _crosscheck(matrix, host, xlayout, args)
     with _exclusive(layout.work):
+        if args.step == "release":
+            from .release_cli import release
+
+            return release(matrix, sel, host, layout, args, build=_build, test=_test)
         if args.step == "build":
             return _build(matrix, sel, host, layout, force=args.force, jobs=args.jobs)
         return _test(matrix, sel, host, layout, wheels=args.wheel, pythons=args.python, force=args.force)
@@ -138,6 +209,27 @@ def _build(
     return 0
 
 
+def _crosscheck(matrix: Matrix, host: Target | None, layout: Layout, args: argparse.Namespace) -> int:
+    from .crosscheck import (
+        CrosscheckOptions,
+        crosscheck,
+        crosscheck_report_path,
+        format_table,
+        raise_for_report,
+        select_targets,
+    )
+
+    targets, unknown = select_targets(matrix, args.target)
+    opts = CrosscheckOptions(stage=args.stage, build_tests=not args.library_only, cmake_args=tuple(args.cmake_arg))
+    if args.jobs is not None:
+        opts = dataclasses.replace(opts, jobs=max(1, args.jobs))
+    result = crosscheck(matrix, targets, layout, host=host, opts=opts, unknown=unknown)
+    print(format_table(result))
+    print(f"crosscheck report: {crosscheck_report_path(layout)}")
+    raise_for_report(result)
+    return 0
+
+
 def _test(
     matrix: Matrix,
     sel: Selection,
@@ -149,7 +241,7 @@ def _test(
     force: bool,
 ) -> int:
     from .plan import validate_selection
-    from .wheeltest import find_pythons, rows_json, run_wheel_tests
+    from .wheeltest import find_pythons, rows_json, run_wheel_tests, suites_for
 
     validate_selection(matrix, sel)
     wanted = pythons or list(matrix.pythons)
@@ -161,7 +253,9 @@ def _test(
         print(f"note: CPython {v} not found on this machine (python{v}): not tested here")
     host_name = host.name if host else "unknown"
     files = _select_wheels(matrix, sel, host_name, layout, wheels)
-    rows = run_wheel_tests(files, found, layout, platform_name=host_name, force=force)
+    rows = run_wheel_tests(
+        files, found, layout, platform_name=host_name, force=force, suites=suites_for(matrix, files)
+    )
     print(report.test_table(rows))
     layout.test_report.parent.mkdir(parents=True, exist_ok=True)
     layout.test_report.write_text(json.dumps({"schema": 1, "rows": rows_json(rows)}, indent=2) + "\n")

@@ -25,6 +25,10 @@ class ExitCode(IntEnum):
     TEST = 7
     TOOLCHAIN = 8
     ENVIRONMENT = 9
+    RELEASE = 10
+    VERIFY = 11
+    PUBLISH = 12
+    CROSSCHECK = 13
     INTERNAL = 70
 
 
@@ -89,6 +93,30 @@ class EnvironmentProblem(PipelineError):
     """A tool the pipeline needs (conan, build, auditwheel, a Python) is missing."""
 
     exit_code = ExitCode.ENVIRONMENT
+
+
+class ReleaseRefused(PipelineError):
+    """The release gate refused one or more artifacts (untested, failed, changed without a new VERSION, ...)."""
+
+    exit_code = ExitCode.RELEASE
+
+
+class VerificationError(PipelineError):
+    """A wheel's signature, provenance, SBOM or test attestation does not check out against the trust root."""
+
+    exit_code = ExitCode.VERIFY
+
+
+class PublishError(PipelineError):
+    """The package index cannot be reached, refused an upload, or holds something that conflicts."""
+
+    exit_code = ExitCode.PUBLISH
+
+
+class CrosscheckFailure(PipelineError):
+    """A cross target failed a crosscheck (toolchain, build, machine type, Arm kernels or native tests)."""
+
+    exit_code = ExitCode.CROSSCHECK
 
 
 def suggest(word: str, choices: Iterable[str]) -> str:

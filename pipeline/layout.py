@@ -41,6 +41,15 @@ class Layout:
         return self.work / "records" / "tests"
 
     @property
+    def release_report(self) -> Path:
+        return self.work / "reports" / "release-report.json"
+
+    @property
+    def index_state(self) -> Path:
+        """State folder of the managed local package index (packages, pid, log, credentials)."""
+        return self.work / "index"
+
+    @property
     def conan_home(self) -> Path:
         return self.work / "conan-home"
 

@@ -1,0 +1,372 @@
+"""The release step: gate → attest → sign → verify as a consumer → publish → tag.
+
+1. **Gate** (nothing is signed or uploaded unless every artifact passes): a passing test record for the
+   wheel's exact sha256 on every required CPython (the matrix's tested versions present on this machine),
+   none failed, all made with the current wheel suite; a build record of this cell for these bytes whose
+   inputs are still the current sources (that is what the provenance asserts); a version that may be
+   released (:func:`pipeline.source.check_version`).
+2. **Stage**: the wheel is copied to the staging folder and re-hashed; provenance, test attestation and
+   SBOM are signed as DSSE envelopes and bundled into ``<wheel>.asc``.
+3. **Verify** every staged wheel as a consumer would (:mod:`pipeline.verify`) against the trust roots.
+4. **Index check**: what the index holds is read from its listing. A file with the same name and other
+   bytes is refused (never overwritten); files already published are skipped; interrupted uploads on the
+   managed local index are removed and redone. All of this is decided before the first upload.
+5. **Publish**: ``twine check``, then one ``twine upload <wheel> <wheel>.asc`` per wheel, core first; each is
+   confirmed by reading the listing again.
+6. **Tag**: ``<component>-v<version>`` at HEAD for each component released at a new version (skipped for a
+   component with uncommitted changes, which is said).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from . import attest, hashing
+from .build import logic_version
+from .errors import PublishError, ReleaseRefused
+from .index import fetch, list_files
+from .layout import Layout
+from .matrix import Cell, Component
+from .plan import PlannedCell
+from .publish import Index, bundle_name, index_state, repair_local, twine_check, twine_upload
+from .records import TestRecord, records_for_sha
+from .sbom import wheel_sbom
+from .signing import Signer, TrustRoot
+from .source import NotAGitCheckout, SourceInfo, VersionCheck, check_version, create_tag, source_info
+from .verify import verify_file, verify_wheel
+from .wheelcheck import normalize
+
+
+@dataclass(frozen=True, kw_only=True)
+class Artifact:
+    wheel: Path
+    sha256: str
+    cell: Cell
+
+
+@dataclass(frozen=True, kw_only=True)
+class Gated:
+    artifact: Artifact
+    problems: tuple[str, ...]
+    records: tuple[TestRecord, ...] = ()
+    version: VersionCheck | None = None
+    source: SourceInfo | None = None
+    build: attest.BuildFacts | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class ReleaseOptions:
+    required_pythons: tuple[str, ...]
+    #: wheel file name → the hash of the suite it must have been tested with (see pipeline.wheeltest)
+    suite_hashes: Mapping[str, str]
+    tag: bool = True
+    allow_dirty: bool = False
+    quiet: bool = False
+    invocation: tuple[str, ...] = ("python", "-m", "pipeline", "release")
+
+
+@dataclass(frozen=True, kw_only=True)
+class ReleaseRow:
+    wheel: str
+    sha256: str
+    status: str  #: uploaded / already published
+    tag: str
+    tag_status: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class ReleaseResult:
+    index: str
+    rows: tuple[ReleaseRow, ...] = field(default_factory=tuple)
+
+    def to_json(self) -> str:
+        return json.dumps({"schema": 1, "index": self.index, "rows": [asdict(r) for r in self.rows]}, indent=2) + "\n"
+
+
+def _say(opts: ReleaseOptions, line: str) -> None:
+    if not opts.quiet:
+        print(line, flush=True)
+
+
+# --------------------------------------------------------------------------------------
+# 1. collect and gate
+
+
+def collect(planned: Sequence[PlannedCell], layout: Layout) -> tuple[list[Artifact], list[str]]:
+    """The wheel of every buildable planned cell in dist/<target>/, and the cells that have none."""
+    artifacts: list[Artifact] = []
+    missing: list[str] = []
+    for pc in planned:
+        if pc.availability != "buildable":
+            continue
+        cell = pc.cell
+        folder = layout.dist_for(cell.target.name)
+        wheels = sorted(folder.glob(f"{normalize(cell.dist)}-{cell.component.version}-*.whl"))
+        if not wheels:
+            missing.append(f"{cell.id}: no {cell.dist} {cell.component.version} wheel in {folder} (nox -s build)")
+        for wheel in wheels:
+            artifacts.append(Artifact(wheel=wheel, sha256=hashing.sha256_file(wheel), cell=cell))
+    artifacts.sort(key=lambda a: (a.cell.component.kind != "core", a.wheel.name))
+    return artifacts, missing
+
+
+def _load_state(layout: Layout, cell: Cell) -> dict[str, Any]:
+    try:
+        data = json.loads(layout.state_file(cell.slug).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def check_records(
+    records_dir: Path, sha256: str, required: Sequence[str], suite_hash: str
+) -> tuple[list[str], list[TestRecord]]:
+    """Problems with a digest's test records, and the records (sorted by Python)."""
+    recs = records_for_sha(records_dir, sha256)
+    ordered = [recs[p] for p in sorted(recs)]
+    if not required:
+        return ["no tested CPython is available on this machine to require a test record for"], ordered
+    if not recs:
+        return [
+            f"no test record for its sha256 {sha256[:16]}…: never tested, or its bytes changed after testing"
+            " (run `nox -s test`)"
+        ], ordered
+    problems = []
+    for rec in ordered:
+        if rec.outcome != "passed":
+            problems.append(f"its test record on CPython {rec.python} says {rec.outcome} ({rec.reason or 'failed'})")
+    for py in required:
+        found = recs.get(py)
+        if found is None:
+            problems.append(f"no test record on CPython {py} (run `nox -s test -- --python {py}`)")
+        elif found.outcome == "passed" and found.suite_hash != suite_hash:
+            problems.append(f"tested on CPython {py} with an older wheel suite (run `nox -s test`)")
+    return problems, ordered
+
+
+def check_build(layout: Layout, art: Artifact) -> tuple[list[str], attest.BuildFacts | None]:
+    """The build record that the provenance is made from: this cell, these bytes, the current sources."""
+    state = _load_state(layout, art.cell)
+    if not state or state.get("sha256") != art.sha256 or "input_hash" not in state:
+        return [
+            f"no build record of {art.cell.id} for these bytes, so no provenance can be made"
+            " (the wheel was not produced by `nox -s build` of this cell, or was changed since)"
+        ], None
+    files = hashing.tree_files(layout.root / art.cell.component.path)
+    now = hashing.combine(
+        hashing.cell_inputs(art.cell, root=layout.root, logic_version=logic_version(), component_files=files)
+    )
+    if now != state["input_hash"]:
+        changed = hashing.changed_inputs(state.get("inputs", {}), hashing.cell_inputs(
+            art.cell, root=layout.root, logic_version=logic_version(), component_files=files))  # fmt: skip
+        return [
+            f"its sources changed since it was built ({', '.join(changed) or 'inputs'}): rebuild (nox -s build)"
+        ], None
+    return [], attest.read_build_facts(state, layout.log_file(art.cell.slug))
+
+
+def gate(
+    artifacts: Sequence[Artifact], layout: Layout, opts: ReleaseOptions, *, external_index: bool
+) -> list[Gated]:
+    out = []
+    versions: dict[str, tuple[VersionCheck | None, SourceInfo | None, str | None]] = {}
+    for art in artifacts:
+        comp = art.cell.component
+        shash = opts.suite_hashes.get(art.wheel.name, "")
+        problems, records = check_records(layout.records, art.sha256, opts.required_pythons, shash)
+        build_problems, facts = check_build(layout, art)
+        problems += build_problems
+        if comp.name not in versions:
+            versions[comp.name] = _version_and_source(layout.root, comp)
+        vc, src, vproblem = versions[comp.name]
+        if vproblem:
+            problems.append(vproblem)
+        elif vc is not None and not vc.ok:
+            problems.append(vc.reason)
+        if src is not None and src.component_dirty and external_index and not opts.allow_dirty:
+            problems.append(
+                f"{comp.path} has uncommitted changes: commit them (or --allow-dirty)"
+                " before releasing to a shared index"
+            )
+        out.append(
+            Gated(artifact=art, problems=tuple(problems), records=tuple(records), version=vc, source=src, build=facts)
+        )
+    return out
+
+
+def _version_and_source(root: Path, comp: Component) -> tuple[VersionCheck | None, SourceInfo | None, str | None]:
+    try:
+        vc = check_version(root, name=comp.name, path=comp.path, tag_prefix=comp.tag_prefix, version=comp.version)
+        return vc, source_info(root, comp.path), None
+    except NotAGitCheckout as exc:
+        return None, None, f"{root} is not a git checkout with a commit: versions and provenance need one ({exc})"
+
+
+def raise_refused(gated: Sequence[Gated], missing: Sequence[str]) -> None:
+    bad = [g for g in gated if g.problems]
+    if not bad and not missing:
+        return
+    lines = [f"{g.artifact.wheel.name}: " + "; ".join(g.problems) for g in bad] + list(missing)
+    raise ReleaseRefused(f"release refused, nothing was uploaded — {len(lines)} problem(s): " + " | ".join(lines))
+
+
+# --------------------------------------------------------------------------------------
+# 2-3. stage and verify
+
+
+@dataclass(frozen=True, kw_only=True)
+class Staged:
+    artifact: Artifact
+    wheel: Path
+    bundle: Path
+
+
+def stage(gated: Sequence[Gated], layout: Layout, signer: Signer, opts: ReleaseOptions) -> list[Staged]:
+    folder = layout.work / "release" / "staging"
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True)
+    out = []
+    toolchains: dict[str, dict[str, str]] = {}
+    for g in gated:
+        art = g.artifact
+        assert g.source is not None and g.build is not None
+        wheel = folder / art.wheel.name
+        shutil.copy2(art.wheel, wheel)
+        if hashing.sha256_file(wheel) != art.sha256:
+            raise ReleaseRefused(f"{art.wheel.name} changed while the release was running; nothing was uploaded")
+        key = art.cell.target.name
+        if key not in toolchains:
+            toolchains[key] = attest.toolchain_versions(art.cell)
+        prov = attest.provenance(
+            wheel.name, art.sha256, cell=art.cell, source=g.source, build=g.build, toolchain=toolchains[key],
+            invocation=opts.invocation,
+        )  # fmt: skip
+        test = attest.test_result(wheel.name, art.sha256, records=g.records, required=opts.required_pythons)
+        bom_json = wheel_sbom(wheel, art.sha256)
+        (folder / f"{wheel.name}.cdx.json").write_text(bom_json, encoding="utf-8")
+        sbom = attest.statement(wheel.name, art.sha256, attest.CYCLONEDX, json.loads(bom_json))
+        envelopes = {
+            "provenance": attest.sign_statement(signer, prov),
+            "test": attest.sign_statement(signer, test),
+            "sbom": attest.sign_statement(signer, sbom),
+        }
+        for kind, env in envelopes.items():
+            (folder / f"{wheel.name}.{kind}.dsse.json").write_text(json.dumps(env.to_dict(), indent=1) + "\n")
+        bundle = folder / bundle_name(wheel.name)
+        bundle.write_bytes(attest.bundle_bytes(wheel.name, art.sha256, envelopes))
+        out.append(Staged(artifact=art, wheel=wheel, bundle=bundle))
+    return out
+
+
+def verify_staged(staged: Sequence[Staged], trust: TrustRoot, opts: ReleaseOptions) -> None:
+    bad = []
+    for s in staged:
+        verdict = verify_file(s.wheel, trust, bundle=s.bundle)
+        if not verdict.ok:
+            bad.append(f"{s.wheel.name}: " + "; ".join(verdict.problems))
+        else:
+            _say(opts, f"[verify] {verdict.summary()}")
+    if bad:
+        raise ReleaseRefused("release refused at the consumer check, nothing was uploaded — " + " | ".join(bad))
+
+
+# --------------------------------------------------------------------------------------
+# 4-6. index, publish, tag
+
+
+def plan_uploads(staged: Sequence[Staged], index: Index, trust: TrustRoot) -> tuple[list[Staged], list[Staged]]:
+    """(to upload, already published); conflicts raise before anything is uploaded."""
+    listings: dict[str, dict[str, Any]] = {}
+    upload: list[Staged] = []
+    done: list[Staged] = []
+    conflicts: list[str] = []
+    repairs: list[str] = []
+    for s in staged:
+        dist = s.artifact.cell.dist
+        if dist not in listings:
+            listings[dist] = list_files(index.simple_url, dist)
+        listing = listings[dist]
+        bundle_ok: bool | None = None
+        remote_bundle = listing.get(bundle_name(s.wheel.name))
+        if remote_bundle is not None and s.wheel.name in listing:
+            data = fetch(remote_bundle.url)
+            bundle_ok = data is not None and verify_wheel(s.wheel.name, s.wheel.read_bytes(), data, trust).ok
+        st = index_state(s.wheel, s.artifact.sha256, listing, bundle_ok)
+        if st.state == "published":
+            done.append(s)
+        elif st.state == "absent":
+            if remote_bundle is not None:  # a bundle left without its wheel
+                repairs.append(bundle_name(s.wheel.name))
+            upload.append(s)
+        elif st.state == "conflict":
+            conflicts.append(st.detail)
+        else:  # torn or unsigned: an interrupted upload of our own files
+            repairs += [s.wheel.name] + ([bundle_name(s.wheel.name)] if remote_bundle is not None else [])
+            upload.append(s)
+    if conflicts:
+        raise ReleaseRefused("release refused, nothing was uploaded — " + " | ".join(conflicts))
+    if repairs:
+        if index.local is None:
+            raise PublishError(
+                f"the index holds incomplete uploads ({', '.join(repairs)}): remove them there, then re-run"
+            )
+        repair_local(index.local, repairs)
+    return upload, done
+
+
+def publish(
+    gated: Sequence[Gated],
+    layout: Layout,
+    *,
+    signer: Signer,
+    trust: TrustRoot,
+    index: Index,
+    opts: ReleaseOptions,
+) -> ReleaseResult:
+    """Steps 2-6 for artifacts that passed the gate."""
+    staged = stage(gated, layout, signer, opts)
+    verify_staged(staged, trust, opts)
+    upload, done = plan_uploads(staged, index, trust)
+    if upload:
+        twine_check([s.wheel for s in upload])
+    status = {s.wheel.name: "already published" for s in done}
+    for s in upload:
+        _say(opts, f"[publish] uploading {s.wheel.name} + {s.bundle.name} to {index.simple_url}")
+        twine_upload(index, s.wheel, s.bundle)
+        listing = list_files(index.simple_url, s.artifact.cell.dist)
+        got = listing.get(s.wheel.name)
+        if got is None or (got.sha256 is not None and got.sha256 != s.artifact.sha256):
+            raise PublishError(f"{s.wheel.name} was uploaded but the index does not list it with our sha256")
+        status[s.wheel.name] = "uploaded"
+    rows = []
+    tagged: dict[str, str] = {}
+    for g in gated:
+        comp = g.artifact.cell.component
+        if comp.name not in tagged:
+            tagged[comp.name] = _tag(layout.root, comp, g, opts)
+        rows.append(
+            ReleaseRow(
+                wheel=g.artifact.wheel.name,
+                sha256=g.artifact.sha256,
+                status=status[g.artifact.wheel.name],
+                tag=comp.tag,
+                tag_status=tagged[comp.name],
+            )
+        )
+    return ReleaseResult(index=index.simple_url, rows=tuple(rows))
+
+
+def _tag(root: Path, comp: Component, g: Gated, opts: ReleaseOptions) -> str:
+    if g.version is not None and g.version.tag_exists:
+        return "exists"
+    if not opts.tag:
+        return "not created (--no-tag)"
+    if g.source is not None and g.source.component_dirty:
+        return "not created: uncommitted changes in " + comp.path
+    create_tag(root, comp.tag)
+    return "created"

@@ -1,0 +1,207 @@
+"""``python -m pipeline release | verify | keys``: argument handling around :mod:`pipeline.release`."""
+
+from __future__ import annotations
+
+import argparse
+import configparser
+import json
+import os
+import urllib.parse
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from . import report
+from .errors import ReleaseRefused, UsageError, VerificationError
+from .index import fetch, list_files, list_projects, start_local_index, stop_local_index
+from .layout import Layout
+from .matrix import Matrix, Target
+from .plan import Selection, plan
+from .publish import Index
+from .signing import default_trust_files, generate_ci_key, load_signer, load_trust
+from .verify import Verdict, verify_file, verify_wheel
+
+
+def release(
+    matrix: Matrix,
+    sel: Selection,
+    host: Target | None,
+    layout: Layout,
+    args: argparse.Namespace,
+    *,
+    build: Callable[..., int],
+    test: Callable[..., int],
+) -> int:
+    from .release import ReleaseOptions, collect, gate, publish, raise_refused
+    from .wheeltest import find_pythons
+
+    if args.stop_index:
+        stopped = stop_local_index(layout.index_state)
+        print("stopped the local index" if stopped else "the local index was not running")
+        return 0
+    if not args.no_build:
+        build(matrix, sel, host, layout, force=False, jobs=args.jobs)
+        test(matrix, sel, host, layout, wheels=[], pythons=[], force=False)
+    found, missing = find_pythons(matrix.pythons)
+    for v in missing:
+        print(f"note: CPython {v} not found here: its test record is not required by this release")
+    artifacts, missing_cells = collect(plan(matrix, sel, host), layout)
+    opts = ReleaseOptions(
+        required_pythons=tuple(p.version for p in found),
+        suite_hashes=expected_suite_hashes(matrix, layout.root, [a.wheel for a in artifacts]),
+        tag=not args.no_tag,
+        allow_dirty=args.allow_dirty,
+        invocation=("python", "-m", "pipeline", "release", *_selection_args(sel)),
+    )
+    external = _external_index(args)
+    gated = gate(artifacts, layout, opts, external_index=external is not None)
+    raise_refused(gated, missing_cells)
+    if not gated:
+        raise ReleaseRefused("nothing to release: no buildable cell for this machine (see `nox -s matrix`)")
+    signer = load_signer()
+    trust = load_trust(args.trust_root or default_trust_files(layout.root))
+    print(f"signing with the {signer.source} key {signer.keyid[:16]} ({signer.origin})")
+    index = external or Index.managed(start_local_index(layout.index_state))
+    result = publish(gated, layout, signer=signer, trust=trust, index=index, opts=opts)
+    rows = [(r.wheel, r.sha256[:16], r.status, r.tag, r.tag_status) for r in result.rows]
+    print(report.table(("wheel", "sha256", "index", "tag", "tag status"), rows))
+    layout.release_report.parent.mkdir(parents=True, exist_ok=True)
+    layout.release_report.write_text(result.to_json(), encoding="utf-8")
+    print(f"release report: {layout.release_report}")
+    pins = " ".join(sorted({f"{g.artifact.cell.dist}=={g.artifact.cell.component.version}" for g in gated}))
+    if index.local is not None:
+        print(
+            f"\nthe local index {index.simple_url} keeps running (stop it: nox -s release -- --stop-index)."
+            f" Install from it (PyPI serves the dependencies such as numpy):\n"
+            f"  pip install --index-url {index.simple_url} --extra-index-url https://pypi.org/simple/ {pins}\n"
+            f"check what it serves:\n  nox -s verify -- {index.simple_url}"
+        )
+    return 0
+
+
+def expected_suite_hashes(matrix: Matrix, root: Path, wheels: list[Path]) -> dict[str, str]:
+    """The suite hash each wheel's passing records must carry: the test step's own notion of 'up to date'."""
+    from .wheeltest import suite_hash, suites_for
+
+    suites = suites_for(matrix, wheels)
+    return {w.name: suite_hash(root, suites.get(w.name)) for w in wheels}
+
+
+def _selection_args(sel: Selection) -> list[str]:
+    out = []
+    for flag, values in (("--target", sel.targets), ("--component", sel.components), ("--variant", sel.variants)):
+        for v in values:
+            out += [flag, v]
+    return out
+
+
+def _external_index(args: argparse.Namespace) -> Index | None:
+    """An index configured the twine way, or None for the managed local index."""
+    env_url = os.environ.get("TWINE_REPOSITORY_URL")
+    env_repo = os.environ.get("TWINE_REPOSITORY")
+    if not (args.repository or args.repository_url or env_url or env_repo):
+        return None
+    if args.repository_url:
+        twine_args: tuple[str, ...] = ("--repository-url", args.repository_url)
+        upload_url = args.repository_url
+    elif args.repository:
+        twine_args = ("--repository", args.repository)
+        upload_url = _pypirc_url(args.repository)
+    else:
+        twine_args = ()
+        upload_url = env_url or _pypirc_url(env_repo or "")
+    simple = args.index_url or _simple_from_upload(upload_url)
+    if simple is None:
+        raise UsageError(
+            f"cannot tell the simple index URL of {upload_url or args.repository}: pass --index-url"
+            " (it is read to know what the index already holds)"
+        )
+    return Index(simple_url=simple.rstrip("/") + "/", twine_args=twine_args, env={})
+
+
+def _pypirc_url(name: str) -> str | None:
+    if name in ("pypi", ""):
+        return "https://upload.pypi.org/legacy/" if name else None
+    if name == "testpypi":
+        return "https://test.pypi.org/legacy/"
+    cfg = configparser.RawConfigParser()
+    cfg.read(Path.home() / ".pypirc")
+    return cfg.get(name, "repository", fallback=None)
+
+
+def _simple_from_upload(url: str | None) -> str | None:
+    if not url:
+        return None
+    known = {
+        "https://upload.pypi.org/legacy/": "https://pypi.org/simple/",
+        "https://test.pypi.org/legacy/": "https://test.pypi.org/simple/",
+    }
+    if url in known:
+        return known[url]
+    if "legacy" in url:
+        return None
+    return url.rstrip("/") + "/simple/"  # pypiserver-style: uploads to /, serves /simple/
+
+
+# --------------------------------------------------------------------------------------
+
+
+def verify(args: argparse.Namespace, root: Path) -> int:
+    files = args.trust_root or default_trust_files(root if root.is_dir() else None, local=not args.no_local_trust)
+    trust = load_trust(files)
+    print(f"trust roots: {trust.describe()} ({len(trust.keys)} key(s))")
+    verdicts: list[Verdict] = []
+    for what in args.what:
+        verdicts += _verify_one(what, trust, args.project)
+    for v in verdicts:
+        print(v.summary())
+    if not verdicts:
+        raise VerificationError("nothing to verify: no wheel found at " + ", ".join(args.what))
+    bad = [v for v in verdicts if not v.ok]
+    if bad:
+        raise VerificationError(f"{len(bad)} of {len(verdicts)} wheel(s) rejected: " + ", ".join(v.wheel for v in bad))
+    print(f"{len(verdicts)} wheel(s) verified")
+    return 0
+
+
+def _verify_one(what: str, trust: Any, projects: list[str]) -> list[Verdict]:
+    if not what.startswith(("http://", "https://")):
+        path = Path(what)
+        if not path.is_file():
+            raise UsageError(f"{what}: no such wheel file (or give an http(s) URL)")
+        return [verify_file(path, trust)]
+    if urllib.parse.urlparse(what).path.endswith(".whl"):
+        name = urllib.parse.unquote(urllib.parse.urlparse(what).path.rsplit("/", 1)[-1])
+        data = fetch(what)
+        if data is None:
+            raise UsageError(f"{what}: not found")
+        return [verify_wheel(name, data, fetch(what.split("#", 1)[0] + ".asc"), trust)]
+    out = []
+    for project in projects or list_projects(what):
+        listing = list_files(what, project)
+        for name, entry in sorted(listing.items()):
+            if not name.endswith(".whl"):
+                continue
+            data = fetch(entry.url) or b""
+            bundle = listing.get(name + ".asc")
+            out.append(verify_wheel(name, data, fetch(bundle.url) if bundle else None, trust))
+    return out
+
+
+def keys(args: argparse.Namespace, root: Path) -> int:
+    if args.generate_ci:
+        seed, entry = generate_ci_key()
+        print("CI signing key — store as the secret MOSAICRT_SIGNING_KEY (never commit it):")
+        print(f"  {seed}")
+        print("its public entry — add it to release/trust-root.json under \"keys\":")
+        print(json.dumps(entry, indent=2))
+        return 0
+    signer = load_signer()
+    trust = load_trust(default_trust_files(root))
+    listed = trust.find(signer.keyid)
+    print(f"signing key: {signer.source} {signer.keyid} ({signer.origin})")
+    print(f"trusted by: {listed.root if listed else 'no trust root: releases signed with it are refused'}")
+    print(f"trust roots: {trust.describe()}")
+    print("public entry for a trust file:")
+    print(json.dumps(signer.trust_entry("ci release key" if signer.source == "ci" else "development key"), indent=2))
+    return 0

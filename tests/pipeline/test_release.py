@@ -1,0 +1,294 @@
+"""pipeline.release against a real local pypiserver: the gate, idempotency, tamper refusals, crash recovery.
+
+Each test uses a throwaway git repository of the two fixture components (alpha = core, beta = EP) with
+synthetic wheels plus the build and test records the real steps would leave (tests/pipeline/releasekit.py).
+In every fault test one wheel is bad and the other good: nothing at all may reach the index.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import signal
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pipeline import attest, publish
+from pipeline import release as release_mod
+from pipeline.cli import main
+from pipeline.errors import ExitCode
+from pipeline.hashing import sha256_file
+from pipeline.index import list_files, running_index, start_local_index, stop_local_index
+from pipeline.release import check_records
+
+from .releasekit import Repo, available_pythons, git, make_repo
+
+pytest.importorskip("pypiserver", reason="the release tools are installed by `nox -s ci`")
+pytest.importorskip("twine", reason="the release tools are installed by `nox -s ci`")
+
+DISTS = ("fixture-alpha", "fixture-beta")
+
+
+@pytest.fixture
+def repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Repo]:
+    monkeypatch.setenv("MOSAICRT_CONFIG_DIR", str(tmp_path / "config"))
+    for var in ("MOSAICRT_SIGNING_KEY", "TWINE_REPOSITORY_URL", "TWINE_REPOSITORY", "TWINE_USERNAME"):
+        monkeypatch.delenv(var, raising=False)
+    r = make_repo(tmp_path)
+    if not available_pythons():
+        pytest.skip("no tested CPython on this machine")
+    yield r
+    stop_local_index(r.layout.index_state)
+
+
+def release(repo: Repo, capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    rc = main(["release", "--root", str(repo.root), "--no-build", *args])
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+def listing(repo: Repo) -> dict[str, str | None]:
+    """Every file on the managed index: name → sha256 (starting it if needed)."""
+    idx = start_local_index(repo.layout.index_state, quiet=True)
+    out: dict[str, str | None] = {}
+    for dist in DISTS:
+        out.update({name: f.sha256 for name, f in list_files(idx.simple_url, dist).items()})
+    return out
+
+
+def assert_refused(repo: Repo, capsys: pytest.CaptureFixture[str], *reasons: str) -> str:
+    before = listing(repo)
+    rc, _, err = release(repo, capsys)
+    assert rc == ExitCode.RELEASE, err
+    for reason in reasons:
+        assert reason in err
+    assert "nothing was uploaded" in err
+    assert listing(repo) == before
+    return err
+
+
+# --------------------------------------------------------------------------------------
+# gate decisions (no index)
+
+
+def test_gate_requires_a_passing_record_per_required_python(repo: Repo) -> None:
+    wheel = repo.build("alpha")
+    sha = sha256_file(wheel)
+    from pipeline.release_cli import expected_suite_hashes
+
+    shash = expected_suite_hashes(repo.matrix, repo.root, [wheel])[wheel.name]
+    problems, _ = check_records(repo.layout.records, sha, ["3.11"], shash)
+    assert problems and "no test record for its sha256" in problems[0]
+    repo.test(wheel, pythons=["3.11"])
+    assert check_records(repo.layout.records, sha, ["3.11"], shash)[0] == []
+    problems, _ = check_records(repo.layout.records, sha, ["3.11", "3.12"], shash)
+    assert problems == ["no test record on CPython 3.12 (run `nox -s test -- --python 3.12`)"]
+    problems, _ = check_records(repo.layout.records, sha, ["3.11"], "another-suite")
+    assert problems == ["tested on CPython 3.11 with an older wheel suite (run `nox -s test`)"]
+    repo.test(wheel, "failed", pythons=["3.13"])  # a failure on any Python, required or not, refuses
+    problems, _ = check_records(repo.layout.records, sha, ["3.11"], shash)
+    assert problems == ["its test record on CPython 3.13 says failed (pytest exit 1)"]
+    assert "no tested CPython" in check_records(repo.layout.records, sha, [], shash)[0][0]
+
+
+# --------------------------------------------------------------------------------------
+# the happy path, and idempotency
+
+
+def test_release_publishes_signed_wheels_tags_and_is_idempotent(
+    repo: Repo, capsys: pytest.CaptureFixture[str]
+) -> None:
+    wheels = repo.build_and_test()
+    rc, out, err = release(repo, capsys)
+    assert rc == 0, err
+    files = listing(repo)
+    for w in wheels.values():
+        assert files[w.name] == sha256_file(w)
+        assert w.name + ".asc" in files
+    assert len(files) == 4
+    assert sorted(repo.tags()) == ["alpha-v1.0.0", "ep-beta-v1.0.0"]
+    assert "pip install --index-url http://127.0.0.1:" in out and "fixture-alpha==1.0.0" in out
+    assert "created development signing key" in out
+    report = json.loads(repo.layout.release_report.read_text())
+    assert {r["status"] for r in report["rows"]} == {"uploaded"}
+
+    rc, out, err = release(repo, capsys)  # a finished release again: nothing changes
+    assert rc == 0, err
+    assert "already published" in out and "uploaded" not in out.replace("already published", "")
+    assert listing(repo) == files
+    assert sorted(repo.tags()) == ["alpha-v1.0.0", "ep-beta-v1.0.0"]
+
+    # the consumer's check of the published index, and of a modified copy
+    idx = running_index(repo.layout.index_state)
+    assert idx is not None
+    rc = main(["verify", "--root", str(repo.root), idx.simple_url])
+    out, err = capsys.readouterr()
+    assert rc == 0, err + out
+    assert out.count("OK fixture_") == 2 and "via" in out and "trusted-keys.json" in out
+    copy = repo.root / "copy" / wheels["alpha"].name
+    copy.parent.mkdir()
+    data = bytearray(wheels["alpha"].read_bytes())
+    data[len(data) // 2] ^= 1
+    copy.write_bytes(bytes(data))
+    (copy.parent / (copy.name + ".asc")).write_bytes(
+        (repo.layout.work / "release" / "staging" / (copy.name + ".asc")).read_bytes()
+    )
+    rc = main(["verify", "--root", str(repo.root), str(copy)])
+    out, err = capsys.readouterr()
+    assert rc == ExitCode.VERIFY
+    assert "REJECTED" in out and "does not match the wheel's sha256" in out
+
+
+def test_a_new_version_is_released_next_to_the_old_one(repo: Repo, capsys: pytest.CaptureFixture[str]) -> None:
+    repo.build_and_test()
+    assert release(repo, capsys)[0] == 0
+    (repo.root / "comps" / "alpha" / "alpha.c").write_text("/* changed */\n")
+    assert_refused(repo, capsys, "alpha changed since its release alpha-v1.0.0 (comps/alpha/alpha.c)")
+    (repo.root / "comps" / "alpha" / "VERSION").write_text("1.1.0\n")
+    git(repo.root, "commit", "-qam", "alpha 1.1.0")
+    repo.test(repo.build("alpha", salt="1.1"))
+    rc, _, err = release(repo, capsys)
+    assert rc == 0, err
+    assert "alpha-v1.1.0" in repo.tags()
+    names = listing(repo)
+    assert "fixture_alpha-1.1.0-py3-none-manylinux_2_17_x86_64.whl" in names
+    assert "fixture_alpha-1.0.0-py3-none-manylinux_2_17_x86_64.whl" in names
+
+
+# --------------------------------------------------------------------------------------
+# faults: each refused, nothing uploaded
+
+
+def test_a_byte_flipped_after_testing_is_refused(repo: Repo, capsys: pytest.CaptureFixture[str]) -> None:
+    wheels = repo.build_and_test()
+    data = bytearray(wheels["beta"].read_bytes())
+    data[40] ^= 1
+    wheels["beta"].write_bytes(bytes(data))
+    err = assert_refused(repo, capsys, "no test record for its sha256", "no build record of beta/default")
+    assert "fixture_alpha" not in err  # the good wheel is fine, and still not uploaded
+
+
+def test_a_wheel_never_tested_is_refused(repo: Repo, capsys: pytest.CaptureFixture[str]) -> None:
+    repo.test(repo.build("alpha"))
+    repo.build("beta")
+    assert_refused(repo, capsys, "fixture_beta-1.0.0", "never tested, or its bytes changed after testing")
+
+
+def test_a_failed_test_record_is_refused(repo: Repo, capsys: pytest.CaptureFixture[str]) -> None:
+    repo.test(repo.build("alpha"))
+    beta = repo.build("beta")
+    repo.test(beta, "failed")
+    assert_refused(repo, capsys, f"its test record on CPython {available_pythons()[0]} says failed")
+
+
+def test_a_signature_by_an_untrusted_key_is_refused(
+    repo: Repo, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+    repo.build_and_test()
+    seed = Ed25519PrivateKey.generate().private_bytes(
+        serialization.Encoding.Raw, serialization.PrivateFormat.Raw, serialization.NoEncryption()
+    )
+    monkeypatch.setenv("MOSAICRT_SIGNING_KEY", base64.b64encode(seed).decode())
+    assert_refused(repo, capsys, "refused at the consumer check", "which no trust root lists")
+
+
+def test_a_missing_build_record_means_no_provenance(repo: Repo, capsys: pytest.CaptureFixture[str]) -> None:
+    repo.build_and_test()
+    repo.layout.state_file(repo.cell("beta").slug).unlink()
+    assert_refused(repo, capsys, "no build record of beta/default/linux-x86_64", "no provenance can be made")
+
+
+def test_an_invalid_provenance_is_refused(
+    repo: Repo, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    repo.build_and_test()
+    real = attest.provenance
+
+    def broken(*args: Any, **kwargs: Any) -> dict[str, Any]:
+        stmt = real(*args, **kwargs)
+        if "beta" in args[0]:
+            del stmt["predicate"]["buildDefinition"]["externalParameters"]["source"]["commit"]
+        return stmt
+
+    monkeypatch.setattr(attest, "provenance", broken)
+    assert_refused(repo, capsys, "invalid provenance, buildDefinition.externalParameters.source.commit is missing")
+
+
+def test_sources_changed_after_the_build_are_refused(repo: Repo, capsys: pytest.CaptureFixture[str]) -> None:
+    repo.build_and_test()
+    (repo.root / "comps" / "beta" / "beta.c").write_text("/* edited after the build */\n")
+    assert_refused(repo, capsys, "its sources changed since it was built (component)")
+
+
+def test_the_same_version_with_other_bytes_is_refused(repo: Repo, capsys: pytest.CaptureFixture[str]) -> None:
+    repo.build_and_test()
+    assert release(repo, capsys)[0] == 0
+    git(repo.root, "tag", "-d", "ep-beta-v1.0.0")  # even without the tag, the index has the truth
+    repo.test(repo.build("beta", salt="rebuilt differently"))
+    err = assert_refused(repo, capsys, "is already on the index with sha256", "never overwritten")
+    assert "fixture_beta-1.0.0" in err
+
+
+def test_a_lower_version_than_released_is_refused(repo: Repo, capsys: pytest.CaptureFixture[str]) -> None:
+    repo.build_and_test()
+    git(repo.root, "tag", "ep-beta-v2.0.0")
+    assert_refused(repo, capsys, "comps/beta/VERSION 1.0.0 is older than the released ep-beta-v2.0.0")
+
+
+# --------------------------------------------------------------------------------------
+# the index dies mid-release
+
+
+def test_killing_the_index_mid_release_then_rerunning_converges(
+    repo: Repo, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    wheels = repo.build_and_test()
+    real = publish.twine_upload
+    calls: list[str] = []
+
+    def upload_then_kill(index: Any, wheel: Path, bundle: Path) -> None:
+        calls.append(wheel.name)
+        real(index, wheel, bundle)
+        if len(calls) == 1:
+            assert index.local is not None
+            os.kill(index.local.pid, signal.SIGKILL)  # the index dies after the first upload
+
+    monkeypatch.setattr(release_mod, "twine_upload", upload_then_kill)
+    rc, _, err = release(repo, capsys)
+    assert rc == ExitCode.PUBLISH
+    assert "re-run" in err or "cannot reach the index" in err
+    assert repo.tags() == []  # no tag before everything is published
+
+    rc, out, err = release(repo, capsys)  # restarts the index and completes
+    assert rc == 0, err
+    assert "already published" in out and "uploaded" in out
+    files = listing(repo)
+    assert sorted(files) == sorted([w.name for w in wheels.values()] + [w.name + ".asc" for w in wheels.values()])
+    assert all(files[w.name] == sha256_file(w) for w in wheels.values())
+    assert sorted(repo.tags()) == ["alpha-v1.0.0", "ep-beta-v1.0.0"]
+
+
+def test_a_torn_upload_on_the_local_index_is_redone(repo: Repo, capsys: pytest.CaptureFixture[str]) -> None:
+    wheels = repo.build_and_test()
+    idx = start_local_index(repo.layout.index_state, quiet=True)
+    beta = wheels["beta"]
+    (idx.packages / beta.name).write_bytes(beta.read_bytes()[:100])  # killed while writing the file
+    rc, _, err = release(repo, capsys)
+    assert rc == 0, err
+    files = listing(repo)
+    assert files[beta.name] == sha256_file(beta) and beta.name + ".asc" in files
+    assert len(files) == 4
+
+
+def test_stop_index(repo: Repo, capsys: pytest.CaptureFixture[str]) -> None:
+    start_local_index(repo.layout.index_state, quiet=True)
+    rc, out, _ = release(repo, capsys, "--stop-index")
+    assert rc == 0 and "stopped the local index" in out
+    assert running_index(repo.layout.index_state) is None
