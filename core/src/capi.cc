@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "mosaicrt/mosaicrt.h"
+#include "gemm/backend_registry.h"
 #include "gemm/sgemm.h"
 #include "ep/registry.h"
 #include "session.h"
@@ -115,7 +116,7 @@ std::string build_info() {
 #if defined(MOSAICRT_ARM64_KERNELS)
   s += ",arm64_kernels=on";
 #endif
-  s += std::string(",sgemm=") + mrt::sgemm_kernel_name();
+  s += std::string(",") + mrt::cpu_kernel_summary();
   s += ",hardware_threads=" + std::to_string(std::thread::hardware_concurrency());
   return s;
 }

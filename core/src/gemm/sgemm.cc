@@ -11,12 +11,11 @@
 #include "sgemm.h"
 
 #include <algorithm>
-#include <cstdlib>
 #include <cstring>
-#include <string>
 
 #include "../error.h"
 #include "../threadpool.h"
+#include "backend_registry.h"
 #include "sgemm_kernels.h"
 
 namespace mrt {
@@ -386,52 +385,32 @@ void gemm_driver(const SgemmKernel& kr, int64_t M, int64_t N, int64_t K, float a
   }
 }
 
+// The portable kernel and the x86 kernels are registered here, from baseline-compiled
+// code (their own files are compiled with -mavx2/-mavx512f throughout). Other backends
+// register themselves (backend_registry.h).
+const CpuKernelRegistrar kRegPortable({CpuKernelFamily::kSgemm, "portable", 0, 0,
+                                       []() -> const void* { return &kPortable; }});
 #if defined(MOSAICRT_X86_SIMD)
-bool cpu_has(const char* what) {
-#if defined(__GNUC__)
-  __builtin_cpu_init();
-  std::string w(what);
-  if (w == "avx2") return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  if (w == "avx512")
-    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
-           __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") &&
-           __builtin_cpu_supports("fma");
-#else
-  (void)what;
+const CpuKernelRegistrar kRegAvx2({CpuKernelFamily::kSgemm, "avx2", 20, kCpuAvx2Fma,
+                                   []() -> const void* { return &sgemm_avx2_kernel(); }});
+const CpuKernelRegistrar kRegAvx512({CpuKernelFamily::kSgemm, "avx512", 30, kCpuAvx512,
+                                     []() -> const void* { return &sgemm_avx512_kernel(); }});
 #endif
-  return false;
-}
-#endif
-
-const SgemmKernel* choose_kernel() {
-  // Best first; MOSAICRT_SGEMM_KERNEL starts the search lower.
-  const char* order[] = {"avx512", "avx2", "portable"};
-  size_t start = 0;
-  if (const char* env = std::getenv("MOSAICRT_SGEMM_KERNEL")) {
-    for (size_t i = 0; i < 3; ++i)
-      if (std::string(env) == order[i]) start = i;
-  }
-  for (size_t i = start; i < 3; ++i)
-    if (const SgemmKernel* k = sgemm_find_kernel(order[i])) return k;
-  return &kPortable;
-}
 
 }  // namespace
 
 const SgemmKernel& sgemm_portable_kernel() { return kPortable; }
 
 const SgemmKernel* sgemm_find_kernel(const char* name) {
-  std::string n(name);
-  if (n == "portable") return &kPortable;
-#if defined(MOSAICRT_X86_SIMD)
-  if (n == "avx2" && cpu_has("avx2")) return &sgemm_avx2_kernel();
-  if (n == "avx512" && cpu_has("avx512")) return &sgemm_avx512_kernel();
-#endif
-  return nullptr;
+  const CpuKernelEntry* e = find_cpu_kernel(CpuKernelFamily::kSgemm, name);
+  return e ? static_cast<const SgemmKernel*>(e->get()) : nullptr;
 }
 
 const SgemmKernel& sgemm_active_kernel() {
-  static const SgemmKernel* const kernel = choose_kernel();
+  static const SgemmKernel* const kernel = [] {
+    const CpuKernelEntry* e = active_cpu_kernel(CpuKernelFamily::kSgemm);
+    return e ? static_cast<const SgemmKernel*>(e->get()) : &kPortable;
+  }();
   return *kernel;
 }
 

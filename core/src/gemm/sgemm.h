@@ -1,8 +1,9 @@
 // Single-precision GEMM used by MatMul, Gemm, Conv and ConvTranspose.
 // C[M,N] = alpha * op(A)[M,K] * op(B)[K,N] + beta * C, row-major, with leading dims.
 // beta == 0 means C is write-only (its old contents, even NaN, are ignored).
-// The implementation picks the best micro-kernel for the running CPU (see sgemm.cc);
-// MOSAICRT_SGEMM_KERNEL=portable|avx2|avx512 forces a lower one (for testing).
+// The implementation picks the best micro-kernel for the running CPU (see sgemm.cc and
+// backend_registry.h); MOSAICRT_SGEMM_KERNEL=portable|neon|avx2|avx512 forces a lower one
+// (for testing).
 #pragma once
 #include <cstdint>
 #include <vector>
@@ -15,7 +16,8 @@ struct SgemmKernel;
 void sgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
            const float* B, int64_t ldb, float beta, float* C, int64_t ldc, ThreadPool* pool);
 
-// Name of the micro-kernel sgemm() dispatches to on this CPU ("avx512f", "avx2_fma", "portable").
+// Name of the micro-kernel sgemm() dispatches to on this CPU ("avx512f", "avx2_fma", "neon",
+// "portable").
 const char* sgemm_kernel_name();
 
 // An operand packed once into the micro-kernel's panel layout, for constant weights

@@ -46,10 +46,13 @@ const SgemmKernel& sgemm_portable_kernel();
 const SgemmKernel& sgemm_avx2_kernel();    // sgemm_kernel_avx2.cc (AVX2 + FMA)
 const SgemmKernel& sgemm_avx512_kernel();  // sgemm_kernel_avx512.cc (AVX-512F)
 #endif
+// Arm64 kernels (sgemm_kernel_neon.cc) are reached only through the registry
+// (backend_registry.h): no declaration of theirs belongs here.
 
 // The kernel sgemm() uses on this CPU (chosen once; honours MOSAICRT_SGEMM_KERNEL).
 const SgemmKernel& sgemm_active_kernel();
-// A kernel by name ("portable", "avx2", "avx512") if this build and CPU support it, else nullptr.
+// A registered kernel by name ("portable", "neon", "avx2", "avx512") if this build and CPU
+// support it, else nullptr.
 const SgemmKernel* sgemm_find_kernel(const char* name);
 
 // The driver with an explicit kernel (used by the public entry points and the native check).

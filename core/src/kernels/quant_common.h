@@ -2,10 +2,16 @@
 // zero-point access and the integer GEMM used by MatMulInteger, QLinearMatMul,
 // ConvInteger and QLinearConv.
 //
-// Integer GEMM: both operands are widened to int16 after subtracting their zero points
-// (values in [-255, 255]), so every product and every pair sum is exact in int32. B is
-// packed once into panels of kIgemmPanel columns with pairs of k interleaved, the layout
-// the AVX2 kernel consumes with vpmaddwd (16 multiply-adds per instruction).
+// Integer GEMM, two forms:
+// - int16: both operands are widened to int16 after subtracting their zero points (values
+//   in [-255, 255]), so every product and every pair sum is exact in int32. B is packed
+//   once into panels of kIgemmPanel columns with pairs of k interleaved, the layout the
+//   AVX2 kernel consumes with vpmaddwd (16 multiply-adds per instruction) and the NEON one
+//   with smlal.
+// - 8-bit (igemm8): the raw bytes on dot-product instructions, zero points applied after.
+//   Used when the CPU has such a kernel (AVX512-VNNI, arm64 dotprod / i8mm).
+// The kernels are chosen at run time through gemm/backend_registry.h
+// (MOSAICRT_IGEMM_KERNEL=portable|neon|avx2|dotprod|i8mm|avx512vnni forces a lower one).
 #pragma once
 #include <cstdint>
 #include <type_traits>
@@ -73,46 +79,80 @@ void pack_b_s16(PackedB& out, const int16_t* B, int64_t ldb, int64_t K, int64_t 
 std::vector<int16_t> pack_a(const Tensor& A, int64_t offset, int64_t M, int64_t K, const int32_t* zp, bool zp_per_row,
                             int64_t Kp);
 
-// C[M, N] (row stride ldc) = A16[M, Kp] * B. Threads over row blocks and panels.
-void igemm(int64_t M, const int16_t* A, const PackedB& B, int32_t* C, int64_t ldc, ThreadPool* pool);
-
-// Micro-kernel entry points (quant_igemm*.cc): rows x kIgemmPanel block of C for one panel.
-// `valid_n` columns are stored.
+// Micro-kernel of the int16 GEMM: a rows x kIgemmPanel block of C for one panel (rows <=
+// kIgemmRows); `valid_n` columns are stored. Kernels: portable (quant_igemm.cc), avx2,
+// neon; chosen through the kernel registry (gemm/backend_registry.h, family kIgemm16).
 using IgemmBlockFn = void (*)(int64_t rows, int64_t Kp, const int16_t* A, int64_t lda, const int16_t* panel,
                               int32_t* C, int64_t ldc, int64_t valid_n);
-IgemmBlockFn igemm_block_avx2();  // nullptr when not compiled in
 constexpr int64_t kIgemmRows = 6;  // rows per micro-kernel call
+struct Igemm16Kernel {
+  const char* name;
+  IgemmBlockFn block;
+};
+#if defined(MOSAICRT_X86_SIMD)
+IgemmBlockFn igemm_block_avx2();  // quant_igemm_avx2.cc
+#endif
 
-// u8 x s8 GEMM on AVX512-VNNI (vpdpbusd, 64 multiply-adds per instruction). Any uint8/int8
-// operand pair maps onto it: an int8 A is shifted to uint8 (a + 128, zero point + 128), a
-// uint8 B to int8 (b - 128, zero point - 128); the products with the raw bytes are then
-// corrected with row/column sums: C = acc - zb[n] * rowsum[m] + za[m] * (K * zb[n] - colsum[n]).
-constexpr int64_t kVnniPanel = 32;  // columns per B panel (two zmm of 16 int32)
-constexpr int64_t kVnniRows = 8;    // rows per micro-kernel call
+// The int16 kernel igemm() uses on this CPU, and one by name ("portable", "neon", "avx2")
+// if this build and CPU support it, else nullptr.
+const Igemm16Kernel& igemm16_active();
+const Igemm16Kernel* igemm16_find(const char* name);
+
+// C[M, N] (row stride ldc) = A16[M, Kp] * B. Threads over row blocks and panels.
+void igemm(int64_t M, const int16_t* A, const PackedB& B, int32_t* C, int64_t ldc, ThreadPool* pool);
+void igemm_with(const Igemm16Kernel& kernel, int64_t M, const int16_t* A, const PackedB& B, int32_t* C, int64_t ldc,
+                ThreadPool* pool);
+
+// 8-bit GEMM on dot-product instructions (AVX512-VNNI vpdpbusd; arm64 SDOT, SMMLA): the
+// raw bytes are multiplied, in the domain the kernel wants (int8 or uint8 per operand:
+// a byte whose type differs is shifted by flipping its top bit, its zero point by 128),
+// and the zero points applied afterwards with row/column sums:
+//   C = acc - zb[n] * rowsum[m] + za[m] * (K * zb[n] - colsum[n])
+// (exact in wrapping int32 arithmetic whenever the result fits in int32, like the int16
+// path). Layout of a B panel of `panel` columns: for each group of `kgroup` values of k,
+// column j's kgroup bytes at j * kgroup; K is zero padded to a multiple of `kalign`.
+// A: rows of Kp bytes (row stride lda), zero padded past K, the number of rows a
+// multiple of `rows` (zero rows), so a kernel may read a whole block of rows.
+using Igemm8BlockFn = void (*)(int64_t rows, int64_t Kp, const uint8_t* A, int64_t lda, const int8_t* panel,
+                               const int32_t* za, const int32_t* rowsum, const int32_t* zb, const int32_t* colfix,
+                               int32_t* C, int64_t ldc, int64_t valid_n);
+// Column sums of one packed panel (`panel` int32 values, in B's domain), Kp values of k.
+using Igemm8ColsumFn = void (*)(const int8_t* panel, int64_t Kp, int32_t* colsum);
+struct Igemm8Kernel {
+  const char* name;
+  bool a_signed, b_signed;  // domain of each operand's bytes: int8 (true) or uint8
+  int64_t kgroup;           // 4 (dot products of 4 bytes) or 8 (2x8 by 8x2 matrix products)
+  int64_t kalign;           // K is padded to a multiple of this (a multiple of kgroup)
+  int64_t panel;            // columns per B panel
+  int64_t rows;             // rows per micro-kernel call
+  Igemm8BlockFn block;
+  Igemm8ColsumFn colsum;    // nullptr: the generic column sums
+};
+#if defined(MOSAICRT_X86_SIMD)
+const Igemm8Kernel* igemm8_vnni_kernel();  // quant_igemm_avx512.cc
+#endif
+
+// The 8-bit kernel this CPU runs (nullptr: use the int16 path), and one by name
+// ("avx512vnni", "dotprod", "i8mm") if this build and CPU support it.
+const Igemm8Kernel* igemm8_active();
+const Igemm8Kernel* igemm8_find(const char* name);
 
 struct PackedB8 {
-  int64_t K = 0, N = 0, K4 = 0, panels = 0;  // K4: K rounded up to a multiple of 4
-  // Per panel and group of 4 k: 16 columns x 4 bytes (cols 0-15), then cols 16-31.
-  std::vector<int8_t> data;
-  std::vector<int32_t> zb;      // panels * 32: zero point of each column (int8 domain)
-  std::vector<int32_t> colfix;  // panels * 32: K * zb[n] - sum_k b[k, n]
-  const int8_t* panel(int64_t p) const { return data.data() + p * K4 * kVnniPanel; }
+  const Igemm8Kernel* kernel = nullptr;
+  int64_t K = 0, N = 0, Kp = 0, panels = 0, nr = 0;  // Kp: K padded to the kernel's kalign
+  std::vector<int8_t> data;     // panels of Kp x nr bytes in the kernel's layout
+  std::vector<int32_t> zb;      // panels * nr: zero point of each column (in B's domain)
+  std::vector<int32_t> colfix;  // panels * nr: K * zb[n] - sum_k b[k, n]
+  const int8_t* panel(int64_t p) const { return data.data() + p * Kp * nr; }
 };
 
-using VnniBlockFn = void (*)(int64_t rows, int64_t K4, const uint8_t* A, int64_t lda, const int8_t* panel,
-                             const int32_t* za, const int32_t* rowsum, const int32_t* zb, const int32_t* colfix,
-                             int32_t* C, int64_t ldc, int64_t valid_n);
-VnniBlockFn igemm_block_vnni();  // nullptr when not compiled in
-// Column sums of one packed panel (kVnniPanel int32 values), K4 values of k.
-using VnniColsumFn = void (*)(const int8_t* panel, int64_t K4, int32_t* colsum);
-VnniColsumFn igemm_colsum_vnni();  // nullptr when not compiled in
-bool igemm_vnni_available();     // compiled in and the running CPU has AVX512-VNNI
-// B: K x N matrix of uint8 (b_is_u8) or int8 bytes with row stride ldb.
-void pack_b8(PackedB8& out, const void* B, bool b_is_u8, int64_t ldb, int64_t K, int64_t N, const int32_t* zp,
-             bool zp_per_col);
-// C[M, N] = (A - za) x (B - zb) with A: M rows of K uint8 (or int8 when a_is_s8) bytes, row stride lda.
-void igemm_vnni(int64_t M, const void* A, bool a_is_s8, int64_t lda, int64_t K, const int32_t* za, bool za_per_row,
-                const PackedB8& B, int32_t* C, int64_t ldc, ThreadPool* pool);
+// B: K x N matrix of uint8 (b_is_u8) or int8 bytes with row stride ldb, packed for `kernel`.
+void pack_b8(const Igemm8Kernel& kernel, PackedB8& out, const void* B, bool b_is_u8, int64_t ldb, int64_t K,
+             int64_t N, const int32_t* zp, bool zp_per_col);
+// C[M, N] = (A - za) x (B - zb) with A: M rows of K uint8 (or int8 when a_is_s8) bytes, row
+// stride lda; runs B's kernel. za: nullptr, one value, or M values (za_per_row).
+void igemm8(int64_t M, const void* A, bool a_is_s8, int64_t lda, int64_t K, const int32_t* za, bool za_per_row,
+            const PackedB8& B, int32_t* C, int64_t ldc, ThreadPool* pool);
 
 // Round half to even without a libm call (so loops vectorize): values are first limited
 // to +-2^50, which changes no saturated result; NaN passes through.

@@ -158,8 +158,8 @@ void integer_conv(OpContext& ctx, const ConvGeom& g, size_t x_in, size_t xz_in, 
   }
   const int64_t Mg = g.M / g.group, Cg = g.C / g.group, Kc = Cg * g.kernel_size;
   if (g.out_size == 0 || g.N == 0 || g.M == 0) return;
-  if (quant::igemm_vnni_available()) {
-    // u8 x s8 VNNI GEMM on the raw bytes: columns padded with the x zero point's byte.
+  if (const quant::Igemm8Kernel* k8 = quant::igemm8_active()) {
+    // 8-bit GEMM on the raw bytes: columns padded with the x zero point's byte.
     std::vector<int32_t> wzp = wz ? quant::to_int32s(*wz) : std::vector<int32_t>();
     const bool per_row = wzp.size() > 1;
     const bool x_u8 = X.dtype() == DType::kUInt8;
@@ -178,11 +178,11 @@ void integer_conv(OpContext& ctx, const ConvGeom& g, size_t x_in, size_t xz_in, 
         const uint8_t pad = static_cast<uint8_t>(xzp);
         if (x_u8) im2col(X.data<uint8_t>() + xoff, 0, pad, g, Cg, col.data(), ctx.threads());
         else im2col(X.data<int8_t>() + xoff, 0, pad, g, Cg, col.data(), ctx.threads());
-        quant::pack_b8(packed, col.data(), x_u8, g.out_size, Kc, g.out_size, &xzp, false);
+        quant::pack_b8(*k8, packed, col.data(), x_u8, g.out_size, Kc, g.out_size, &xzp, false);
         const int32_t* z = wzp.empty() ? nullptr : wzp.data() + (per_row ? gi * Mg : 0);
         int32_t* yg = y + (n * g.M + gi * Mg) * g.out_size;
-        quant::igemm_vnni(Mg, w + gi * Mg * Kc, W.dtype() == DType::kInt8, Kc, Kc, z, per_row, packed, yg, g.out_size,
-                          &ctx.threads());
+        quant::igemm8(Mg, w + gi * Mg * Kc, W.dtype() == DType::kInt8, Kc, Kc, z, per_row, packed, yg, g.out_size,
+                      &ctx.threads());
       }
     }
     return;

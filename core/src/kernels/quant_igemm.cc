@@ -1,13 +1,15 @@
-// Integer GEMM for the quantized kernels: packing of both operands into int16 and the
-// driver that splits C into (row block, panel) tiles over the thread pool. The
-// micro-kernel is the AVX2 one (quant_igemm_avx2.cc) when the build and the running CPU
-// have it, else the portable one below.
+// Integer GEMM for the quantized kernels: packing of the operands (int16 pairs, or bytes
+// for the 8-bit dot-product kernels) and the drivers that split C into (row block, panel)
+// tiles over the thread pool. The micro-kernels are chosen at run time through the kernel
+// registry (gemm/backend_registry.h): the portable int16 one below is always there; the
+// x86 ones are registered below, the arm64 ones by quant_igemm_neon.cc.
 #include <algorithm>
 #include <cstring>
 #if defined(__SSE2__)
 #include <emmintrin.h>
 #endif
 
+#include "../gemm/backend_registry.h"
 #include "quant_common.h"
 
 namespace mrt {
@@ -50,14 +52,21 @@ void igemm_block_portable(int64_t rows, int64_t Kp, const int16_t* A, int64_t ld
   }
 }
 
-IgemmBlockFn select_kernel() {
-#if defined(MOSAICRT_X86_SIMD) && (defined(__GNUC__) || defined(__clang__))
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
-    if (IgemmBlockFn f = igemm_block_avx2()) return f;
-  }
+const Igemm16Kernel kPortable16 = {"portable", igemm_block_portable};
+
+const CpuKernelRegistrar kRegPortable({CpuKernelFamily::kIgemm16, "portable", 0, 0,
+                                       []() -> const void* { return &kPortable16; }});
+#if defined(MOSAICRT_X86_SIMD)
+// Registered here, from baseline-compiled code: their files are compiled for AVX2/AVX-512.
+const CpuKernelRegistrar kRegAvx2({CpuKernelFamily::kIgemm16, "avx2", 10, kCpuAvx2Fma, []() -> const void* {
+                                     static const Igemm16Kernel k = {"avx2", igemm_block_avx2()};
+                                     return &k;
+                                   }});
+const CpuKernelRegistrar kRegVnni({CpuKernelFamily::kIgemm8, "avx512vnni", 30, kCpuAvx512 | kCpuAvx512Vnni,
+                                   []() -> const void* { return igemm8_vnni_kernel(); }});
 #endif
-  return igemm_block_portable;
-}
+
+int64_t round_up(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
 
 }  // namespace
 
@@ -88,8 +97,39 @@ std::vector<int16_t> pack_a(const Tensor& A, int64_t offset, int64_t M, int64_t 
   return out;
 }
 
+const Igemm16Kernel& igemm16_active() {
+  static const Igemm16Kernel* const k = [] {
+    const CpuKernelEntry* e = active_cpu_kernel(CpuKernelFamily::kIgemm16);
+    return e ? static_cast<const Igemm16Kernel*>(e->get()) : &kPortable16;
+  }();
+  return *k;
+}
+
+const Igemm16Kernel* igemm16_find(const char* name) {
+  const CpuKernelEntry* e = find_cpu_kernel(CpuKernelFamily::kIgemm16, name);
+  return e ? static_cast<const Igemm16Kernel*>(e->get()) : nullptr;
+}
+
+const Igemm8Kernel* igemm8_active() {
+  static const Igemm8Kernel* const k = [] {
+    const CpuKernelEntry* e = active_cpu_kernel(CpuKernelFamily::kIgemm8);
+    return e ? static_cast<const Igemm8Kernel*>(e->get()) : nullptr;
+  }();
+  return k;
+}
+
+const Igemm8Kernel* igemm8_find(const char* name) {
+  const CpuKernelEntry* e = find_cpu_kernel(CpuKernelFamily::kIgemm8, name);
+  return e ? static_cast<const Igemm8Kernel*>(e->get()) : nullptr;
+}
+
 void igemm(int64_t M, const int16_t* A, const PackedB& B, int32_t* C, int64_t ldc, ThreadPool* pool) {
-  static const IgemmBlockFn kernel = select_kernel();
+  igemm_with(igemm16_active(), M, A, B, C, ldc, pool);
+}
+
+void igemm_with(const Igemm16Kernel& kr, int64_t M, const int16_t* A, const PackedB& B, int32_t* C, int64_t ldc,
+                ThreadPool* pool) {
+  const IgemmBlockFn kernel = kr.block;
   if (M <= 0 || B.N <= 0) return;
   const int64_t Kp = B.Kp;
   if (Kp == 0) {
@@ -113,52 +153,34 @@ void igemm(int64_t M, const int16_t* A, const PackedB& B, int32_t* C, int64_t ld
   else run(0, tasks);
 }
 
-#if !defined(MOSAICRT_X86_SIMD)
-IgemmBlockFn igemm_block_avx2() { return nullptr; }
-VnniBlockFn igemm_block_vnni() { return nullptr; }
-VnniColsumFn igemm_colsum_vnni() { return nullptr; }
-#endif
-
-bool igemm_vnni_available() {
-  static const bool ok = [] {
-#if defined(MOSAICRT_X86_SIMD) && (defined(__GNUC__) || defined(__clang__))
-    return igemm_block_vnni() != nullptr && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-           __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
-           __builtin_cpu_supports("avx512vnni");
-#else
-    return false;
-#endif
-  }();
-  return ok;
-}
-
-void pack_b8(PackedB8& out, const void* B, bool b_is_u8, int64_t ldb, int64_t K, int64_t N, const int32_t* zp,
-             bool zp_per_col) {
+void pack_b8(const Igemm8Kernel& kr, PackedB8& out, const void* B, bool b_is_u8, int64_t ldb, int64_t K, int64_t N,
+             const int32_t* zp, bool zp_per_col) {
   const uint8_t* src = static_cast<const uint8_t*>(B);
+  const int64_t nr = kr.panel, kg = kr.kgroup;
+  out.kernel = &kr;
   out.K = K;
   out.N = N;
-  out.K4 = (K + 3) & ~int64_t(3);
-  out.panels = (N + kVnniPanel - 1) / kVnniPanel;
-  out.data.assign(static_cast<size_t>(out.panels * out.K4 * kVnniPanel), 0);
-  out.zb.assign(static_cast<size_t>(out.panels * kVnniPanel), 0);
+  out.nr = nr;
+  out.Kp = round_up(K, kr.kalign);
+  out.panels = (N + nr - 1) / nr;
+  out.data.assign(static_cast<size_t>(out.panels * out.Kp * nr), 0);
+  out.zb.assign(static_cast<size_t>(out.panels * nr), 0);
   out.colfix.assign(out.zb.size(), 0);
-  // Work in the int8 domain: a uint8 byte b becomes b - 128 (flip the top bit).
-  const uint8_t flip = b_is_u8 ? 0x80 : 0x00;
-  const int32_t zshift = b_is_u8 ? -128 : 0;
-  static const VnniColsumFn colsum_fn = igemm_colsum_vnni();
-  MRT_ENFORCE(colsum_fn != nullptr, MRT_INTERNAL, "integer GEMM: the VNNI kernel is not available");
-  std::vector<int32_t> colsum(static_cast<size_t>(out.panels * kVnniPanel), 0);
+  // Into the kernel's domain: a byte of the other signedness flips its top bit (b -+ 128).
+  const uint8_t flip = b_is_u8 == kr.b_signed ? 0x80 : 0x00;
+  const int32_t zshift = flip ? (b_is_u8 ? -128 : 128) : 0;
+  std::vector<int32_t> colsum(static_cast<size_t>(out.panels * nr), 0);
   int8_t* base = out.data.data();
-  const int64_t panel_bytes = out.K4 * kVnniPanel;
+  const int64_t panel_bytes = out.Kp * nr;
   for (int64_t p = 0; p < out.panels; ++p) {
-    const int64_t n0 = p * kVnniPanel, nn = std::min(kVnniPanel, N - n0);
+    const int64_t n0 = p * nr, nn = std::min(nr, N - n0);
     int8_t* pd = base + p * panel_bytes;
-    for (int64_t k = 0; k < K; k += 4) {
-      int8_t* d = pd + k * kVnniPanel;  // 4 rows x 32 columns, interleaved by 4
-      const int64_t kk = std::min<int64_t>(4, K - k);
+    for (int64_t k = 0; k < K; k += kg) {
+      int8_t* d = pd + k * nr;  // kg rows x nr columns, column j's kg bytes at j * kg
+      const int64_t kk = std::min<int64_t>(kg, K - k);
       int64_t j = 0;
 #if defined(__SSE2__)
-      if (kk == 4) {
+      if (kk == 4 && kg == 4) {
         const __m128i fl = _mm_set1_epi8(static_cast<char>(flip));
         for (; j + 16 <= nn; j += 16) {
           const uint8_t* r = src + k * ldb + n0 + j;
@@ -168,7 +190,7 @@ void pack_b8(PackedB8& out, const void* B, bool b_is_u8, int64_t ldb, int64_t K,
           const __m128i r3 = _mm_xor_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(r + 3 * ldb)), fl);
           const __m128i t0 = _mm_unpacklo_epi8(r0, r1), t1 = _mm_unpackhi_epi8(r0, r1);
           const __m128i t2 = _mm_unpacklo_epi8(r2, r3), t3 = _mm_unpackhi_epi8(r2, r3);
-          __m128i* o = reinterpret_cast<__m128i*>(d + (j >> 4) * 64);
+          __m128i* o = reinterpret_cast<__m128i*>(d + j * 4);
           _mm_storeu_si128(o, _mm_unpacklo_epi16(t0, t2));
           _mm_storeu_si128(o + 1, _mm_unpackhi_epi16(t0, t2));
           _mm_storeu_si128(o + 2, _mm_unpacklo_epi16(t1, t3));
@@ -177,11 +199,25 @@ void pack_b8(PackedB8& out, const void* B, bool b_is_u8, int64_t ldb, int64_t K,
       }
 #endif
       for (; j < nn; ++j) {
-        int8_t* dj = d + (j >> 4) * 64 + (j & 15) * 4;
+        int8_t* dj = d + j * kg;
         for (int64_t q = 0; q < kk; ++q) dj[q] = static_cast<int8_t>(src[(k + q) * ldb + n0 + j] ^ flip);
       }
     }
-    colsum_fn(pd, out.K4, colsum.data() + n0);
+    if (kr.colsum) {
+      kr.colsum(pd, out.Kp, colsum.data() + n0);
+    } else {
+      for (int64_t k = 0; k < out.Kp; k += kg) {
+        const int8_t* d = pd + k * nr;
+        for (int64_t j = 0; j < nr; ++j) {
+          int32_t s = 0;
+          for (int64_t q = 0; q < kg; ++q) {
+            const int8_t v = d[j * kg + q];
+            s += kr.b_signed ? static_cast<int32_t>(v) : static_cast<int32_t>(static_cast<uint8_t>(v));
+          }
+          colsum[static_cast<size_t>(n0 + j)] += s;
+        }
+      }
+    }
   }
   for (int64_t n = 0; n < N; ++n) {
     const int32_t z = (zp ? (zp_per_col ? zp[n] : zp[0]) : 0) + zshift;
@@ -190,41 +226,49 @@ void pack_b8(PackedB8& out, const void* B, bool b_is_u8, int64_t ldb, int64_t K,
   }
 }
 
-void igemm_vnni(int64_t M, const void* A, bool a_is_s8, int64_t lda, int64_t K, const int32_t* za, bool za_per_row,
-                const PackedB8& B, int32_t* C, int64_t ldc, ThreadPool* pool) {
-  static const VnniBlockFn kernel = igemm_block_vnni();
-  MRT_ENFORCE(kernel != nullptr, MRT_INTERNAL, "integer GEMM: the VNNI kernel is not available");
+void igemm8(int64_t M, const void* A, bool a_is_s8, int64_t lda, int64_t K, const int32_t* za, bool za_per_row,
+            const PackedB8& B, int32_t* C, int64_t ldc, ThreadPool* pool) {
+  MRT_ENFORCE(B.kernel != nullptr && B.K == K, MRT_INTERNAL, "integer GEMM: B was not packed for this product");
+  const Igemm8Kernel& kr = *B.kernel;
   if (M <= 0 || B.N <= 0) return;
   const uint8_t* src = static_cast<const uint8_t*>(A);
-  const int64_t K4 = B.K4;
-  // A in the uint8 domain: an int8 byte a becomes a + 128 (flip the top bit).
-  std::vector<uint8_t> a8(static_cast<size_t>(M * K4), 0);
-  std::vector<int32_t> zrow(static_cast<size_t>(M)), rowsum(static_cast<size_t>(M));
-  const uint8_t flip = a_is_s8 ? 0x80 : 0x00;
-  const int32_t zshift = a_is_s8 ? 128 : 0;
+  const int64_t Kp = B.Kp, mr = kr.rows, Mp = round_up(M, mr);
+  // A in the kernel's domain, zero padded to Kp columns and Mp rows.
+  std::vector<uint8_t> a8(static_cast<size_t>(Mp * Kp), 0);
+  std::vector<int32_t> zrow(static_cast<size_t>(Mp), 0), rowsum(static_cast<size_t>(Mp), 0);
+  const uint8_t flip = a_is_s8 != kr.a_signed ? 0x80 : 0x00;
+  const int32_t zshift = flip ? (a_is_s8 ? 128 : -128) : 0;
   for (int64_t m = 0; m < M; ++m) {
     const uint8_t* s = src + m * lda;
-    uint8_t* d = a8.data() + m * K4;
+    uint8_t* d = a8.data() + m * Kp;
     int32_t sum = 0;
-    for (int64_t k = 0; k < K; ++k) {
-      d[k] = static_cast<uint8_t>(s[k] ^ flip);
-      sum += d[k];
+    if (kr.a_signed) {
+      for (int64_t k = 0; k < K; ++k) {
+        d[k] = static_cast<uint8_t>(s[k] ^ flip);
+        sum += static_cast<int8_t>(d[k]);
+      }
+    } else {
+      for (int64_t k = 0; k < K; ++k) {
+        d[k] = static_cast<uint8_t>(s[k] ^ flip);
+        sum += d[k];
+      }
     }
     rowsum[m] = sum;
     zrow[m] = (za ? (za_per_row ? za[m] : za[0]) : 0) + zshift;
   }
-  const int64_t row_blocks = (M + kVnniRows - 1) / kVnniRows;
+  const int64_t nr = B.nr;
+  const int64_t row_blocks = Mp / mr;
   const int64_t tasks = row_blocks * B.panels;
   auto run = [&](int64_t tb, int64_t te) {
     for (int64_t t = tb; t < te; ++t) {
       const int64_t p = t / row_blocks, rb = t % row_blocks;
-      const int64_t m0 = rb * kVnniRows, rows = std::min(kVnniRows, M - m0);
-      const int64_t n0 = p * kVnniPanel, vn = std::min(kVnniPanel, B.N - n0);
-      kernel(rows, K4, a8.data() + m0 * K4, K4, B.panel(p), zrow.data() + m0, rowsum.data() + m0,
-             B.zb.data() + n0, B.colfix.data() + n0, C + m0 * ldc + n0, ldc, vn);
+      const int64_t m0 = rb * mr, rows = std::min(mr, M - m0);
+      const int64_t n0 = p * nr, vn = std::min(nr, B.N - n0);
+      kr.block(rows, Kp, a8.data() + m0 * Kp, Kp, B.panel(p), zrow.data() + m0, rowsum.data() + m0,
+               B.zb.data() + n0, B.colfix.data() + n0, C + m0 * ldc + n0, ldc, vn);
     }
   };
-  const int64_t work = std::max<int64_t>(1, K4 * kVnniRows * kVnniPanel);
+  const int64_t work = std::max<int64_t>(1, Kp * mr * nr);
   const int64_t grain = std::max<int64_t>(1, (1 << 17) / work);
   if (pool && tasks > 1) pool->parallel_for(tasks, grain, run);
   else run(0, tasks);

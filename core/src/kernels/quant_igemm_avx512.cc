@@ -1,4 +1,4 @@
-// AVX512-VNNI micro-kernel of the u8 x s8 integer GEMM (layout in quant_common.h): up to
+// AVX512-VNNI micro-kernel of the u8 x s8 8-bit GEMM (layout in quant_common.h): up to
 // 8 rows x 32 columns of int32 accumulators, one vpdpbusd per row and 16 columns for
 // every 4 values of k, then the zero-point correction on the way out.
 #include <immintrin.h>
@@ -17,6 +17,8 @@ namespace mrt {
 namespace quant {
 namespace {
 
+constexpr int64_t kPanel = 32;  // columns per B panel (two zmm of 16 int32)
+
 template <int R>
 void block(int64_t K4, const uint8_t* A, int64_t lda, const int8_t* panel, const int32_t* za, const int32_t* rowsum,
            const int32_t* zb, const int32_t* colfix, int32_t* C, int64_t ldc, int64_t valid_n) {
@@ -26,8 +28,8 @@ void block(int64_t K4, const uint8_t* A, int64_t lda, const int8_t* panel, const
     acc1[r] = _mm512_setzero_si512();
   }
   for (int64_t k = 0; k < K4; k += 4) {
-    const __m512i b0 = _mm512_loadu_si512(panel + k * kVnniPanel);
-    const __m512i b1 = _mm512_loadu_si512(panel + k * kVnniPanel + 64);
+    const __m512i b0 = _mm512_loadu_si512(panel + k * kPanel);
+    const __m512i b1 = _mm512_loadu_si512(panel + k * kPanel + 64);
     for (int r = 0; r < R; ++r) {
       int32_t quad;
       std::memcpy(&quad, A + r * lda + k, sizeof(quad));
@@ -68,17 +70,19 @@ void vnni_colsum(const int8_t* panel, int64_t K4, int32_t* colsum) {
   const __m512i ones = _mm512_set1_epi8(1);
   __m512i acc0 = _mm512_setzero_si512(), acc1 = _mm512_setzero_si512();
   for (int64_t k = 0; k < K4; k += 4) {
-    acc0 = _mm512_dpbusd_epi32(acc0, ones, _mm512_loadu_si512(panel + k * kVnniPanel));
-    acc1 = _mm512_dpbusd_epi32(acc1, ones, _mm512_loadu_si512(panel + k * kVnniPanel + 64));
+    acc0 = _mm512_dpbusd_epi32(acc0, ones, _mm512_loadu_si512(panel + k * kPanel));
+    acc1 = _mm512_dpbusd_epi32(acc1, ones, _mm512_loadu_si512(panel + k * kPanel + 64));
   }
   _mm512_storeu_si512(colsum, acc0);
   _mm512_storeu_si512(colsum + 16, acc1);
 }
 
+// u8 x s8 on vpdpbusd: 8 rows x 32 columns, groups of 4 k.
+const Igemm8Kernel kVnni = {"avx512vnni", false, true, 4, 4, 32, 8, vnni_block, vnni_colsum};
+
 }  // namespace
 
-VnniBlockFn igemm_block_vnni() { return vnni_block; }
-VnniColsumFn igemm_colsum_vnni() { return vnni_colsum; }
+const Igemm8Kernel* igemm8_vnni_kernel() { return &kVnni; }
 
 }  // namespace quant
 }  // namespace mrt

@@ -93,18 +93,19 @@ const int32_t* zp_ptr(const ZeroPoints& z, int64_t matrix) {
   return z.v.data() + (z.per_item ? z.group * matrix : 0);
 }
 
-// B packed for whichever integer GEMM this CPU runs (VNNI u8 x s8, else int16 pairs).
+// B packed for whichever integer GEMM this CPU runs (8-bit dot products, else int16 pairs).
 struct PackedAny {
-  bool vnni = false;
+  bool bytes = false;
   PackedB b16;
   quant::PackedB8 b8;
 };
 
 void pack_b_matrix(PackedAny& out, const Tensor& B, int64_t matrix, int64_t K, int64_t N, const ZeroPoints& zb) {
   const int64_t off = matrix * K * N;
-  out.vnni = quant::igemm_vnni_available();
-  if (out.vnni) {
-    quant::pack_b8(out.b8, static_cast<const uint8_t*>(B.raw()) + off, B.dtype() == DType::kUInt8, N, K, N,
+  const quant::Igemm8Kernel* k8 = quant::igemm8_active();
+  out.bytes = k8 != nullptr;
+  if (k8) {
+    quant::pack_b8(*k8, out.b8, static_cast<const uint8_t*>(B.raw()) + off, B.dtype() == DType::kUInt8, N, K, N,
                    zp_ptr(zb, matrix), zb.per_item);
   } else if (B.dtype() == DType::kUInt8) {
     quant::pack_b_u8(out.b16, B.data<uint8_t>() + off, N, K, N, zp_ptr(zb, matrix), zb.per_item);
@@ -118,9 +119,9 @@ void pack_b_matrix(PackedAny& out, const Tensor& B, int64_t matrix, int64_t K, i
 // C[M, N] = (A[offset..] - za) x B for M rows of K values.
 void gemm_rows(ThreadPool& pool, int64_t M, const Tensor& A, int64_t offset, int64_t K, const int32_t* za,
                bool za_per_row, const PackedAny& B, int32_t* C, int64_t ldc) {
-  if (B.vnni) {
-    quant::igemm_vnni(M, static_cast<const uint8_t*>(A.raw()) + offset, A.dtype() == DType::kInt8, K, K, za,
-                      za_per_row, B.b8, C, ldc, &pool);
+  if (B.bytes) {
+    quant::igemm8(M, static_cast<const uint8_t*>(A.raw()) + offset, A.dtype() == DType::kInt8, K, K, za,
+                  za_per_row, B.b8, C, ldc, &pool);
     return;
   }
   const std::vector<int16_t> a16 = quant::pack_a(A, offset, M, K, za, za_per_row, B.b16.Kp);

@@ -1,19 +1,16 @@
 // Native check of the SGEMM micro-kernels against a naive double-precision reference,
-// with sentinel guards around C, plus a small timing mode.
+// with sentinel guards around C, plus a small timing mode. Every kernel this build
+// registered (backend_registry.h) and the CPU supports is checked -- portable, neon (and
+// sme where the CPU has it) on arm64, avx2/avx512 on x86-64 -- and a kernel the CPU could
+// run but that did not run (not compiled in, not registered) is a failure.
 //
-// Build (x86-64, from the repository root; the ISA files need their own flags):
-//   O=/tmp/sgemm_check.d; mkdir -p $O; F="-std=c++17 -O2 -Icore/include -Icore/src -DMOSAICRT_X86_SIMD=1"
-//   g++ $F -mavx2 -mfma -c core/src/gemm/sgemm_kernel_avx2.cc -o $O/avx2.o
-//   g++ $F -mavx512f -mavx512vl -mavx512bw -mavx512dq -mfma -c core/src/gemm/sgemm_kernel_avx512.cc -o $O/avx512.o
-//   g++ $F -pthread -o $O/sgemm_check core/tests/native/sgemm_check.cc core/src/gemm/sgemm.cc
-//       core/src/threadpool.cc $O/avx2.o $O/avx512.o      (one command line)
-// Other targets: drop -DMOSAICRT_X86_SIMD=1 and the two ISA objects, e.g.
-//   aarch64-linux-gnu-g++ -std=c++17 -O2 -pthread -Icore/include -Icore/src -o /tmp/sgemm_check_arm64
-//       core/tests/native/sgemm_check.cc core/src/gemm/sgemm.cc core/src/threadpool.cc
-//   qemu-aarch64 -L /usr/aarch64-linux-gnu /tmp/sgemm_check_arm64
-// Run:   $O/sgemm_check               correctness of every kernel this CPU supports
-//        $O/sgemm_check --bench       also GFLOP/s for 256^3, ResNet-50 and MLP shaped GEMMs
-//        $O/sgemm_check --bench-only  timing only
+// Built by core/tests/native/CMakeLists.txt (ctest; under qemu/wine when cross compiling).
+// Run:   sgemm_check               correctness of every kernel this CPU supports
+//        sgemm_check --bench       also GFLOP/s for 256^3, ResNet-50 and MLP shaped GEMMs
+//        sgemm_check --bench-only  timing only
+//        sgemm_check --expect-active NAME   also require the runtime's choice to be NAME
+//                                  (e.g. with MOSAICRT_SGEMM_KERNEL set)
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -23,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "gemm/backend_registry.h"
 #include "gemm/sgemm.h"
 #include "gemm/sgemm_kernels.h"
 #include "threadpool.h"
@@ -79,6 +77,12 @@ int run_case(const SgemmKernel& kr, const Case& cs, Mode mode, ThreadPool* pool)
       break;
     }
   }
+  // op(A) by rows and op(B) by columns, contiguous, so the reference's inner loop streams.
+  std::vector<double> ar(static_cast<size_t>(M * K)), bc(static_cast<size_t>(N * K));
+  for (int64_t i = 0; i < M; ++i)
+    for (int64_t k = 0; k < K; ++k) ar[i * K + k] = a_at(i, k);
+  for (int64_t j = 0; j < N; ++j)
+    for (int64_t k = 0; k < K; ++k) bc[j * K + k] = b_at(k, j);
   for (int64_t i = 0; i < M; ++i) {
     for (int64_t j = 0; j < ldc; ++j) {
       const float got = C[i * ldc + j];
@@ -90,9 +94,12 @@ int run_case(const SgemmKernel& kr, const Case& cs, Mode mode, ThreadPool* pool)
         continue;
       }
       double ref = 0, mag = 0;
+      const double* ai = ar.data() + i * K;
+      const double* bj = bc.data() + j * K;
       for (int64_t k = 0; k < K; ++k) {
-        ref += static_cast<double>(a_at(i, k)) * b_at(k, j);
-        mag += std::fabs(static_cast<double>(a_at(i, k)) * b_at(k, j));
+        const double p = ai[k] * bj[k];
+        ref += p;
+        mag += std::fabs(p);
       }
       ref *= cs.alpha;
       if (cs.beta != 0.f) ref += static_cast<double>(cs.beta) * C0[i * ldc + j];
@@ -131,6 +138,18 @@ int check_kernel(const SgemmKernel& kr, ThreadPool* pool2) {
           failures += run_case(kr, cs, static_cast<Mode>(cases % 3), nullptr);
           ++cases;
         }
+  // The edge sizes 1, 7, 17, 63, 257 for M, N and K, all combinations, cycling through
+  // transposes, alpha/beta and the plain / packed-A / packed-B entry points.
+  const int64_t sizes[] = {1, 7, 17, 63, 257};
+  int e = 0;
+  for (int64_t M : sizes)
+    for (int64_t N : sizes)
+      for (int64_t K : sizes) {
+        Case cs{(e & 1) != 0, (e & 2) != 0, M, N, K, alphas[e % 3], betas[(e / 4) % 3], e % 2, (e / 3) % 2, e % 3};
+        failures += run_case(kr, cs, static_cast<Mode>((e / 2) % 3), e % 5 == 1 ? pool2 : nullptr);
+        ++cases;
+        ++e;
+      }
   // Random sizes 1..67 in every mode.
   std::uniform_int_distribution<int64_t> dim(1, 67);
   for (int r = 0; r < 600; ++r) {
@@ -202,13 +221,54 @@ double bench(const SgemmKernel& kr, int64_t M, int64_t N, int64_t K, bool tb, in
 int main(int argc, char** argv) {
   bool do_bench = argc > 1 && std::string(argv[1]) == "--bench";
   ThreadPool pool2(2);
+  std::string expect_active;
+  for (int i = 1; i + 1 < argc; ++i)
+    if (std::string(argv[i]) == "--expect-active") expect_active = argv[i + 1];
+  // Every kernel this build registered and this CPU supports (backend_registry.h).
   std::vector<const SgemmKernel*> kernels;
-  for (const char* name : {"portable", "avx2", "avx512"})
-    if (const SgemmKernel* k = sgemm_find_kernel(name)) kernels.push_back(k);
-  std::printf("active kernel: %s\n", sgemm_kernel_name());
+  std::vector<std::string> names;
+  for (const CpuKernelEntry* e : cpu_kernels(CpuKernelFamily::kSgemm)) {
+    if (!cpu_kernel_supported(*e)) {
+      std::printf("sgemm kernel %s: compiled in, not supported by this CPU (skipped)\n", e->name);
+      continue;
+    }
+    kernels.push_back(static_cast<const SgemmKernel*>(e->get()));
+    names.push_back(e->name);
+  }
+  std::printf("cpu features: %s\nactive kernels: %s (sgemm %s)\n", cpu_feature_names(cpu_features()).c_str(),
+              cpu_kernel_summary(), sgemm_kernel_name());
   int failures = 0;
-  if (!(argc > 1 && std::string(argv[1]) == "--bench-only"))
-    for (const SgemmKernel* k : kernels) failures += check_kernel(*k, &pool2);
+  // --expect-active only checks the runtime's choice (the sweep runs in the plain test).
+  if (!(argc > 1 && std::string(argv[1]) == "--bench-only") && expect_active.empty()) {
+    std::vector<std::string> ran;
+    for (size_t i = 0; i < kernels.size(); ++i) {
+      const int f = check_kernel(*kernels[i], &pool2);
+      std::printf("sgemm kernel %s: %s\n", names[i].c_str(), f ? "FAILED" : "OK");
+      if (!f) ran.push_back(names[i]);
+      failures += f;
+    }
+    // Kernels the CPU can run must have run (a kernel missing from the build is a failure).
+    std::vector<std::pair<uint32_t, const char*>> required = {{0u, "portable"}};
+#if defined(__aarch64__) || defined(_M_ARM64)
+    required.push_back({kCpuNeon, "neon"});
+    required.push_back({kCpuNeon | kCpuSme, "sme"});
+#elif defined(__x86_64__) || defined(_M_X64)
+    required.push_back({kCpuAvx2Fma, "avx2"});
+    required.push_back({kCpuAvx512, "avx512"});
+#endif
+    for (const auto& r : required)
+      if ((cpu_features() & r.first) == r.first && std::find(ran.begin(), ran.end(), r.second) == ran.end()) {
+        std::printf("FAIL: this CPU supports the sgemm kernel '%s' but it was not exercised (not compiled in or "
+                    "not registered?)\n",
+                    r.second);
+        ++failures;
+      }
+  }
+  if (!expect_active.empty() && std::string(cpu_kernel_summary()).find("sgemm=" + expect_active + ",") != 0) {
+    std::printf("FAIL: expected the active sgemm kernel to be '%s', got '%s'\n", expect_active.c_str(),
+                cpu_kernel_summary());
+    ++failures;
+  }
   if (do_bench || (argc > 1 && std::string(argv[1]) == "--bench-only")) {
     struct Shape {
       const char* what;
