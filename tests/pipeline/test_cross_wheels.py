@@ -1,0 +1,66 @@
+"""Cross-built core wheels from this linux-x86_64 host: tag and binary architecture per target.
+
+Slow (each compiles the core for a cross target; ccache shares objects with `nox -s crosscheck`,
+whose build folders sit at the same depth). Skipped where the target's compilers are missing.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from pipeline.binaries import parse
+from pipeline.cli import main
+from pipeline.matrix import load_matrix
+
+from .conftest import REPO
+
+pytestmark = pytest.mark.slow
+
+for _module in ("build", "scikit_build_core", "auditwheel", "conans"):
+    pytest.importorskip(_module, reason="build tools are installed by `nox -s ci`")
+
+MATRIX = load_matrix(REPO)
+VERSION = (REPO / "core" / "VERSION").read_text().strip()
+
+# target → (wheel file name pattern, native library inside, ELF/PE, arch, bits)
+CASES = {
+    "linux-aarch64": (r"py3-none-manylinux_\d+_\d+_aarch64", "mosaicrt/libmosaicrt.so", "ELF", "aarch64", 64),
+    "linux-armv7": (r"py3-none-manylinux_\d+_\d+_armv7l", "mosaicrt/libmosaicrt.so", "ELF", "armv7", 32),
+    "windows-x86_64": (r"py3-none-win_amd64", "mosaicrt/libmosaicrt.dll", "PE", "x86_64", 64),
+}
+
+
+@pytest.mark.parametrize("target", list(CASES))
+def test_cross_wheel_tag_and_machine(
+    target: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    t = MATRIX.target(target)
+    for exe in (t.c_compiler, t.cxx_compiler):
+        if shutil.which(exe) is None:
+            pytest.skip(f"{exe} not installed ({t.toolchain_hint})")
+    # Cell folders at build/<x>/cells/<slug>/cmake: the depth `nox -s build` and the crosscheck use.
+    work = REPO / "build" / "xwheel-test"
+    monkeypatch.setenv("CCACHE_DIR", str(REPO / "build" / "pipeline" / "ccache"))
+    dist = tmp_path / "dist"
+    rc = main(["build", "--target", target, "--dist-dir", str(dist), "--work-dir", str(work)])
+    out = capsys.readouterr().out
+    assert rc == 0, out
+    wheels = list((dist / target).glob("*.whl"))
+    assert len(wheels) == 1, out
+    tag, lib, fmt, arch, bits = CASES[target]
+    assert re.fullmatch(rf"mosaicrt-{re.escape(VERSION)}-{tag}\.whl", wheels[0].name), wheels[0].name
+    with zipfile.ZipFile(wheels[0]) as zf:
+        natives = [n for n in zf.namelist() if n.endswith((".so", ".dll")) or ".so." in n]
+        assert lib in natives
+        for name in natives:
+            info = parse(zf.read(name), symbols=False)
+            assert info is not None, name
+            assert (info.format, info.arch, info.bits) == (fmt, arch, bits), f"{name}: {info.describe()}"
+            if arch == "armv7":
+                assert (info.arm_eabi, info.arm_float_abi) == (5, "hard"), info.describe()
+        assert not [n for n in zf.namelist() if n.endswith((".a", ".lib"))], "import libraries are not shipped"

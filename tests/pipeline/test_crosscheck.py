@@ -1,0 +1,435 @@
+"""pipeline.crosscheck: the pure checks on fixture data (fast), then real cross builds with injected
+regressions (slow: they compile, on the cheapest target that shows each shape).
+
+The injected regressions never edit tracked sources: they pass CMake files through
+CMAKE_PROJECT_INCLUDE (read after ``project()``, before core/cmake/target_features.cmake), which
+either redefine the override hook ``mosaicrt_isa_decision`` or add definitions/sources.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from pipeline.binaries import BinaryInfo, Symbol
+from pipeline.cli import main
+from pipeline.crosscheck import (
+    CAUSES,
+    Check,
+    CrosscheckReport,
+    Installer,
+    TargetResult,
+    check_arm_kernels,
+    check_machine,
+    check_native_tests,
+    compile_command_leaks,
+    ensure_toolchain,
+    format_table,
+    parse_ctest,
+    probe_emulator,
+    select_targets,
+    undefined_arm_refs,
+)
+from pipeline.errors import ExitCode
+from pipeline.matrix import load_matrix
+
+from .conftest import REPO, edit
+
+MATRIX = load_matrix(REPO)
+AARCH64 = MATRIX.target("linux-aarch64")
+ARMV7 = MATRIX.target("linux-armv7")
+WIN = MATRIX.target("windows-x86_64")
+
+
+def elf(arch: str, bits: int = 64, *, syms: tuple[Symbol, ...] = (), abi: str | None = None) -> BinaryInfo:
+    eabi = 5 if arch == "armv7" else None
+    return BinaryInfo(
+        format="ELF", arch=arch, bits=bits, kind="shared library", arm_eabi=eabi, arm_float_abi=abi, symbols=syms
+    )  # type: ignore[arg-type]
+
+
+def manifest(arch: str, arm: str) -> dict[str, object]:
+    return {"target_arch": arch, "system_processor": "x", "arm64_kernels": arm, "x86_simd": "OFF"}
+
+
+GENERIC_CMD = {"file": "/r/core/src/graph.cc", "command": "g++ -DMOSAICRT_BUILDING -O3 -c graph.cc"}
+NEON_CMD = {"file": "/r/core/src/gemm/sgemm_kernel_neon.cc", "command": "g++ -DMOSAICRT_ARM64_KERNELS=1 -c x.cc"}
+NEON_SYM = Symbol(name="_ZN3mrt17sgemm_neon_kernelEv", defined=True, kind="func")
+
+# ------------------------------------------------------------------------- machine type
+
+
+def test_machine_type_passes_and_names_a_wrong_binary() -> None:
+    assert check_machine(AARCH64, {"libmosaicrt.so": elf("aarch64")}).outcome == "pass"
+    bad = check_machine(AARCH64, {"libmosaicrt.so": elf("aarch64"), "tests/native/mrt_capi_smoke": elf("x86_64")})
+    assert bad.outcome == "fail"
+    want = "tests/native/mrt_capi_smoke is ELF64 x86_64 shared library, target linux-aarch64 is ELF aarch64"
+    assert want in bad.detail
+    assert check_machine(AARCH64, {}).detail == "no ELF/PE binary was produced"
+
+
+def test_machine_type_armv7_needs_hard_float_eabi5() -> None:
+    assert check_machine(ARMV7, {"lib.so": elf("armv7", 32, abi="hard")}).outcome == "pass"
+    soft = check_machine(ARMV7, {"lib.so": elf("armv7", 32, abi="soft")})
+    assert soft.outcome == "fail" and "EABI5 soft-float, linux-armv7 needs ELF32 EABI5 hard-float" in soft.detail
+
+
+def test_machine_type_windows_wants_pe() -> None:
+    pe = BinaryInfo(format="PE", arch="x86_64", bits=64, kind="dll")
+    assert check_machine(WIN, {"libmosaicrt.dll": pe}).outcome == "pass"
+    assert "target windows-x86_64 is PE x86_64" in check_machine(WIN, {"libmosaicrt.so": elf("x86_64")}).detail
+
+
+# -------------------------------------------------------------------------- arm kernels
+
+
+def test_arm_kernels_on_for_arm64_with_sources_and_symbols() -> None:
+    c = check_arm_kernels(
+        AARCH64,
+        host_arch="x86_64",
+        manifest=manifest("arm64", "ON"),
+        compile_commands=[GENERIC_CMD, NEON_CMD],
+        binaries={"libmosaicrt.so": elf("aarch64", syms=(NEON_SYM,))},
+    )
+    assert c.outcome == "pass", c.detail
+    assert c.detail == "on: manifest arm64_kernels=ON, 1 Arm sources, 1 Arm symbols"
+
+
+def test_arm_kernels_off_for_armv7() -> None:
+    c = check_arm_kernels(
+        ARMV7,
+        host_arch="x86_64",
+        manifest=manifest("armv7", "OFF"),
+        compile_commands=[GENERIC_CMD],
+        binaries={"lib.so": elf("armv7", 32, syms=(Symbol(name="MrtRun", defined=True),))},
+    )
+    assert c.outcome == "pass", c.detail
+
+
+def test_host_decision_is_named() -> None:
+    """(a) the decision followed the build host: an arm64 target decided as x86_64, kernels off."""
+    c = check_arm_kernels(
+        AARCH64, host_arch="x86_64", manifest=manifest("x86_64", "OFF"), compile_commands=[GENERIC_CMD], binaries=None
+    )
+    assert c.outcome == "fail" and c.cause == "host-decision"
+    assert "target_arch=x86_64, which is the build host's" in c.detail
+    assert CAUSES["host-decision"] in c.detail
+
+
+def test_flag_leak_is_named() -> None:
+    """(b) Arm-only definitions or flags reaching an armv7 compile."""
+    leaking = {"file": "/r/core/src/graph.cc", "command": "g++ -DMOSAICRT_ARM64_KERNELS=1 -march=armv8.2-a+dotprod -c"}
+    c = check_arm_kernels(
+        ARMV7, host_arch="x86_64", manifest=manifest("armv7", "OFF"), compile_commands=[leaking], binaries=None
+    )
+    assert c.outcome == "fail" and c.cause == "flag-leak"
+    assert "graph.cc gets MOSAICRT_ARM64_KERNELS" in c.detail and "graph.cc gets +dotprod" in c.detail
+    assert compile_command_leaks([NEON_CMD])[0] == "compiles Arm-only source sgemm_kernel_neon.cc"
+    args_form = {"file": "/r/a.cc", "arguments": ["g++", "-march=armv8.6-a+i8mm", "-c", "a.cc"]}
+    assert compile_command_leaks([args_form]) == ["a.cc gets +i8mm", "a.cc gets -march=armv8"]
+
+
+LINK_LOG = """\
+FAILED: tests/native/mrt_sgemm_check
+/usr/lib/gcc-cross/arm-linux-gnueabihf/12/../../../../arm-linux-gnueabihf/bin/ld: sgemm.cc.o: \
+in function `mrt::sgemm_active_kernel()':
+sgemm.cc:(.text+0x1c): undefined reference to `mrt::sgemm_neon_kernel()'
+sgemm.cc:(.text+0x2c): undefined reference to `memcpy_missing'
+collect2: error: ld returned 1 exit status
+"""
+
+
+def test_arm_symbol_reference_is_named_from_the_link_log_and_the_symbol_table() -> None:
+    """(c) generic code calling an Arm-only symbol with the backend off: armv7 link failure."""
+    assert undefined_arm_refs(LINK_LOG) == ["mrt::sgemm_neon_kernel()"]
+    c = check_arm_kernels(
+        ARMV7,
+        host_arch="x86_64",
+        manifest=manifest("armv7", "OFF"),
+        compile_commands=[GENERIC_CMD],
+        binaries={},
+        link_log=LINK_LOG,
+    )
+    assert c.outcome == "fail" and c.cause == "arm-symbol-ref"
+    assert "undefined mrt::sgemm_neon_kernel()" in c.detail
+    undefined = Symbol(name="_ZN3mrt17sgemm_neon_kernelEv", defined=False, kind="func")
+    c2 = check_arm_kernels(
+        ARMV7,
+        host_arch="x86_64",
+        manifest=manifest("armv7", "OFF"),
+        compile_commands=[GENERIC_CMD],
+        binaries={"libmosaicrt.so": elf("armv7", 32, syms=(undefined,), abi="hard")},
+    )
+    assert c2.cause == "arm-symbol-ref" and "_ZN3mrt17sgemm_neon_kernelEv" in c2.detail
+
+
+def test_arm64_build_without_arm_kernels_fails() -> None:
+    c = check_arm_kernels(
+        AARCH64,
+        host_arch="x86_64",
+        manifest=manifest("arm64", "ON"),
+        compile_commands=[GENERIC_CMD],
+        binaries={"libmosaicrt.so": elf("aarch64")},
+    )
+    assert c.outcome == "fail" and c.cause == "arm-missing"
+    assert "no Arm kernel source" in c.detail and "no Arm kernel symbol" in c.detail
+
+
+def test_symbols_outside_the_runtime_do_not_count() -> None:
+    libc = Symbol(name="__memcpy_neon", defined=True, kind="func")  # a libc ifunc, not ours
+    c = check_arm_kernels(
+        ARMV7,
+        host_arch="x86_64",
+        manifest=manifest("armv7", "OFF"),
+        compile_commands=[GENERIC_CMD],
+        binaries={"x": elf("armv7", 32, syms=(libc,), abi="hard")},
+    )
+    assert c.outcome == "pass", c.detail
+
+
+# ------------------------------------------------------------------------- native tests
+
+CTEST_OUTPUT = """\
+test 1
+    Start 1: capi_smoke
+1: mosaicrt 0.1.0 (version=0.1.0,arch=arm64)
+1: 1 passed, 0 failed
+1/4 Test #1: capi_smoke .......................   Passed    0.31 sec
+test 2
+    Start 2: sgemm_check
+2: active kernel: neon
+2: portable   mr=4 nr=8: 312 cases, 0 failures
+2: sgemm kernel neon: OK
+2: sgemm kernel avx2: compiled in, not supported by this CPU (skipped)
+2/4 Test #2: sgemm_check ......................   Passed   12.05 sec
+test 3
+3: igemm kernel dotprod: 120 cases OK
+3: igemm kernel i8mm: 120 cases OK
+3/4 Test #3: igemm_check ......................   Passed    4.50 sec
+4/4 Test #4: model_qmatmul ....................***Exception: SegFault  0.20 sec
+"""
+
+
+def test_parse_ctest_statuses_and_kernels() -> None:
+    run = parse_ctest(CTEST_OUTPUT)
+    assert run.statuses == {
+        "capi_smoke": "Passed",
+        "sgemm_check": "Passed",
+        "igemm_check": "Passed",
+        "model_qmatmul": "Exception: SegFault",
+    }
+    assert run.kernels == ("sgemm:portable", "sgemm:neon", "igemm:dotprod", "igemm:i8mm")
+
+
+def test_native_tests_name_a_crash_under_emulation() -> None:
+    c = check_native_tests(AARCH64, parse_ctest(CTEST_OUTPUT), returncode=8, emulator="qemu-aarch64")
+    assert c.outcome == "fail"
+    assert c.detail == "3/4 passed; model_qmatmul crashed under qemu-aarch64 (Exception: SegFault)"
+
+
+def test_native_tests_require_the_dotprod_and_i8mm_kernels_on_aarch64() -> None:
+    text = CTEST_OUTPUT.replace("3: igemm kernel i8mm: 120 cases OK\n", "").replace(
+        "***Exception: SegFault", "   Passed"
+    )
+    c = check_native_tests(AARCH64, parse_ctest(text), returncode=0, emulator="qemu-aarch64")
+    assert c.outcome == "fail"
+    assert "did not report the i8mm kernel(s) as run" in c.detail
+    ok = check_native_tests(ARMV7, parse_ctest(text), returncode=0, emulator="qemu-arm")
+    assert ok.outcome == "pass" and ok.detail == "4/4"
+    none = check_native_tests(ARMV7, parse_ctest("No tests were found!!!\n"), returncode=8, emulator="qemu-arm")
+    assert none.outcome == "fail" and "ctest ran no test" in none.detail
+
+
+# ------------------------------------------------------------------ toolchain, selection
+
+
+def missing_compiler(target_name: str) -> object:
+    t = MATRIX.target(target_name)
+    return dataclasses.replace(t, cxx_compiler="fixture-missing-g++")
+
+
+def test_missing_toolchain_without_root_prints_the_command() -> None:
+    calls: list[list[str]] = []
+    installer = Installer(root=False, run=lambda cmd: calls.append(list(cmd)) or 0)
+    c = ensure_toolchain(missing_compiler("linux-armv7"), installer, print)  # type: ignore[arg-type]
+    assert calls == []
+    assert c.outcome == "fail"
+    assert c.detail == (
+        "fixture-missing-g++ not on PATH; not root, so nothing was installed: run `sudo apt-get update && "
+        "apt-get install -y --no-install-recommends gcc-arm-linux-gnueabihf g++-arm-linux-gnueabihf qemu-user`"
+    )
+
+
+def test_missing_toolchain_as_root_installs_and_says_so(capsys: pytest.CaptureFixture[str]) -> None:
+    calls: list[list[str]] = []
+    installer = Installer(root=True, run=lambda cmd: calls.append(list(cmd)) or 0)
+    c = ensure_toolchain(missing_compiler("windows-x86_64"), installer, print)  # type: ignore[arg-type]
+    assert calls == [
+        ["apt-get", "update"],
+        ["apt-get", "install", "-y", "--no-install-recommends", "mingw-w64", "wine64", "wine"],
+    ]
+    assert "installing Debian packages: apt-get update && apt-get install" in capsys.readouterr().out
+    # The fake installer installs nothing, so the compiler is still missing: a clear failure.
+    assert c.outcome == "fail" and "still not on PATH after installing mingw-w64 wine64 wine" in c.detail
+
+
+def test_broken_emulator_is_one_line(tmp_path: Path) -> None:
+    fake = tmp_path / "qemu-arm"
+    fake.write_text("#!/bin/sh\necho 'qemu-arm: unable to reserve guest address space' >&2\nexit 1\n")
+    fake.chmod(0o755)
+    broken = probe_emulator(dataclasses.replace(ARMV7, emulator=(str(fake), "-L", "/x")), {"PATH": "/usr/bin:/bin"})
+    assert broken == (
+        f"emulator {fake} is broken: `{fake} --version` exited 1 (qemu-arm: unable to reserve guest address space)"
+    )
+    gone = probe_emulator(dataclasses.replace(ARMV7, emulator=(str(tmp_path / "nope"),)), {})
+    assert gone is not None and gone.startswith(f"emulator {tmp_path / 'nope'} does not start")
+    assert probe_emulator(dataclasses.replace(ARMV7, emulator=("true",)), {"PATH": "/usr/bin:/bin"}) is None
+
+
+def test_select_targets_defaults_and_unknown_names() -> None:
+    targets, unknown = select_targets(MATRIX, [])
+    assert [t.name for t in targets] == ["linux-aarch64", "linux-armv7", "windows-x86_64"]
+    targets, unknown = select_targets(MATRIX, ["linux-armv7", "linux-armv8", "macos-arm64"])
+    assert [t.name for t in targets] == ["linux-armv7"]
+    assert unknown[0].startswith("unknown target 'linux-armv8' (did you mean 'linux-armv7'?)")
+    assert unknown[1].startswith("target 'macos-arm64' is not a crosscheck target")
+
+
+def test_table_has_a_row_per_target_and_a_line_per_failure() -> None:
+    good = TargetResult(
+        target="linux-aarch64",
+        checks=tuple(Check(name=n, outcome="pass", detail="ok") for n in ("toolchain", "build", "machine type",
+                                                                          "arm kernels", "native tests")),
+        kernels_run=("igemm:dotprod", "igemm:i8mm"),
+    )
+    bad = TargetResult(
+        target="linux-armv7",
+        checks=(
+            Check(name="toolchain", outcome="pass"),
+            Check(name="build", outcome="fail", detail="link failed: undefined mrt::sgemm_neon_kernel()"),
+            Check(name="machine type", outcome="pass"),
+            Check(name="arm kernels", outcome="fail", detail="generic code references ..."),
+            Check(name="native tests", outcome="not run", detail="build failed"),
+        ),
+    )
+    report = CrosscheckReport(host="linux-x86_64", stage="test", duration_s=3, results=(good, bad), unknown=("x",))
+    text = format_table(report)
+    lines = text.splitlines()
+    assert lines[0].split() == ["target", "toolchain", "build", "machine", "type", "arm", "kernels", "native",
+                                "tests", "time"]
+    assert lines[2].startswith("linux-aarch64") and lines[2].count("pass (ok)") == 5
+    assert lines[3].split()[:6] == ["linux-armv7", "pass", "FAIL", "pass", "FAIL", "-"]
+    assert "FAIL linux-armv7 build: link failed: undefined mrt::sgemm_neon_kernel()" in lines
+    assert "linux-aarch64: kernels run under emulation: igemm:dotprod, igemm:i8mm" in lines
+    assert "FAIL x" in lines and lines[-1] == "1/3 targets passed in 3s"
+    assert not report.ok and json.loads(report.to_json())["targets"][1]["target"] == "linux-armv7"
+
+
+# ----------------------------------------------------------------------------- CLI paths
+
+
+def test_cli_unknown_target_still_reports_the_others(
+    capsys: pytest.CaptureFixture[str], real_matrix_repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A bad name and a missing compiler without root: one line each, the table, a non-zero exit."""
+    edit(real_matrix_repo / "matrix" / "targets.toml", 'cxx_compiler = "arm-linux-gnueabihf-g++"',
+         'cxx_compiler = "fixture-missing-arm-g++"')
+    monkeypatch.setattr("pipeline.crosscheck.system_installer", lambda: Installer(root=False, run=lambda c: 1))
+    rc = main(["crosscheck", "--root", str(real_matrix_repo), "--target", "linux-armv7", "--target", "linux-armv8"])
+    out, err = capsys.readouterr()
+    assert rc == ExitCode.USAGE
+    assert "FAIL linux-armv7 toolchain: fixture-missing-arm-g++ not on PATH; not root" in out
+    assert "FAIL unknown target 'linux-armv8' (did you mean 'linux-armv7'?)" in out
+    assert err.count("\n") == 1 and "linux-armv8" in err
+    rc = main(["crosscheck", "--root", str(real_matrix_repo), "--target", "linux-armv7"])
+    assert rc == ExitCode.CROSSCHECK
+    assert "crosscheck failed: linux-armv7 toolchain" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------ slow: real cross builds
+
+HAVE_ARM = all(shutil.which(x) for x in ("arm-linux-gnueabihf-g++", "qemu-arm"))
+HAVE_AARCH64 = all(shutil.which(x) for x in ("aarch64-linux-gnu-g++", "qemu-aarch64"))
+needs_conan = pytest.mark.skipif(
+    shutil.which("conan") is None and not (Path(__import__("sys").executable).parent / "conan").exists(),
+    reason="conan is installed by `nox -s ci`",
+)
+
+
+def crosscheck_run(name: str, *args: str) -> tuple[int, dict[str, object]]:
+    """Run the crosscheck into build/crosscheck-<name>/ (same depth as build/crosscheck/: ccache hits)."""
+    work = REPO / "build" / f"crosscheck-{name}"
+    rc = main(["crosscheck", "--work-dir", str(work), *args])
+    data = json.loads((work / "reports" / "crosscheck-report.json").read_text())
+    return rc, data
+
+
+def arm_check(data: dict[str, object]) -> dict[str, str]:
+    targets = data["targets"]
+    assert isinstance(targets, list)
+    return next(c for c in targets[0]["checks"] if c["name"] == "arm kernels")
+
+
+def inject(tmp_path: Path, text: str) -> str:
+    path = tmp_path / "inject.cmake"
+    path.write_text(text, encoding="utf-8")
+    return f"-DCMAKE_PROJECT_INCLUDE={path}"
+
+
+@pytest.mark.slow
+@needs_conan
+@pytest.mark.skipif(not HAVE_AARCH64, reason="needs g++-aarch64-linux-gnu and qemu-user")
+def test_injected_host_decision_fails_naming_the_cause(tmp_path: Path) -> None:
+    """(a) The ISA decision overridden to read the build host (CMAKE_HOST_SYSTEM_PROCESSOR)."""
+    hook = inject(
+        tmp_path,
+        "function(mosaicrt_isa_decision out)\n"
+        '  string(TOLOWER "${CMAKE_HOST_SYSTEM_PROCESSOR}" _p)\n'
+        '  if(_p MATCHES "^(x86_64|amd64)$")\n    set(_p x86_64)\n  endif()\n'
+        '  set(${out} "${_p}" PARENT_SCOPE)\nendfunction()\n',
+    )
+    rc, data = crosscheck_run("inject-a", "--target", "linux-aarch64", "--stage", "configure", f"--cmake-arg={hook}")
+    assert rc == ExitCode.CROSSCHECK
+    check = arm_check(data)
+    assert check["outcome"] == "fail" and check["cause"] == "host-decision", check
+    assert "the ISA decision followed the build host" in check["detail"]
+
+
+@pytest.mark.slow
+@needs_conan
+@pytest.mark.skipif(not HAVE_ARM, reason="needs g++-arm-linux-gnueabihf and qemu-user")
+def test_injected_flag_leak_fails_naming_the_cause(tmp_path: Path) -> None:
+    """(b) The Arm definition applied to every target of the project, as in onnxruntime #26458."""
+    hook = inject(tmp_path, "add_compile_definitions(MOSAICRT_ARM64_KERNELS=1)\n")
+    rc, data = crosscheck_run("inject-b", "--target", "linux-armv7", "--stage", "configure", f"--cmake-arg={hook}")
+    assert rc == ExitCode.CROSSCHECK
+    check = arm_check(data)
+    assert check["outcome"] == "fail" and check["cause"] == "flag-leak", check
+    assert "gets MOSAICRT_ARM64_KERNELS" in check["detail"]
+
+
+@pytest.mark.slow
+@needs_conan
+@pytest.mark.skipif(not HAVE_ARM, reason="needs g++-arm-linux-gnueabihf and qemu-user")
+def test_injected_arm_symbol_reference_fails_the_armv7_link(tmp_path: Path) -> None:
+    """(c) Generic code calls an Arm-only kernel symbol while the Arm backend is off."""
+    generic = tmp_path / "generic_dispatch.cc"
+    generic.write_text(
+        "namespace mrt { void sgemm_neon_dotprod_kernel(); }\n"
+        "namespace mrt { void generic_dispatch() { sgemm_neon_dotprod_kernel(); } }\n",
+        encoding="utf-8",
+    )
+    hook = inject(
+        tmp_path,
+        f'cmake_language(DEFER DIRECTORY "${{CMAKE_SOURCE_DIR}}" CALL target_sources mosaicrt_objects PRIVATE'
+        f' "{generic}")\n',
+    )
+    rc, data = crosscheck_run("inject-c", "--target", "linux-armv7", "--stage", "build", f"--cmake-arg={hook}")
+    assert rc == ExitCode.CROSSCHECK
+    check = arm_check(data)
+    assert check["outcome"] == "fail" and check["cause"] == "arm-symbol-ref", check
+    assert "mrt::sgemm_neon_dotprod_kernel()" in check["detail"] or "sgemm_neon_dotprod_kernel" in check["detail"]
