@@ -8,26 +8,7 @@
 
 #include "mosaicrt/ep.h"
 #include "mosaicrt/mosaicrt.h"
-
-static int failures = 0;
-
-#define CHECK(cond, ...)                                   \
-  do {                                                     \
-    if (!(cond)) {                                         \
-      fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); \
-      fprintf(stderr, __VA_ARGS__);                        \
-      fprintf(stderr, "\n");                               \
-      ++failures;                                          \
-    }                                                      \
-  } while (0)
-
-static int ok(MrtStatus* st, const char* what) {
-  if (!st) return 1;
-  fprintf(stderr, "FAIL %s: [%d] %s\n", what, (int)MrtStatusGetCode(st), MrtStatusGetMessage(st));
-  MrtReleaseStatus(st);
-  ++failures;
-  return 0;
-}
+#include "check.h"
 
 /* Runs the model once; writes the 6 outputs to y. */
 static void run(MrtSession* sess, float* y) {
