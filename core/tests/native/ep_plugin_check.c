@@ -2,7 +2,6 @@
  * a model with it: proves plugin loading (dlopen / LoadLibrary), partitioning, the kernel
  * context and policy selection on every target, under qemu/wine when cross built.
  * Usage: ep_plugin_check <fake EP library> <data/dense_relu.onnx> */
-#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
