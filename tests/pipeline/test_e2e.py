@@ -42,9 +42,15 @@ def test_core_wheel_build_noop_and_test_record(tmp_path: Path, work: Path, capsy
     t0 = time.monotonic()
     assert main(["build", *common]) == 0
     cold = time.monotonic() - t0
-    wheels = list((dist / "linux-x86_64").glob("*.whl"))
-    assert len(wheels) == 1
-    wheel = wheels[0]
+    # every host cell: the core and the plugin EPs whose SDKs are here, each with its own VERSION
+    wheels = sorted((dist / "linux-x86_64").glob("*.whl"))
+    cells = json.loads((work / "reports" / "build-report.json").read_text())["cells"]
+    built = [c for c in cells if c["status"] == "built"]
+    assert sorted(Path(c["wheel"]).name for c in built) == [w.name for w in wheels]
+    for c in built:
+        path = REPO / ("core" if c["component"] == "core" else f"eps/{c['component']}") / "VERSION"
+        assert c["version"] == path.read_text().strip() and f"-{c['version']}-" in Path(c["wheel"]).name
+    wheel = next(w for w in wheels if w.name.startswith("mosaicrt-"))
     version = (REPO / "core" / "VERSION").read_text().strip()
     assert re.fullmatch(rf"mosaicrt-{re.escape(version)}-py3-none-manylinux_\d+_\d+_x86_64\.whl", wheel.name)
     assert wheel.stat().st_size < 3_000_000
