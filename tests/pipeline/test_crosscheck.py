@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -352,8 +353,13 @@ def test_cli_unknown_target_still_reports_the_others(
 
 # ------------------------------------------------------------------ slow: real cross builds
 
-HAVE_ARM = all(shutil.which(x) for x in ("arm-linux-gnueabihf-g++", "qemu-arm"))
-HAVE_AARCH64 = all(shutil.which(x) for x in ("aarch64-linux-gnu-g++", "qemu-aarch64"))
+# As root (CI, a fresh machine) the crosscheck installs missing toolchains itself; elsewhere the
+# real-build tests need them installed already.
+ROOT = hasattr(os, "geteuid") and os.geteuid() == 0
+HAVE_ARM = ROOT or all(shutil.which(x) for x in ("arm-linux-gnueabihf-g++", "qemu-arm"))
+HAVE_AARCH64 = ROOT or all(shutil.which(x) for x in ("aarch64-linux-gnu-g++", "qemu-aarch64"))
+HAVE_ALL = ROOT or (HAVE_ARM and HAVE_AARCH64 and all(shutil.which(x) for x in ("x86_64-w64-mingw32-g++-posix",
+                                                                                 "wine")))
 needs_conan = pytest.mark.skipif(
     shutil.which("conan") is None and not (Path(__import__("sys").executable).parent / "conan").exists(),
     reason="conan is installed by `nox -s ci`",
@@ -378,6 +384,26 @@ def inject(tmp_path: Path, text: str) -> str:
     path = tmp_path / "inject.cmake"
     path.write_text(text, encoding="utf-8")
     return f"-DCMAKE_PROJECT_INCLUDE={path}"
+
+
+@pytest.mark.slow
+@needs_conan
+@pytest.mark.skipif(not HAVE_ALL, reason="not root: needs the cross compilers, qemu-user, mingw-w64 and wine installed")
+def test_crosscheck_passes_on_every_cross_target(capsys: pytest.CaptureFixture[str]) -> None:
+    """What `nox -s crosscheck` does on a fresh machine: every cross target builds, has the right
+    machine type and Arm kernels, and passes its native tests under qemu/wine; on aarch64 the
+    dotprod and i8mm kernels really ran."""
+    rc, data = crosscheck_run("all")
+    out = capsys.readouterr().out
+    assert rc == 0, out[-4000:]
+    targets = data["targets"]
+    assert isinstance(targets, list)
+    assert {t["target"] for t in targets} >= {"linux-aarch64", "linux-armv7", "windows-x86_64"}
+    for t in targets:
+        assert all(c["outcome"] == "pass" for c in t["checks"]), t
+    assert "target" in out and "native tests" in out  # the table
+    kernels = next(line for line in out.splitlines() if line.startswith("linux-aarch64: kernels run"))
+    assert "igemm:dotprod" in kernels and "igemm:i8mm" in kernels and "sgemm:neon" in kernels
 
 
 @pytest.mark.slow
