@@ -1,4 +1,4 @@
-"""recipes/: every host profile yields a CMake toolchain for its target; the core recipe exports offline."""
+"""recipes/: every host profile yields a CMake toolchain for its target; each component recipe exports offline."""
 
 from __future__ import annotations
 
@@ -60,17 +60,20 @@ def test_profile_generates_the_targets_toolchain(target: str, conan_env: dict[st
         assert f'set(CMAKE_OSX_DEPLOYMENT_TARGET "{t.macos_deployment_target}"' in toolchain
 
 
-def test_core_recipe_exports_the_core_sources(conan_env: dict[str, str]) -> None:
-    proc = subprocess.run([_conan(), "export", str(REPO / "recipes" / "core")], env=conan_env, capture_output=True,
+@pytest.mark.parametrize("component", [c.name for c in MATRIX.components if c.recipe])
+def test_each_recipe_exports_its_component_sources(component: str, conan_env: dict[str, str]) -> None:
+    """Every component has its own recipe, versioned from its own VERSION file."""
+    comp = MATRIX.component(component)
+    home = Path(conan_env["CONAN_HOME"])
+    before = set(home.rglob("VERSION"))
+    proc = subprocess.run([_conan(), "export", str(REPO / str(comp.recipe))], env=conan_env, capture_output=True,
                           text=True, check=False)  # fmt: skip
     assert proc.returncode == 0, proc.stderr
-    version = MATRIX.component("core").version
-    assert f"mosaicrt/{version}" in proc.stdout + proc.stderr
-    home = Path(conan_env["CONAN_HOME"])
-    exported = [p for p in home.rglob("CMakeLists.txt") if p.parent.name == "es"]
-    assert exported, "CMakeLists.txt missing from the exported sources"
-    assert (exported[0].parent / "VERSION").read_text().strip() == version
-    assert not list(exported[0].parent.rglob("build/*")), "build outputs were exported"
+    assert f"{comp.dist}/{comp.version}" in proc.stdout + proc.stderr  # recipe name = distribution name
+    versions = [p for p in set(home.rglob("VERSION")) - before if "build" not in p.parts]
+    assert versions, "VERSION missing from the exported sources"
+    assert all(p.read_text().strip() == comp.version for p in versions if p.parent.name != "include")
+    assert not [p for p in versions if "build" in p.relative_to(home).parts], "build outputs were exported"
 
 
 def test_macos_x86_64_is_refused_by_the_recipe(conan_env: dict[str, str], tmp_path: Path) -> None:
