@@ -261,7 +261,7 @@ def test_missing_toolchain_without_root_prints_the_command() -> None:
     assert c.outcome == "fail"
     assert c.detail == (
         "fixture-missing-g++ not on PATH; not root, so nothing was installed: run `sudo apt-get update && "
-        "apt-get install -y --no-install-recommends gcc-arm-linux-gnueabihf g++-arm-linux-gnueabihf qemu-user`"
+        "apt-get install -y --no-install-recommends gcc-arm-linux-gnueabihf g++-arm-linux-gnueabihf qemu-user ccache`"
     )
 
 
@@ -271,7 +271,7 @@ def test_missing_toolchain_as_root_installs_and_says_so(capsys: pytest.CaptureFi
     c = ensure_toolchain(missing_compiler("windows-x86_64"), installer, print)  # type: ignore[arg-type]
     assert calls == [
         ["apt-get", "update"],
-        ["apt-get", "install", "-y", "--no-install-recommends", "mingw-w64", "wine64", "wine"],
+        ["apt-get", "install", "-y", "--no-install-recommends", "mingw-w64", "wine64", "wine", "ccache"],
     ]
     assert "installing Debian packages: apt-get update && apt-get install" in capsys.readouterr().out
     # The fake installer installs nothing, so the compiler is still missing: a clear failure.
