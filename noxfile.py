@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import os
 import sys
+import sysconfig
 from pathlib import Path
 
 import nox
@@ -112,12 +113,15 @@ def lint(session: nox.Session) -> None:
 
 @nox.session(reuse_venv=True, default=False)
 def bench(session: nox.Session) -> None:
-    """Benchmarks against onnxruntime (bench/run_bench.py), on the installed host wheel."""
-    if not (ROOT / "bench" / "run_bench.py").is_file():
-        session.skip("bench/run_bench.py does not exist yet")
-    wheels = sorted((ROOT / "dist").glob("*/mosaicrt-*.whl"))
-    if not wheels:
-        session.error("no mosaicrt wheel in dist/: run `nox -s build` first")
-    session.install("--force-reinstall", "--no-deps", str(wheels[-1]))
-    session.install(str(wheels[-1]), "onnx", "onnxruntime")
+    """Benchmarks against onnxruntime on the built host wheels: the CPU EP (bench/run_bench.py) and,
+    when its wheel was built, the oneDNN EP (bench/bench_dnnl.py)."""
+    host_dist = ROOT / "dist" / sysconfig.get_platform()  # dist/<host target>, e.g. dist/linux-x86_64
+    core = sorted(host_dist.glob("mosaicrt-*.whl"))
+    if not core:
+        session.error(f"no mosaicrt wheel in {host_dist}: run `nox -s build` first")
+    eps = sorted(host_dist.glob("mosaicrt_ep_dnnl-*.whl"))
+    session.install("--force-reinstall", "--no-deps", str(core[-1]), *[str(w) for w in eps[-1:]])
+    session.install(str(core[-1]), *[str(w) for w in eps[-1:]], "onnx", "onnxruntime")
     session.run("python", "bench/run_bench.py", *session.posargs)
+    if eps:
+        session.run("python", "bench/bench_dnnl.py", "--threads", "2")
