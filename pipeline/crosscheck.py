@@ -67,7 +67,6 @@ CAUSES = {
 }
 
 _KERNEL_LINE = re.compile(r"^(?P<family>\w+) kernel (?P<kernel>[\w.+-]+): (?:(?P<cases>\d+) cases )?OK\s*$")
-_SGEMM_LINE = re.compile(r"^(?P<kernel>[\w.+-]+)\s+mr=\d+ nr=\d+: (?P<cases>\d+) cases, 0 failures\s*$")
 _CTEST_RESULT = re.compile(
     r"^\s*\d+/\d+ Test\s+#\d+: (?P<name>\S+) \.*\s*(?P<stars>\*{3})?(?P<status>Passed|Failed|Not Run|Timeout|"
     r"Exception: [\w ]+?|Subprocess aborted|Child aborted)\s+[\d.]+ sec"
@@ -313,13 +312,9 @@ def parse_ctest(output: str) -> TestRun:
             statuses[m["name"]] = m["status"].strip()
             continue
         line = re.sub(r"^\d+: ", "", raw)  # ctest -V prefixes test output with the test number
-        k = _KERNEL_LINE.match(line)
+        k = _KERNEL_LINE.match(line)  # "<family> kernel <registry name>: [N cases] OK"
         if k:
             kernels.append(f"{k['family']}:{k['kernel']}")
-            continue
-        k = _SGEMM_LINE.match(line)
-        if k:
-            kernels.append(f"sgemm:{k['kernel']}")
     return TestRun(statuses=statuses, kernels=tuple(dict.fromkeys(kernels)))
 
 

@@ -204,6 +204,7 @@ test 2
     Start 2: sgemm_check
 2: active kernel: neon
 2: portable   mr=4 nr=8: 312 cases, 0 failures
+2: sgemm kernel portable: OK
 2: sgemm kernel neon: OK
 2: sgemm kernel avx2: compiled in, not supported by this CPU (skipped)
 2/4 Test #2: sgemm_check ......................   Passed   12.05 sec
