@@ -111,17 +111,23 @@ def lint(session: nox.Session) -> None:
     session.run("mypy")
 
 
+def _host_wheels(session: nox.Session, *patterns: str) -> list[str]:
+    """The newest wheel per pattern in dist/<host target>/ (dist/ also holds cross wheels); the first
+    pattern is required."""
+    host_dist = ROOT / "dist" / sysconfig.get_platform()  # e.g. dist/linux-x86_64
+    found = [sorted(host_dist.glob(p))[-1:] for p in patterns]
+    if not found[0]:
+        session.error(f"no {patterns[0]} in {host_dist}: run `nox -s build` first")
+    return [str(w) for ws in found for w in ws]
+
+
 @nox.session(reuse_venv=True, default=False)
 def bench(session: nox.Session) -> None:
     """Benchmarks against onnxruntime on the built host wheels: the CPU EP (bench/run_bench.py) and,
     when its wheel was built, the oneDNN EP (bench/bench_dnnl.py)."""
-    host_dist = ROOT / "dist" / sysconfig.get_platform()  # dist/<host target>, e.g. dist/linux-x86_64
-    core = sorted(host_dist.glob("mosaicrt-*.whl"))
-    if not core:
-        session.error(f"no mosaicrt wheel in {host_dist}: run `nox -s build` first")
-    eps = sorted(host_dist.glob("mosaicrt_ep_dnnl-*.whl"))
-    session.install("--force-reinstall", "--no-deps", str(core[-1]), *[str(w) for w in eps[-1:]])
-    session.install(str(core[-1]), *[str(w) for w in eps[-1:]], "onnx", "onnxruntime")
+    core, *eps = _host_wheels(session, "mosaicrt-*.whl", "mosaicrt_ep_dnnl-*.whl")
+    session.install("--force-reinstall", "--no-deps", core, *eps)
+    session.install(core, *eps, "onnx", "onnxruntime")
     session.run("python", "bench/run_bench.py", *session.posargs)
     if eps:
         session.run("python", "bench/bench_dnnl.py", "--threads", "2")
