@@ -29,6 +29,8 @@ EF_ARM_ABI_FLOAT_SOFT = 0x00000200
 _SHT_SYMTAB = 2
 _SHT_DYNSYM = 11
 _STT_FUNC = 2
+_STB_GLOBAL, _STB_WEAK = 1, 2
+_STV_DEFAULT = 0
 _STT_OBJECT = 1
 _PE_DLL = 0x2000
 
@@ -42,6 +44,8 @@ class Symbol:
     name: str
     defined: bool
     kind: Literal["func", "object", "other"] = "other"
+    #: ELF: in .dynsym, defined, GLOBAL/WEAK binding, DEFAULT visibility (what a shared library exports)
+    exported: bool = False
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -158,9 +162,9 @@ def _elf_symbols(data: bytes, e: str, bits: int, *, shoff: int, shentsize: int, 
         entsize = sh_entsize or (16 if bits == 32 else 24)
         for pos in range(sh_offset + entsize, sh_offset + sh_size, entsize):  # entry 0 is the null symbol
             if bits == 32:
-                st_name, _, _, st_info, _, st_shndx = struct.unpack_from(e + "IIIBBH", data, pos)
+                st_name, _, _, st_info, st_other, st_shndx = struct.unpack_from(e + "IIIBBH", data, pos)
             else:
-                st_name, st_info, _, st_shndx, _, _ = struct.unpack_from(e + "IBBHQQ", data, pos)
+                st_name, st_info, st_other, st_shndx, _, _ = struct.unpack_from(e + "IBBHQQ", data, pos)
             name = _cstr(strtab, st_name)
             if not name:
                 continue
@@ -168,8 +172,12 @@ def _elf_symbols(data: bytes, e: str, bits: int, *, shoff: int, shentsize: int, 
             kind: Literal["func", "object", "other"] = (
                 "func" if st_type == _STT_FUNC else "object" if st_type == _STT_OBJECT else "other"
             )
-            sym = Symbol(name=name, defined=st_shndx != 0, kind=kind)
-            out.setdefault((name, sym.defined), sym)
+            exported = (sh_type == _SHT_DYNSYM and st_shndx != 0 and st_info >> 4 in (_STB_GLOBAL, _STB_WEAK)
+                        and st_other & 3 == _STV_DEFAULT)
+            sym = Symbol(name=name, defined=st_shndx != 0, kind=kind, exported=exported)
+            known = out.get((name, sym.defined))
+            if known is None or (exported and not known.exported):
+                out[(name, sym.defined)] = sym
     return tuple(out.values())
 
 

@@ -18,6 +18,7 @@ import zipfile
 from email.parser import Parser
 from pathlib import Path
 
+from . import binaries
 from .matrix import Target
 
 # ELF e_machine, PE machine, Mach-O cputype per target arch.
@@ -169,10 +170,11 @@ def _check_exports(zf: zipfile.ZipFile, libraries: list[str], exports: tuple[str
         if data[:4] != b"\x7fELF":
             continue
         try:
-            got = set(elf_exports(data))
-        except ValueError as exc:
+            info = binaries.parse(data)
+        except binaries.BinaryFormatError as exc:
             problems.append(f"{name}: cannot read its dynamic symbols ({exc})")
             continue
+        got = {s.name for s in info.symbols if s.exported} if info else set()
         missing = sorted(set(exports) - got)
         extra = sorted(got - set(exports))
         if missing:
@@ -184,47 +186,3 @@ def _check_exports(zf: zipfile.ZipFile, libraries: list[str], exports: tuple[str
                 " (hide them: visibility=hidden and a linker version script)"
             )
     return problems
-
-
-def elf_exports(data: bytes) -> list[str]:
-    """Names of the defined global/weak symbols with default visibility in an ELF's ``.dynsym``."""
-    if len(data) < 64 or data[4] not in (1, 2) or data[5] not in (1, 2):
-        raise ValueError("not an ELF image")
-    e = "<" if data[5] == 1 else ">"
-    is64 = data[4] == 2
-    try:
-        if is64:
-            (shoff,) = struct.unpack_from(e + "Q", data, 40)
-            shentsize, shnum = struct.unpack_from(e + "HH", data, 58)
-        else:
-            (shoff,) = struct.unpack_from(e + "I", data, 32)
-            shentsize, shnum = struct.unpack_from(e + "HH", data, 46)
-        sections = []
-        for i in range(shnum):
-            off = shoff + i * shentsize
-            if is64:
-                _, sh_type, _, _, sh_off, sh_size, sh_link, _, _, sh_ent = struct.unpack_from(
-                    e + "IIQQQQIIQQ", data, off
-                )
-            else:
-                _, sh_type, _, _, sh_off, sh_size, sh_link, _, _, sh_ent = struct.unpack_from(e + "10I", data, off)
-            sections.append((sh_type, sh_off, sh_size, sh_link, sh_ent))
-        out = []
-        for sh_type, sh_off, sh_size, sh_link, sh_ent in sections:
-            if sh_type != 11:  # SHT_DYNSYM
-                continue
-            str_off, str_size = sections[sh_link][1], sections[sh_link][2]
-            strtab = data[str_off : str_off + str_size]
-            ent = sh_ent or (24 if is64 else 16)
-            for pos in range(sh_off + ent, sh_off + sh_size, ent):
-                if is64:
-                    st_name, st_info, st_other, st_shndx = struct.unpack_from(e + "IBBH", data, pos)
-                else:
-                    st_name, _, _, st_info, st_other, st_shndx = struct.unpack_from(e + "IIIBBH", data, pos)
-                bind, visibility = st_info >> 4, st_other & 3
-                if st_shndx != 0 and bind in (1, 2) and visibility == 0:  # defined, GLOBAL/WEAK, DEFAULT
-                    end = strtab.find(b"\0", st_name)
-                    out.append(strtab[st_name : end if end >= 0 else len(strtab)].decode(errors="replace"))
-        return out
-    except struct.error as exc:
-        raise ValueError(f"truncated ELF: {exc}") from None
