@@ -6,11 +6,9 @@
 #include <memory>
 #include <thread>
 
+#include "cpu_isa.h"
 #include "ep/dynlib.h"
 
-#if defined(__linux__) && (defined(__aarch64__) || defined(__arm__))
-#include <sys/auxv.h>
-#endif
 #if defined(_MSC_VER) && (defined(_M_X64) || defined(_M_IX86))
 #include <intrin.h>
 #elif (defined(__x86_64__) || defined(__i386__)) && (defined(__GNUC__) || defined(__clang__))
@@ -54,12 +52,6 @@ std::string cpuinfo_field(const char* key) {
     if (trim(line.substr(0, colon)) == key) return trim(line.substr(colon + 1));
   }
   return "";
-}
-
-void add_feature(std::string& list, const char* name, bool present) {
-  if (!present) return;
-  if (!list.empty()) list += ",";
-  list += name;
 }
 
 #if defined(__x86_64__) || defined(__i386__) || defined(_M_X64) || defined(_M_IX86)
@@ -109,7 +101,7 @@ void describe_cpu(HardwareDevice& d) {
   if (d.name.empty()) d.name = std::string(this_machine()) + " CPU";
   if (d.vendor.empty()) d.vendor = "unknown";
   d.metadata.emplace_back("arch", this_machine());
-  d.metadata.emplace_back("isa", cpu_isa_features());
+  d.metadata.emplace_back("isa", cpu_isa().names());
   d.metadata.emplace_back("hardware_threads", std::to_string(std::thread::hardware_concurrency()));
 }
 
@@ -181,35 +173,6 @@ void discover_nvidia(std::vector<std::unique_ptr<HardwareDevice>>& out) {
 }
 
 }  // namespace
-
-std::string cpu_isa_features() {
-  std::string f;
-#if (defined(__x86_64__) || defined(__i386__)) && (defined(__GNUC__) || defined(__clang__))
-  __builtin_cpu_init();
-  add_feature(f, "sse4_2", __builtin_cpu_supports("sse4.2"));
-  add_feature(f, "avx", __builtin_cpu_supports("avx"));
-  add_feature(f, "avx2", __builtin_cpu_supports("avx2"));
-  add_feature(f, "fma", __builtin_cpu_supports("fma"));
-  add_feature(f, "avx512f", __builtin_cpu_supports("avx512f"));
-  add_feature(f, "avx512bw", __builtin_cpu_supports("avx512bw"));
-  add_feature(f, "avx512_vnni", __builtin_cpu_supports("avx512vnni"));
-#elif defined(__linux__) && defined(__aarch64__)
-  unsigned long hw = getauxval(AT_HWCAP), hw2 = getauxval(AT_HWCAP2);
-  add_feature(f, "neon", hw & (1UL << 1));        // HWCAP_ASIMD
-  add_feature(f, "fp16", hw & (1UL << 10));       // HWCAP_ASIMDHP
-  add_feature(f, "dotprod", hw & (1UL << 20));    // HWCAP_ASIMDDP
-  add_feature(f, "sve", hw & (1UL << 22));        // HWCAP_SVE
-  add_feature(f, "i8mm", hw2 & (1UL << 13));      // HWCAP2_I8MM
-  add_feature(f, "bf16", hw2 & (1UL << 14));      // HWCAP2_BF16
-  add_feature(f, "sme", hw2 & (1UL << 23));       // HWCAP2_SME
-  add_feature(f, "sme2", hw2 & (1ULL << 37));     // HWCAP2_SME2
-#elif defined(__aarch64__) || defined(_M_ARM64)
-  add_feature(f, "neon", true);
-#elif defined(__linux__) && defined(__arm__)
-  add_feature(f, "neon", getauxval(AT_HWCAP) & (1UL << 12));  // HWCAP_NEON
-#endif
-  return f;
-}
 
 const std::vector<HardwareDevice*>& discovered_devices() {
   static const std::vector<HardwareDevice*> devices = [] {

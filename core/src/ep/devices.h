@@ -27,7 +27,4 @@ struct HardwareDevice {
 // Discovered once per process, in a stable order (CPU first). Never empty.
 const std::vector<HardwareDevice*>& discovered_devices();
 
-// Comma-separated ISA features of this CPU ("avx2,avx512f", "neon,dotprod,i8mm", ...).
-std::string cpu_isa_features();
-
 }  // namespace mrt

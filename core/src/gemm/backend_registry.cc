@@ -8,56 +8,25 @@
 #include <cstdlib>
 #include <cstring>
 
-#if defined(__linux__) && defined(__aarch64__)
-#include <sys/auxv.h>
-#endif
-#if defined(__APPLE__) && defined(__aarch64__)
-#include <sys/sysctl.h>
-#endif
+#include "cpu_isa.h"
 
 namespace mrt {
 
 namespace {
 
-#if defined(__linux__) && defined(__aarch64__)
-// Linux arm64 ABI values (uapi asm/hwcap.h), spelled out so that older C libraries whose
-// headers lack a constant still build.
-constexpr unsigned long kAtHwcap = 16, kAtHwcap2 = 26;
-constexpr unsigned long kHwcapAsimd = 1ul << 1, kHwcapAsimdDp = 1ul << 20;
-constexpr unsigned long kHwcap2I8mm = 1ul << 13, kHwcap2Sme = 1ul << 23;
-#endif
-
-#if defined(__APPLE__) && defined(__aarch64__)
-bool apple_has(const char* name) {
-  int v = 0;
-  size_t size = sizeof(v);
-  return sysctlbyname(name, &v, &size, nullptr, 0) == 0 && v != 0;
-}
-#endif
-
+// The kernels' requirements, from the one hardware query (cpu_isa.h).
 uint32_t detect_features() {
+  const CpuIsa& c = cpu_isa();
   uint32_t f = 0;
-#if (defined(__x86_64__) || defined(__i386__)) && (defined(__GNUC__) || defined(__clang__))
-  __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) f |= kCpuAvx2Fma;
-  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("fma"))
-    f |= kCpuAvx512;
-  if ((f & kCpuAvx512) && __builtin_cpu_supports("avx512vnni")) f |= kCpuAvx512Vnni;
-#elif defined(__aarch64__) || defined(_M_ARM64)
-  f |= kCpuNeon;  // AdvSIMD is mandatory on arm64
-#if defined(__linux__)
-  const unsigned long hw = getauxval(kAtHwcap), hw2 = getauxval(kAtHwcap2);
-  if (!(hw & kHwcapAsimd)) f &= ~kCpuNeon;
-  if (hw & kHwcapAsimdDp) f |= kCpuDotprod;
-  if (hw2 & kHwcap2I8mm) f |= kCpuI8mm;
-  if (hw2 & kHwcap2Sme) f |= kCpuSme;
-#elif defined(__APPLE__)
-  if (apple_has("hw.optional.arm.FEAT_DotProd")) f |= kCpuDotprod;
-  if (apple_has("hw.optional.arm.FEAT_I8MM")) f |= kCpuI8mm;
-  if (apple_has("hw.optional.arm.FEAT_SME")) f |= kCpuSme;
+  if (c.avx2 && c.fma) f |= kCpuAvx2Fma;
+  if (c.avx512f && c.avx512bw && c.avx512vl && c.avx512dq && c.fma) f |= kCpuAvx512;
+  if ((f & kCpuAvx512) && c.avx512_vnni) f |= kCpuAvx512Vnni;
+#if defined(__aarch64__) || defined(_M_ARM64)
+  if (c.neon) f |= kCpuNeon;  // the arm64 kernels; armv7 NEON is not one of their targets
 #endif
-#endif
+  if (c.dotprod) f |= kCpuDotprod;
+  if (c.i8mm) f |= kCpuI8mm;
+  if (c.sme) f |= kCpuSme;
   return f;
 }
 
