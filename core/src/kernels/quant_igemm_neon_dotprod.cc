@@ -17,22 +17,6 @@ namespace {
 constexpr int64_t kPanel = 8;
 constexpr int64_t kRows = 8;
 
-// C rows: acc - zb * rowsum + colfix * za, the first valid_n columns.
-inline void store_row(int32_t* c, int32x4_t acc0, int32x4_t acc1, int32_t za, int32_t rowsum, const int32_t* zb,
-                      const int32_t* colfix, int64_t valid_n) {
-  acc0 = vmlaq_n_s32(vmlsq_n_s32(acc0, vld1q_s32(zb), rowsum), vld1q_s32(colfix), za);
-  acc1 = vmlaq_n_s32(vmlsq_n_s32(acc1, vld1q_s32(zb + 4), rowsum), vld1q_s32(colfix + 4), za);
-  if (valid_n == kPanel) {
-    vst1q_s32(c, acc0);
-    vst1q_s32(c + 4, acc1);
-    return;
-  }
-  int32_t tmp[kPanel];
-  vst1q_s32(tmp, acc0);
-  vst1q_s32(tmp + 4, acc1);
-  std::memcpy(c, tmp, static_cast<size_t>(valid_n) * sizeof(int32_t));
-}
-
 template <int R>
 void block(int64_t Kp, const uint8_t* A, int64_t lda, const int8_t* panel, const int32_t* za, const int32_t* rowsum,
            const int32_t* zb, const int32_t* colfix, int32_t* C, int64_t ldc, int64_t valid_n, int64_t rows) {

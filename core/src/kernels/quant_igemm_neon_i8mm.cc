@@ -18,21 +18,6 @@ namespace {
 constexpr int64_t kPanel = 8;
 constexpr int64_t kRows = 8;
 
-inline void store_row(int32_t* c, int32x4_t acc0, int32x4_t acc1, int32_t za, int32_t rowsum, const int32_t* zb,
-                      const int32_t* colfix, int64_t valid_n) {
-  acc0 = vmlaq_n_s32(vmlsq_n_s32(acc0, vld1q_s32(zb), rowsum), vld1q_s32(colfix), za);
-  acc1 = vmlaq_n_s32(vmlsq_n_s32(acc1, vld1q_s32(zb + 4), rowsum), vld1q_s32(colfix + 4), za);
-  if (valid_n == kPanel) {
-    vst1q_s32(c, acc0);
-    vst1q_s32(c + 4, acc1);
-    return;
-  }
-  int32_t tmp[kPanel];
-  vst1q_s32(tmp, acc0);
-  vst1q_s32(tmp + 4, acc1);
-  std::memcpy(c, tmp, static_cast<size_t>(valid_n) * sizeof(int32_t));
-}
-
 // P pairs of rows; acc[p][v] = C rows (2p, 2p+1) x columns (2v, 2v+1), row-major 2 x 2.
 template <int P>
 void block(int64_t Kp, const uint8_t* A, int64_t lda, const int8_t* panel, const int32_t* za, const int32_t* rowsum,
