@@ -287,9 +287,6 @@ class InferenceSession:
         """EPs this session uses, in the order they claim nodes (the CPU EP last)."""
         return list(self._providers)
 
-    def get_provider_options(self) -> dict[str, dict[str, str]]:
-        return {name: {} for name in self._providers}
-
     def get_node_assignments(self) -> list[NodeAssignment]:
         """Which EP runs each node, in execution order (after graph optimization)."""
         return list(self._assignments)

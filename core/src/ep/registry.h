@@ -50,11 +50,10 @@ struct ProviderRequest {
   std::vector<uint64_t> device_ids;   // ... or by ep-device ids
   std::vector<std::pair<std::string, std::string>> options;
 };
-using SelectionDelegate = MrtStatus* (*)(const MrtEpDeviceInfo*, size_t, size_t*, size_t, size_t*, void*);
 struct ProviderSelection {
   std::vector<ProviderRequest> explicit_providers;
   int policy = -1;  // MrtEpSelectionPolicy, -1 = none
-  SelectionDelegate delegate = nullptr;
+  MrtEpSelectionDelegate delegate = nullptr;
   void* delegate_state = nullptr;
 };
 
