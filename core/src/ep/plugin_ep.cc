@@ -4,11 +4,6 @@
 
 #include "error.h"
 
-extern "C" MRT_API MrtStatus* MrtCreateStatus(MrtErrorCode code, const char* message);
-extern "C" MRT_API MrtErrorCode MrtStatusGetCode(const MrtStatus* status);
-extern "C" MRT_API const char* MrtStatusGetMessage(const MrtStatus* status);
-extern "C" MRT_API void MrtReleaseStatus(MrtStatus* status);
-
 struct MrtEpKernelContext {
   mrt::OpContext* ctx;
   int32_t threads;
@@ -17,15 +12,6 @@ struct MrtEpKernelContext {
 namespace mrt {
 
 namespace {
-
-// Reads and releases a plugin status. Returns "" for success.
-std::string take_message(MrtStatus* st, MrtErrorCode* code = nullptr) {
-  if (!st) return "";
-  if (code) *code = MrtStatusGetCode(st);
-  std::string msg = MrtStatusGetMessage(st);
-  MrtReleaseStatus(st);
-  return msg.empty() ? "(no message)" : msg;
-}
 
 void fill_tensor(const Tensor& t, MrtEpTensor* out) {
   out->elem_type = static_cast<int32_t>(t.dtype());
@@ -166,7 +152,7 @@ PluginEp::PluginEp(EpChoice choice) : choice_(std::move(choice)), name_(choice_.
   }
   MrtEp* ep = nullptr;
   MrtErrorCode code = MRT_EP_ERROR;
-  std::string err = take_message(f->CreateEp(f, choice_.devices.data(), choice_.devices.size(), keys.data(),
+  std::string err = take_status_message(f->CreateEp(f, choice_.devices.data(), choice_.devices.size(), keys.data(),
                                              values.data(), keys.size(), &ep),
                                  &code);
   if (!err.empty())
@@ -188,7 +174,7 @@ PluginEp::~PluginEp() {
 std::vector<uint8_t> PluginEp::capability(const EpGraphView& view) {
   std::vector<uint8_t> take(view.graph().node_count, 0);
   MrtErrorCode code = MRT_EP_ERROR;
-  std::string err = take_message(ep_->GetCapability(ep_, &view.graph(), take.data()), &code);
+  std::string err = take_status_message(ep_->GetCapability(ep_, &view.graph(), take.data()), &code);
   if (!err.empty())
     fail(code == MRT_OK ? MRT_EP_ERROR : code, "execution provider '", name_, "' (", library_path(),
          ") failed to partition the graph: ", err);
@@ -197,7 +183,7 @@ std::vector<uint8_t> PluginEp::capability(const EpGraphView& view) {
 
 void* PluginEp::create_kernel(const MrtEpNode& node, std::string& why) {
   void* k = nullptr;
-  why = take_message(ep_->CreateKernel(ep_, &node, &k));
+  why = take_status_message(ep_->CreateKernel(ep_, &node, &k));
   if (why.empty() && !k) why = "CreateKernel returned no kernel";
   return why.empty() ? k : nullptr;
 }
@@ -207,7 +193,7 @@ void PluginEp::release_kernel(void* kernel) { ep_->ReleaseKernel(ep_, kernel); }
 void PluginEp::compute(void* kernel, const Node& node, OpContext& ctx, int32_t threads) {
   MrtEpKernelContext c{&ctx, threads};
   MrtErrorCode code = MRT_RUNTIME_ERROR;
-  std::string err = take_message(ep_->Compute(ep_, kernel, &c), &code);
+  std::string err = take_status_message(ep_->Compute(ep_, kernel, &c), &code);
   if (!err.empty())
     fail(code == MRT_OK ? MRT_RUNTIME_ERROR : code, node.label(), ": execution provider '", name_, "' (",
          library_path(), ") failed: ", err);

@@ -5,11 +5,6 @@
 
 #include "error.h"
 
-extern "C" MRT_API MrtStatus* MrtCreateStatus(MrtErrorCode code, const char* message);
-extern "C" MRT_API MrtErrorCode MrtStatusGetCode(const MrtStatus* status);
-extern "C" MRT_API const char* MrtStatusGetMessage(const MrtStatus* status);
-extern "C" MRT_API void MrtReleaseStatus(MrtStatus* status);
-
 namespace mrt {
 
 namespace {
@@ -32,11 +27,9 @@ bool abi_compatible(uint32_t plugin) {
 
 // Takes ownership of a plugin-made status and throws it as an Error with `prefix`.
 void throw_status(MrtStatus* st, const std::string& prefix) {
-  if (!st) return;
-  MrtErrorCode code = MrtStatusGetCode(st);
-  std::string msg = MrtStatusGetMessage(st);
-  MrtReleaseStatus(st);
-  throw Error(code == MRT_OK ? MRT_EP_ERROR : code, prefix + msg);
+  MrtErrorCode code = MRT_EP_ERROR;
+  std::string msg = take_status_message(st, &code);
+  if (!msg.empty()) throw Error(code == MRT_OK ? MRT_EP_ERROR : code, prefix + msg);
 }
 
 const std::vector<int>& type_order(int policy) {
@@ -59,6 +52,14 @@ const std::vector<int>& type_order(int policy) {
 }
 
 }  // namespace
+
+std::string take_status_message(MrtStatus* st, MrtErrorCode* code) {
+  if (!st) return "";
+  if (code) *code = MrtStatusGetCode(st);
+  std::string msg = MrtStatusGetMessage(st);
+  MrtReleaseStatus(st);
+  return msg.empty() ? "(no message)" : msg;
+}
 
 std::string EpChoice::name() const { return factory ? factory->name : kCpuEp; }
 

@@ -86,6 +86,10 @@ class EpRegistry {
   uint64_t next_device_id_ = 2;  // 1 is the CPU EP on the CPU
 };
 
+// Reads and releases a status a plugin or delegate returned: "" for success (NULL), else its
+// message; *code receives its code.
+std::string take_status_message(MrtStatus* st, MrtErrorCode* code = nullptr);
+
 // An MrtEpDeviceInfo pointing into `d` (valid as long as `d` is).
 MrtEpDeviceInfo device_info(const EpDevice& d);
 
