@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from importlib import metadata as importlib_metadata
 from typing import Any
 
-from ._capi import EpDeviceInfo, check, lib
+from ._capi import EpDeviceInfo, SelectionDelegate, check, lib
 from ._errors import ExecutionProviderError, MosaicrtError
 
 ENTRY_POINT_GROUP = "mosaicrt.execution_providers"
@@ -196,8 +196,6 @@ class _DelegateCall:
         self.c_callback = self._make()
 
     def _make(self) -> Any:
-        from ._capi import SelectionDelegate
-
         def call(devices: Any, n: int, selected: Any, max_selected: int, n_selected: Any, state: Any  # noqa: PLR0917
                  ) -> Any:
             try:
