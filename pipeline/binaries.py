@@ -1,42 +1,42 @@
-"""Read what a built binary is for, straight from its bytes: ELF and PE/COFF headers and symbol tables.
+"""Read what a built binary is for: ELF, PE/COFF and Mach-O headers and symbol tables, through LIEF.
 
-No ``file``, ``readelf`` or cross ``nm`` is needed, so the crosscheck reads binaries of every
-target the same way on any host. Only what the checks use is parsed:
+No ``file``, ``readelf`` or cross ``nm`` is needed, so the crosscheck and the wheel check read
+binaries of every target the same way on any host. The machine numbers are turned into arch
+names by the platform registry (:func:`pipeline.platforms.arch_of_binary`). Only what the checks
+use is kept:
 
-- ELF: class (32/64 bit), byte order, type, ``e_machine``, ARM ``e_flags`` (EABI version,
-  hard-float), and the ``.symtab``/``.dynsym`` symbols with defined/undefined state.
-- PE: the COFF ``Machine`` field, the image kind (EXE/DLL) and the COFF symbol table that
-  mingw-w64 links keep unless stripped.
+- ELF: class (32/64 bit), type, machine, ARM ``e_flags`` (EABI version, hard-float), and the
+  ``.symtab``/``.dynsym`` symbols with defined/undefined state and whether a library exports them.
+- PE: the COFF ``Machine``, the image kind (EXE/DLL) and the COFF symbols that mingw-w64 links keep
+  unless stripped.
+- Mach-O: the CPU type (a fat binary reports its first slice).
 """
 
 from __future__ import annotations
 
-import struct
+import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-ELF_MAGIC = b"\x7fELF"
-ELF_MACHINE = {3: "x86", 40: "armv7", 62: "x86_64", 183: "aarch64", 243: "riscv"}
-PE_MACHINE = {0x014C: "x86", 0x8664: "x86_64", 0xAA64: "aarch64", 0x01C4: "armv7"}
-ELF_TYPE = {1: "relocatable", 2: "executable", 3: "shared library"}
+import lief
 
-#: ARM e_flags: the EABI version lives in the top byte; bit 0x400 says the hard-float ABI.
+from .platforms import BinaryFormat, arch_of_binary
+
+#: ARM e_flags: the EABI version lives in the top byte; these bits say the float ABI.
 EF_ARM_EABIMASK = 0xFF000000
 EF_ARM_ABI_FLOAT_HARD = 0x00000400
 EF_ARM_ABI_FLOAT_SOFT = 0x00000200
+_ELF_EM_ARM = 40
 
-_SHT_SYMTAB = 2
-_SHT_DYNSYM = 11
-_STT_FUNC = 2
-_STB_GLOBAL, _STB_WEAK = 1, 2
-_STV_DEFAULT = 0
-_STT_OBJECT = 1
-_PE_DLL = 0x2000
+_MACHO_MAGICS = (b"\xcf\xfa\xed\xfe", b"\xce\xfa\xed\xfe", b"\xca\xfe\xba\xbe", b"\xbe\xba\xfe\xca")
+
+lief.logging.disable()  # LIEF logs parse warnings on stderr; problems reach callers as BinaryFormatError
 
 
 class BinaryFormatError(ValueError):
-    """The bytes claim a format (ELF/PE magic) but the headers are truncated or inconsistent."""
+    """The bytes claim a format (ELF/PE/Mach-O magic) but cannot be read as one."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -50,10 +50,10 @@ class Symbol:
 
 @dataclass(frozen=True, kw_only=True)
 class BinaryInfo:
-    format: Literal["ELF", "PE"]
-    arch: str  #: x86_64, aarch64, armv7, ... or "unknown:<machine>"
+    format: BinaryFormat
+    arch: str  #: a registry arch name (x86_64, aarch64, armv7, riscv64) or "unknown:<machine>"
     bits: int  #: 32 or 64
-    kind: str  #: executable, shared library, relocatable (ELF); exe or dll (PE)
+    kind: str  #: executable, shared library, relocatable (ELF); exe or dll (PE); the Mach-O file type
     arm_eabi: int | None = None  #: ELF ARM only: EABI version from e_flags
     arm_float_abi: Literal["hard", "soft", "unspecified"] | None = None  #: ELF ARM only
     symbols: tuple[Symbol, ...] = field(default=(), repr=False)
@@ -65,17 +65,19 @@ class BinaryInfo:
         return f"{self.format}{self.bits} {self.arch} {self.kind}{extra}"
 
 
-def sniff(data: bytes) -> Literal["ELF", "PE"] | None:
+def sniff(data: bytes) -> BinaryFormat | None:
     """The binary format of a file's first bytes, or None for anything else."""
-    if data[:4] == ELF_MAGIC:
+    if data[:4] == b"\x7fELF":
         return "ELF"
     if data[:2] == b"MZ":
         return "PE"
+    if data[:4] in _MACHO_MAGICS:
+        return "MachO"
     return None
 
 
 def read_binary(path: Path, *, symbols: bool = True) -> BinaryInfo | None:
-    """Parse ``path``; None if it is not an ELF/PE file. Raises BinaryFormatError on broken headers."""
+    """Parse ``path``; None if it is not an ELF/PE/Mach-O file. Raises BinaryFormatError on broken headers."""
     with path.open("rb") as fh:
         head = fh.read(4)
     if sniff(head) is None:
@@ -84,155 +86,142 @@ def read_binary(path: Path, *, symbols: bool = True) -> BinaryInfo | None:
 
 
 def parse(data: bytes, *, symbols: bool = True) -> BinaryInfo | None:
+    """Parse an image held in memory (e.g. a member of a wheel); None when it is not a binary."""
     fmt = sniff(data)
+    if fmt is None:
+        return None
+    parsed = lief.parse(data)
+    if isinstance(parsed, lief.ELF.Binary):
+        return _elf(parsed, symbols)
+    if isinstance(parsed, lief.PE.Binary):
+        return _pe(parsed, symbols)
+    if isinstance(parsed, lief.MachO.Binary):
+        return _macho(parsed)
+    raise BinaryFormatError(f"the {fmt} headers cannot be read (truncated or inconsistent)")
+
+
+def arch_of(data: bytes) -> str | None:
+    """The arch of an image ('unknown:<n>' for an unknown machine), or None if it is not a readable binary."""
     try:
-        if fmt == "ELF":
-            return _parse_elf(data, symbols)
-        if fmt == "PE":
-            return _parse_pe(data, symbols)
-    except struct.error as exc:
-        raise BinaryFormatError(f"truncated {fmt} headers: {exc}") from None
-    return None
+        info = parse(data, symbols=False)
+    except BinaryFormatError:
+        return None
+    return info.arch if info else None
+
+
+def _number(read: Callable[[], object]) -> int:
+    """An enum-typed header field as its number; LIEF warns (and returns the int) for values it has no name for."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        value = read()
+    number = getattr(value, "value", value)
+    if not isinstance(number, int):
+        raise BinaryFormatError(f"unreadable header field {value!r}")
+    return number
+
+
+def _text(name: str | bytes) -> str:
+    return name.decode("utf-8", errors="replace") if isinstance(name, bytes) else name
 
 
 # --------------------------------------------------------------------------------------- ELF
 
+_ELF_KIND = {"REL": "relocatable", "EXEC": "executable", "DYN": "shared library", "CORE": "core"}
 
-def _parse_elf(data: bytes, want_symbols: bool) -> BinaryInfo:
-    if len(data) < 52:
-        raise BinaryFormatError("truncated ELF header")
-    ei_class, ei_data = data[4], data[5]
-    if ei_class not in (1, 2) or ei_data not in (1, 2):
-        raise BinaryFormatError(f"bad ELF ident (class {ei_class}, data {ei_data})")
-    e = "<" if ei_data == 1 else ">"
-    bits = 32 if ei_class == 1 else 64
-    e_type, e_machine = struct.unpack_from(e + "HH", data, 16)
-    if bits == 32:
-        (e_shoff,) = struct.unpack_from(e + "I", data, 32)
-        (e_flags,) = struct.unpack_from(e + "I", data, 36)
-        e_shentsize, e_shnum = struct.unpack_from(e + "HH", data, 46)
-    else:
-        (e_shoff,) = struct.unpack_from(e + "Q", data, 40)
-        (e_flags,) = struct.unpack_from(e + "I", data, 48)
-        e_shentsize, e_shnum = struct.unpack_from(e + "HH", data, 58)
-    arch = ELF_MACHINE.get(e_machine, f"unknown:{e_machine}")
+
+def _elf(b: lief.ELF.Binary, want_symbols: bool) -> BinaryInfo:
+    header = b.header
+    # LIEF reads what it can; a header or section table cut short must not pass as a clean binary.
+    if header.header_size not in (52, 64):
+        raise BinaryFormatError("the ELF headers cannot be read (truncated ELF header)")
+    if len(b.sections) < header.numberof_sections:
+        raise BinaryFormatError(
+            f"ELF section headers run past the end of the file ({len(b.sections)} of {header.numberof_sections} read)"
+        )
+    machine = _number(lambda: header.machine_type)
+    bits = 32 if header.identity_class == lief.ELF.Header.CLASS.ELF32 else 64
     eabi: int | None = None
     float_abi: Literal["hard", "soft", "unspecified"] | None = None
-    if e_machine == 40:
-        eabi = (e_flags & EF_ARM_EABIMASK) >> 24
-        if e_flags & EF_ARM_ABI_FLOAT_HARD:
+    if machine == _ELF_EM_ARM:
+        flags = int(header.processor_flag)
+        eabi = (flags & EF_ARM_EABIMASK) >> 24
+        if flags & EF_ARM_ABI_FLOAT_HARD:
             float_abi = "hard"
-        elif e_flags & EF_ARM_ABI_FLOAT_SOFT:
-            float_abi = "soft"
         else:
-            float_abi = "unspecified"
-    syms = _elf_symbols(data, e, bits, shoff=e_shoff, shentsize=e_shentsize, shnum=e_shnum) if want_symbols else ()
+            float_abi = "soft" if flags & EF_ARM_ABI_FLOAT_SOFT else "unspecified"
+    kind = _ELF_KIND.get(header.file_type.name, header.file_type.name.lower())
     return BinaryInfo(
         format="ELF",
-        arch=arch,
+        arch=arch_of_binary("ELF", machine),
         bits=bits,
-        kind=ELF_TYPE.get(e_type, f"type {e_type}"),
+        kind=kind,
         arm_eabi=eabi,
         arm_float_abi=float_abi,
-        symbols=syms,
+        symbols=_elf_symbols(b) if want_symbols else (),
     )
 
 
-def _elf_symbols(data: bytes, e: str, bits: int, *, shoff: int, shentsize: int, shnum: int) -> tuple[Symbol, ...]:
-    if shoff == 0 or shnum == 0:
-        return ()
-    if shoff + shentsize * shnum > len(data):
-        raise BinaryFormatError("ELF section headers run past the end of the file")
-    sections = []
-    for i in range(shnum):
-        off = shoff + i * shentsize
-        if bits == 32:
-            _, sh_type, _, _, sh_offset, sh_size, sh_link, _, _, sh_entsize = struct.unpack_from(e + "10I", data, off)
-        else:
-            _, sh_type, _, _, sh_offset, sh_size, sh_link, _, _, sh_entsize = struct.unpack_from(
-                e + "IIQQQQIIQQ", data, off
-            )
-        sections.append((sh_type, sh_offset, sh_size, sh_link, sh_entsize))
+def _elf_symbols(b: lief.ELF.Binary) -> tuple[Symbol, ...]:
     out: dict[tuple[str, bool], Symbol] = {}
-    for sh_type, sh_offset, sh_size, sh_link, sh_entsize in sections:
-        if sh_type not in (_SHT_SYMTAB, _SHT_DYNSYM) or sh_link >= len(sections):
-            continue
-        str_off, str_size = sections[sh_link][1], sections[sh_link][2]
-        strtab = data[str_off : str_off + str_size]
-        entsize = sh_entsize or (16 if bits == 32 else 24)
-        for pos in range(sh_offset + entsize, sh_offset + sh_size, entsize):  # entry 0 is the null symbol
-            if bits == 32:
-                st_name, _, _, st_info, st_other, st_shndx = struct.unpack_from(e + "IIIBBH", data, pos)
-            else:
-                st_name, st_info, st_other, st_shndx, _, _ = struct.unpack_from(e + "IBBHQQ", data, pos)
-            name = _cstr(strtab, st_name)
+    tables = ((b.symtab_symbols, False), (b.dynamic_symbols, True))
+    for table, dynamic in tables:
+        for s in table:
+            name = _text(s.name)
             if not name:
                 continue
-            st_type = st_info & 0xF
-            kind: Literal["func", "object", "other"] = (
-                "func" if st_type == _STT_FUNC else "object" if st_type == _STT_OBJECT else "other"
+            defined = s.shndx != 0
+            kind: Literal["func", "object", "other"] = "other"
+            if s.type == lief.ELF.Symbol.TYPE.FUNC:
+                kind = "func"
+            elif s.type == lief.ELF.Symbol.TYPE.OBJECT:
+                kind = "object"
+            exported = (
+                dynamic
+                and defined
+                and s.binding in (lief.ELF.Symbol.BINDING.GLOBAL, lief.ELF.Symbol.BINDING.WEAK)
+                and s.visibility == lief.ELF.Symbol.VISIBILITY.DEFAULT
             )
-            exported = (sh_type == _SHT_DYNSYM and st_shndx != 0 and st_info >> 4 in (_STB_GLOBAL, _STB_WEAK)
-                        and st_other & 3 == _STV_DEFAULT)
-            sym = Symbol(name=name, defined=st_shndx != 0, kind=kind, exported=exported)
-            known = out.get((name, sym.defined))
+            sym = Symbol(name=name, defined=defined, kind=kind, exported=exported)
+            known = out.get((name, defined))
             if known is None or (exported and not known.exported):
-                out[(name, sym.defined)] = sym
+                out[(name, defined)] = sym
     return tuple(out.values())
-
-
-def _cstr(table: bytes, offset: int) -> str:
-    if offset >= len(table):
-        return ""
-    end = table.find(b"\0", offset)
-    return table[offset : end if end >= 0 else len(table)].decode("utf-8", errors="replace")
 
 
 # ---------------------------------------------------------------------------------------- PE
 
-
-def _parse_pe(data: bytes, want_symbols: bool) -> BinaryInfo:
-    if len(data) < 0x40:
-        raise BinaryFormatError("truncated DOS header")
-    (pe_off,) = struct.unpack_from("<I", data, 0x3C)
-    if data[pe_off : pe_off + 4] != b"PE\0\0":
-        raise BinaryFormatError("MZ file without a PE signature")
-    machine, _, _, symtab_off, nsyms, opt_size, characteristics = struct.unpack_from("<HHIIIHH", data, pe_off + 4)
-    opt_magic = struct.unpack_from("<H", data, pe_off + 24)[0] if opt_size >= 2 else 0
-    bits = 64 if opt_magic == 0x20B else 32
-    syms = _coff_symbols(data, symtab_off, nsyms) if want_symbols else ()
+def _pe(b: lief.PE.Binary, want_symbols: bool) -> BinaryInfo:
+    machine = _number(lambda: b.header.machine)
+    bits = 64 if b.optional_header.magic == lief.PE.PE_TYPE.PE32_PLUS else 32
+    kind = "dll" if b.header.has_characteristic(lief.PE.Header.CHARACTERISTICS.DLL) else "exe"
     return BinaryInfo(
         format="PE",
-        arch=PE_MACHINE.get(machine, f"unknown:{machine:#x}"),
+        arch=arch_of_binary("PE", machine),
         bits=bits,
-        kind="dll" if characteristics & _PE_DLL else "exe",
-        symbols=syms,
+        kind=kind,
+        symbols=_coff_symbols(b) if want_symbols else (),
     )
 
 
-def _coff_symbols(data: bytes, off: int, count: int) -> tuple[Symbol, ...]:
-    if off == 0 or count == 0:
-        return ()
-    end = off + 18 * count
-    if end > len(data):
-        raise BinaryFormatError("COFF symbol table runs past the end of the file")
-    strtab = data[end:]
+def _coff_symbols(b: lief.PE.Binary) -> tuple[Symbol, ...]:
     out: dict[tuple[str, bool], Symbol] = {}
-    i = 0
-    while i < count:
-        pos = off + 18 * i
-        raw_name = data[pos : pos + 8]
-        _, section, sym_type, storage, naux = struct.unpack_from("<IhHBB", data, pos + 8)
-        if raw_name[:4] == b"\0\0\0\0":
-            name = _cstr(strtab, struct.unpack_from("<I", raw_name, 4)[0])
-        else:
-            name = raw_name.rstrip(b"\0").decode("utf-8", errors="replace")
-        i += 1 + naux
-        is_func = (sym_type >> 4) == 2  # DTYPE_FUNCTION
-        # EXTERNAL (2): functions and globals; STATIC (3) functions: internal-linkage code.
-        if not name or not (storage == 2 or (storage == 3 and is_func)):
+    for s in b.symbols:
+        name = _text(s.name)
+        is_func = s.is_function
+        # EXTERNAL: functions and globals; STATIC functions: internal-linkage code (sections are not symbols).
+        if not name or not (s.is_external or (s.storage_class == lief.COFF.Symbol.STORAGE_CLASS.STATIC and is_func)):
             continue
-        kind: Literal["func", "object", "other"] = "func" if is_func else "object"
-        sym = Symbol(name=name, defined=section != 0, kind=kind)
-        out.setdefault((name, sym.defined), sym)
+        defined = not s.is_undefined
+        sym = Symbol(name=name, defined=defined, kind="func" if is_func else "object")
+        out.setdefault((name, defined), sym)
     return tuple(out.values())
+
+
+# ------------------------------------------------------------------------------------- Mach-O
+
+
+def _macho(b: lief.MachO.Binary) -> BinaryInfo:
+    header = b.header
+    cpu = _number(lambda: header.cpu_type) & 0xFFFFFFFF
+    bits = 64 if header.magic in (lief.MachO.MACHO_TYPES.MAGIC_64, lief.MachO.MACHO_TYPES.CIGAM_64) else 32
+    return BinaryInfo(format="MachO", arch=arch_of_binary("MachO", cpu), bits=bits, kind=header.file_type.name.lower())

@@ -33,6 +33,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Literal
 
+from . import platforms
 from .binaries import BinaryFormatError, BinaryInfo, Symbol, read_binary
 from .build import CellFailure, conan_toolchain
 from .errors import CrosscheckFailure, UsageError, choices_hint
@@ -43,9 +44,6 @@ Outcome = Literal["pass", "fail", "not run"]
 Stage = Literal["configure", "build", "test"]
 STAGES: tuple[Stage, ...] = ("configure", "build", "test")
 CHECKS = ("toolchain", "build", "machine type", "arm kernels", "native tests")
-
-#: Target arch (matrix) → the ISA family core/cmake/target_features.cmake must decide.
-ISA_FAMILY = {"x86_64": "x86_64", "aarch64": "arm64", "armv7": "armv7"}
 
 #: Sources that only the Arm64 backend compiles (the same rule as core/CMakeLists.txt's ISA filter).
 ARM_SOURCE = re.compile(r"_(neon|dotprod|i8mm|sme)[a-z0-9_]*\.cc$")
@@ -168,15 +166,16 @@ def check_machine(target: Target, binaries: dict[str, BinaryInfo]) -> Check:
     """Every binary is for the target arch; armv7 ones are 32-bit EABI5 hard-float."""
     if not binaries:
         return Check(name="machine type", outcome="fail", detail="no ELF/PE binary was produced")
-    want_format = "PE" if target.os == "windows" else "ELF"
+    want_format = target.os_spec.binary_format
+    arch = target.arch_spec
     bad = []
     for name, info in sorted(binaries.items()):
         if info.arch != target.arch or info.format != want_format:
             bad.append(f"{name} is {info.describe()}, target {target.name} is {want_format} {target.arch}")
-        elif target.arch == "armv7" and (info.bits != 32 or info.arm_eabi != 5 or info.arm_float_abi != "hard"):
-            bad.append(f"{name} is {info.describe()}, linux-armv7 needs ELF32 EABI5 hard-float")
-        elif target.arch in ("x86_64", "aarch64") and info.bits != 64:
-            bad.append(f"{name} is {info.describe()}, {target.arch} needs a 64-bit image")
+        elif info.bits != arch.bits:
+            bad.append(f"{name} is {info.describe()}, {target.arch} needs a {arch.bits}-bit image")
+        elif arch.arm_eabi5_hard_float and (info.arm_eabi != 5 or info.arm_float_abi != "hard"):
+            bad.append(f"{name} is {info.describe()}, {target.name} needs ELF32 EABI5 hard-float")
     if bad:
         return Check(name="machine type", outcome="fail", detail="; ".join(bad[:3]) + (" …" if len(bad) > 3 else ""))
     return Check(name="machine type", outcome="pass", detail=f"{len(binaries)} × {target.arch}")
@@ -222,8 +221,9 @@ def check_arm_kernels(
     link_log: str = "",
 ) -> Check:
     """The Arm64 micro-kernels are compiled in iff the target is arm64 (manifest, flags, symbols)."""
-    family = ISA_FAMILY[target.arch]
-    want_arm = family == "arm64"
+    family = target.arch_spec.isa_family
+    want_arm = target.arch_spec.arm64_kernels
+    isa_of = platforms.isa_family_names()
     problems: list[str] = []
     causes: list[str] = []
     seen: list[str] = []
@@ -233,7 +233,7 @@ def check_arm_kernels(
         got_arch = str(manifest.get("target_arch"))
         got_arm = str(manifest.get("arm64_kernels")).upper() in ("ON", "TRUE", "1")
         if got_arch != family:
-            host = ISA_FAMILY.get(host_arch or "", host_arch or "?")
+            host = isa_of.get(host_arch or "", host_arch or "?")
             if got_arch == host:
                 causes.append("host-decision")
                 problems.append(
@@ -243,7 +243,7 @@ def check_arm_kernels(
             else:
                 problems.append(f"the build manifest says target_arch={got_arch}, target {target.name} is {family}")
         if got_arm != want_arm:
-            if not causes and got_arch == ISA_FAMILY.get(host_arch or "", ""):
+            if not causes and got_arch == isa_of.get(host_arch or "", ""):
                 causes.append("host-decision")
             problems.append(
                 f"the build manifest says arm64_kernels={manifest.get('arm64_kernels')} for"
@@ -361,6 +361,9 @@ class Installer:
     def command(packages: Sequence[str]) -> str:
         return f"apt-get update && apt-get install -y --no-install-recommends {' '.join(packages)}"
 
+    #: apt waits for a lock held by another package operation instead of failing at once
+    LOCK_WAIT = ("-o", "DPkg::Lock::Timeout=600")
+
 
 def system_installer() -> Installer:
     def run(cmd: Sequence[str]) -> int:
@@ -396,10 +399,10 @@ def ensure_toolchain(target: Target, installer: Installer, say: Callable[[str], 
     say(f"[{target.name}] {', '.join(missing)} missing: installing Debian packages: {command}")
     t0 = time.monotonic()
     if not installer.updated:
-        if installer.run(["apt-get", "update"]) != 0:
+        if installer.run(["apt-get", *Installer.LOCK_WAIT, "update"]) != 0:
             return Check(name="toolchain", outcome="fail", detail=f"`apt-get update` failed (run `{command}` by hand)")
         installer.updated.append(True)
-    apt = ["apt-get", "install", "-y", "--no-install-recommends", *target.debian_packages]
+    apt = ["apt-get", *Installer.LOCK_WAIT, "install", "-y", "--no-install-recommends", *target.debian_packages]
     if installer.run(apt) != 0:
         return Check(name="toolchain", outcome="fail", detail=f"`{' '.join(apt)}` failed")
     still = missing_tools(target)

@@ -16,40 +16,38 @@ Files (all in ``matrix/``):
 from __future__ import annotations
 
 import tomllib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, TypeVar, cast, get_args
 
+from . import platforms
 from .errors import MatrixError, UsageError, VersionError, choices_hint, suggest
+from .platforms import Libc, Repair
 from .versions import read_version, version_tuple
 
-OS = Literal["linux", "windows", "macos"]
-Arch = Literal["x86_64", "aarch64", "armv7"]
-Repair = Literal["auditwheel", "delocate", "none"]
 Kind = Literal["core", "ep"]
 
 # The Python API uses 3.11 features (tomllib, typing); no policy file may lower this.
 HARD_PYTHON_FLOOR = "3.11"
-
-# conan's spelling of our os/arch names, used to cross-check each target's host profile.
-CONAN_OS: Mapping[str, str] = {"linux": "Linux", "windows": "Windows", "macos": "Macos"}
-CONAN_ARCH: Mapping[str, str] = {"x86_64": "x86_64", "aarch64": "armv8", "armv7": "armv7hf"}
 
 MATRIX_FILES = ("targets.toml", "components.toml", "sdks.toml", "python.toml", "policy.toml")
 
 
 @dataclass(frozen=True, kw_only=True)
 class Target:
+    """One build target. Facts about its os and arch come from :mod:`pipeline.platforms`."""
+
     name: str
-    os: OS
-    arch: Arch
+    os: str  #: a registry OS name (pipeline.platforms.OSES)
+    arch: str  #: a registry arch name (pipeline.platforms.ARCHES)
+    libc: Libc = "glibc"  #: Linux only: glibc (manylinux wheels) or musl (musllinux wheels)
     triple: str  #: compiler triple, e.g. aarch64-linux-gnu
     conan_profile: str  #: repo-relative path of the conan host profile
-    wheel_platform: str  #: platform tag of the unrepaired wheel, e.g. linux_aarch64
-    python_host_platform: str  #: value of _PYTHON_HOST_PLATFORM when cross building
-    repair: Repair  #: how the wheel is made portable (auditwheel → manylinux)
-    c_compiler: str
+    #: the target of ``zig cc`` (e.g. x86_64-linux-gnu.2.28): zig compiles this target's C/C++ against
+    #: that glibc (or musl) instead of the host's, so the wheels install on older distributions
+    zig_target: str | None = None
+    c_compiler: str  #: the C compiler on PATH ("zig" for zig_target targets)
     cxx_compiler: str
     toolchain_hint: str  #: how to install the compilers on a machine that lacks them
     emulator: tuple[str, ...] = ()  #: runs target binaries on the build host (qemu, wine)
@@ -62,6 +60,46 @@ class Target:
     debian_packages: tuple[str, ...] = ()
     #: substrings of kernel names the native kernel checks must report as run (e.g. "i8mm")
     crosscheck_kernels: tuple[str, ...] = ()
+
+    @property
+    def arch_spec(self) -> platforms.Arch:
+        return platforms.arch(self.arch)
+
+    @property
+    def os_spec(self) -> platforms.OsSpec:
+        return platforms.os_spec(self.os)
+
+    @property
+    def repair(self) -> Repair:
+        """How the wheel is made portable (auditwheel → manylinux/musllinux, delocate, none)."""
+        return self.os_spec.repair
+
+    @property
+    def wheel_platform(self) -> str:
+        """Platform tag of the unrepaired wheel, e.g. linux_aarch64, win_amd64."""
+        return platforms.wheel_platform(self.os, self.arch, macos_deployment_target=self.macos_deployment_target)
+
+    @property
+    def python_host_platform(self) -> str:
+        """Value of _PYTHON_HOST_PLATFORM when cross building for this target."""
+        return platforms.python_host_platform(
+            self.os, self.arch, macos_deployment_target=self.macos_deployment_target
+        )
+
+    @property
+    def shipped_tag_pattern(self) -> str:
+        """A regular expression each platform tag of the shipped wheel matches (after repair)."""
+        return platforms.repaired_tag_pattern(self.os, self.arch, self.libc, self.wheel_platform)
+
+    @property
+    def shipped_tag_hint(self) -> str:
+        """:attr:`shipped_tag_pattern` for people, e.g. manylinux_*_x86_64."""
+        return platforms.repaired_tag_hint(self.os, self.arch, self.libc, self.wheel_platform)
+
+    @property
+    def runs_natively_on_build_host(self) -> bool:
+        """Its binaries run on a linux-x86_64 build host without an emulator (e.g. a musl target)."""
+        return self.os == "linux" and self.arch == "x86_64"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -345,8 +383,8 @@ def _load_policy(doc: _Table) -> Policy:
         t = _Table(doc.file, f"forbidden[{i}]", entry, ("os", "arch", "reason"))
         forbidden.append(
             Forbidden(
-                os=t.choice("os", get_args(OS), _REQUIRED),
-                arch=t.choice("arch", get_args(Arch), _REQUIRED),
+                os=t.choice("os", platforms.os_names(), _REQUIRED),
+                arch=t.choice("arch", platforms.arch_names(), _REQUIRED),
                 reason=t.string("reason", _REQUIRED),
             )
         )
@@ -412,6 +450,12 @@ def _load_sdks(doc: _Table) -> tuple[Sdk, ...]:
 
 
 _TARGET_KEYS = tuple(f for f in Target.__dataclass_fields__ if f != "name")
+# Derived from the platform registry; a targets.toml that still sets them gets a pointed error.
+_DERIVED_TARGET_KEYS = {
+    "wheel_platform": "derived from os/arch by pipeline/platforms.py",
+    "python_host_platform": "derived from os/arch by pipeline/platforms.py",
+    "repair": "derived from os (and libc) by pipeline/platforms.py",
+}
 
 
 def _load_targets(doc: _Table, policy: Policy, root: Path) -> tuple[Target, ...]:
@@ -420,16 +464,19 @@ def _load_targets(doc: _Table, policy: Policy, root: Path) -> tuple[Target, ...]
     if not raw:
         raise doc.error("target", "declare at least one [target.<name>]")
     for name, body in raw.items():
+        if isinstance(body, dict):
+            for key, why in _DERIVED_TARGET_KEYS.items():
+                if key in body:
+                    raise MatrixError(doc.file, f"target.{name}.{key}", f"remove this key: it is {why}")
         t = _Table(doc.file, f"target.{name}", body, _TARGET_KEYS)
         target = Target(
             name=name,
-            os=t.choice("os", get_args(OS), _REQUIRED),
-            arch=t.choice("arch", get_args(Arch), _REQUIRED),
+            os=t.choice("os", platforms.os_names(), _REQUIRED),
+            arch=t.choice("arch", platforms.arch_names(), _REQUIRED),
+            libc=t.choice("libc", get_args(Libc), "glibc"),
             triple=t.string("triple", _REQUIRED),
             conan_profile=t.string("conan_profile", _REQUIRED),
-            wheel_platform=t.string("wheel_platform", _REQUIRED),
-            python_host_platform=t.string("python_host_platform", _REQUIRED),
-            repair=t.choice("repair", get_args(Repair), _REQUIRED),
+            zig_target=t.string("zig_target"),
             c_compiler=t.string("c_compiler", _REQUIRED),
             cxx_compiler=t.string("cxx_compiler", _REQUIRED),
             toolchain_hint=t.string("toolchain_hint", _REQUIRED),
@@ -472,11 +519,14 @@ def _check_target(t: _Table, target: Target, policy: Policy, root: Path) -> None
             )
     elif target.macos_deployment_target is not None:
         raise t.error("macos_deployment_target", f"only applies to macOS targets, not {target.os}")
-    if target.crosscheck and not target.emulator:
+    if target.crosscheck and not target.emulator and not target.runs_natively_on_build_host:
         raise t.error("crosscheck", "a crosscheck target needs an emulator to run its native tests (qemu, wine)")
-    expected_repair = {"linux": "auditwheel", "macos": "delocate", "windows": "none"}[target.os]
-    if target.repair != expected_repair:
-        raise t.error("repair", f"'{target.repair}' cannot repair {target.os} wheels; use '{expected_repair}'")
+    if target.libc != "glibc" and target.os != "linux":
+        raise t.error("libc", f"only Linux targets choose their C library, not {target.os}")
+    try:
+        target.wheel_platform  # noqa: B018 - the registry must know a wheel tag for this os/arch
+    except platforms.UnknownPlatform as exc:
+        raise t.error("arch", str(exc)) from None
     _check_profile(t, target, root)
 
 
@@ -486,7 +536,7 @@ def _check_profile(t: _Table, target: Target, root: Path) -> None:
     if not path.is_file():
         raise t.error("conan_profile", f"'{target.conan_profile}' does not exist (add it under recipes/profiles/)")
     settings = read_profile_settings(path)
-    want = {"os": CONAN_OS[target.os], "arch": CONAN_ARCH[target.arch]}
+    want = {"os": target.os_spec.conan, "arch": target.arch_spec.conan}
     if target.macos_deployment_target is not None:
         want["os.version"] = target.macos_deployment_target
     for key, value in want.items():

@@ -15,10 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from . import platforms
 from .errors import UsageError, choices_hint
 from .matrix import Cell, Matrix, Sdk, Target
-
-_MACHINE = {"x86_64": "x86_64", "amd64": "x86_64", "aarch64": "aarch64", "arm64": "aarch64", "armv7l": "armv7"}
 
 Availability = Literal["buildable", "skipped"]
 
@@ -42,11 +41,18 @@ class Selection:
 
 
 def host_target(matrix: Matrix, *, system: str | None = None, machine: str | None = None) -> Target | None:
-    """The matrix target describing this machine, or None if it is not a declared target."""
-    os_name = {"linux": "linux", "windows": "windows", "darwin": "macos"}.get((system or platform.system()).lower())
-    arch = _MACHINE.get((machine or platform.machine()).lower())
+    """The matrix target describing this machine, or None if it is not a declared target.
+
+    Several targets may share an os/arch (glibc and musl Linux): the host is the first one declared
+    whose C library is this interpreter's.
+    """
+    os_found = platforms.os_of_system(system or platform.system())
+    arch_found = platforms.arch_of_machine(machine or platform.machine())
+    if os_found is None or arch_found is None:
+        return None
+    libc = "glibc" if os_found.name != "linux" or platform.libc_ver()[0] == "glibc" else "musl"
     for t in matrix.targets:
-        if (t.os, t.arch) == (os_name, arch):
+        if (t.os, t.arch) == (os_found.name, arch_found.name) and (t.os != "linux" or t.libc == libc):
             return t
     return None
 

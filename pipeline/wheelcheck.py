@@ -13,7 +13,6 @@ import csv
 import hashlib
 import io
 import re
-import struct
 import zipfile
 from email.parser import Parser
 from pathlib import Path
@@ -21,11 +20,6 @@ from pathlib import Path
 from . import binaries
 from .matrix import Target
 
-# ELF e_machine, PE machine, Mach-O cputype per target arch.
-ELF_MACHINE = {62: "x86_64", 183: "aarch64", 40: "armv7"}
-PE_MACHINE = {0x8664: "x86_64", 0xAA64: "aarch64", 0x01C4: "armv7"}
-MACHO_CPU = {0x01000007: "x86_64", 0x0100000C: "aarch64"}
-LINUX_ARCH_TAG = {"x86_64": "x86_64", "aarch64": "aarch64", "armv7": "armv7l"}
 NATIVE_SUFFIXES = (".so", ".dll", ".dylib", ".pyd")
 #: What a plugin EP library exports (mosaicrt/ep.h); anything more leaks internals.
 EP_ENTRY_POINTS = ("MrtEpCreateFactories", "MrtEpGetAbiVersion", "MrtEpReleaseFactory")
@@ -36,28 +30,9 @@ def normalize(dist: str) -> str:
     return re.sub(r"[-_.]+", "_", dist).lower()
 
 
-def binary_arch(data: bytes) -> str | None:
-    """Architecture of an ELF/PE/Mach-O image, 'unknown:<n>' for an unknown machine, None if not a binary."""
-    if data[:4] == b"\x7fELF" and len(data) >= 20:
-        endian = "<" if data[5] == 1 else ">"
-        (machine,) = struct.unpack(endian + "H", data[18:20])
-        return ELF_MACHINE.get(machine, f"unknown:{machine}")
-    if data[:2] == b"MZ" and len(data) >= 0x40:
-        (pe_off,) = struct.unpack("<I", data[0x3C:0x40])
-        if data[pe_off : pe_off + 4] == b"PE\0\0":
-            (machine,) = struct.unpack("<H", data[pe_off + 4 : pe_off + 6])
-            return PE_MACHINE.get(machine, f"unknown:{machine:#x}")
-    if data[:4] in (b"\xcf\xfa\xed\xfe", b"\xce\xfa\xed\xfe") and len(data) >= 8:
-        (cpu,) = struct.unpack("<I", data[4:8])
-        return MACHO_CPU.get(cpu, f"unknown:{cpu:#x}")
-    return None
-
-
 def platform_ok(plat: str, target: Target) -> bool:
-    if target.repair == "auditwheel":
-        arch = LINUX_ARCH_TAG[target.arch]
-        return all(re.fullmatch(rf"(manylinux_\d+_\d+|manylinux\d+)_{arch}", p) for p in plat.split("."))
-    return plat == target.wheel_platform
+    """Every platform tag of a (compressed) tag set matches what the target ships (manylinux_*_aarch64, ...)."""
+    return all(re.fullmatch(target.shipped_tag_pattern, p) for p in plat.split("."))
 
 
 def check_wheel(
@@ -83,8 +58,7 @@ def check_wheel(
     if (m["py"], m["abi"]) != ("py3", "none"):
         problems.append(f"tag is {m['py']}-{m['abi']}, expected py3-none (ctypes, no CPython ABI)")
     if not platform_ok(m["plat"], target):
-        want = f"manylinux_*_{LINUX_ARCH_TAG[target.arch]}" if target.repair == "auditwheel" else target.wheel_platform
-        problems.append(f"platform tag is {m['plat']}, expected {want}")
+        problems.append(f"platform tag is {m['plat']}, expected {target.shipped_tag_hint}")
     size_mb = path.stat().st_size / 1e6
     if size_mb > max_mb:
         problems.append(f"wheel is {size_mb:.2f} MB, over the component limit {max_mb} MB")
@@ -105,7 +79,7 @@ def check_wheel(
         if not any(n.startswith(import_package + "/") for n in natives):
             problems.append(f"no native library inside {import_package}/")
         for n in natives:
-            arch = binary_arch(zf.read(n)[:4096])
+            arch = binaries.arch_of(zf.read(n))
             if arch != target.arch:
                 problems.append(
                     f"{n} is built for {arch or 'no known binary format'}, target {target.name} is {target.arch}"

@@ -271,8 +271,9 @@ def test_missing_toolchain_as_root_installs_and_says_so(capsys: pytest.CaptureFi
     installer = Installer(root=True, run=lambda cmd: calls.append(list(cmd)) or 0)
     c = ensure_toolchain(missing_compiler("windows-x86_64"), installer, print)  # type: ignore[arg-type]
     assert calls == [
-        ["apt-get", "update"],
-        ["apt-get", "install", "-y", "--no-install-recommends", "mingw-w64", "wine64", "wine", "ccache"],
+        ["apt-get", "-o", "DPkg::Lock::Timeout=600", "update"],
+        ["apt-get", "-o", "DPkg::Lock::Timeout=600", "install", "-y", "--no-install-recommends", "mingw-w64", "wine64",
+         "wine", "ccache"],
     ]
     assert "installing Debian packages: apt-get update && apt-get install" in capsys.readouterr().out
     # The fake installer installs nothing, so the compiler is still missing: a clear failure.

@@ -284,15 +284,20 @@ def test_unknown_names_suggest() -> None:
 # ---- impossible combinations ---------------------------------------------------------
 
 
-def test_windows_target_cannot_use_auditwheel(real_matrix_repo: Path) -> None:
+def test_derived_target_keys_are_refused(real_matrix_repo: Path) -> None:
+    """Facts the platform registry owns cannot be restated (and contradicted) in targets.toml."""
     edit(
         real_matrix_repo / "matrix" / "targets.toml",
-        'wheel_platform = "win_amd64"\npython_host_platform = "win-amd64"\nrepair = "none"',
-        'wheel_platform = "win_amd64"\npython_host_platform = "win-amd64"\nrepair = "auditwheel"',
+        'triple = "x86_64-w64-mingw32"',
+        'triple = "x86_64-w64-mingw32"\nrepair = "auditwheel"',
     )
-    with pytest.raises(
-        MatrixError, match=r"target.windows-x86_64.repair: 'auditwheel' cannot repair windows wheels; use 'none'"
-    ):
+    with pytest.raises(MatrixError, match=r"target.windows-x86_64.repair: remove this key: it is derived from os"):
+        load_matrix(real_matrix_repo)
+
+
+def test_unknown_arch_points_at_the_registry(real_matrix_repo: Path) -> None:
+    edit(real_matrix_repo / "matrix" / "targets.toml", 'arch = "armv7"', 'arch = "armv7x"')
+    with pytest.raises(MatrixError, match=r"target.linux-armv7.arch: 'armv7x' is not allowed \(did you mean 'armv7'"):
         load_matrix(real_matrix_repo)
 
 

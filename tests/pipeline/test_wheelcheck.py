@@ -4,16 +4,16 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import struct
 import zipfile
 from pathlib import Path
 
 import pytest
 
 from pipeline.matrix import load_matrix
-from pipeline.wheelcheck import binary_arch, check_wheel
+from pipeline.wheelcheck import check_wheel
 
 from .conftest import REPO
+from .test_binaries import make_elf, make_pe
 
 MATRIX = load_matrix(REPO)
 X86 = MATRIX.target("linux-x86_64")
@@ -21,20 +21,11 @@ WIN = MATRIX.target("windows-x86_64")
 
 
 def elf(machine: int) -> bytes:
-    header = bytearray(64)
-    header[:4] = b"\x7fELF"
-    header[4], header[5] = 2, 1  # 64-bit, little endian
-    header[18:20] = struct.pack("<H", machine)
-    return bytes(header) + b"\0" * 64
+    return make_elf(bits=64, machine=machine)
 
 
 def pe(machine: int) -> bytes:
-    data = bytearray(0x100)
-    data[:2] = b"MZ"
-    data[0x3C:0x40] = struct.pack("<I", 0x80)
-    data[0x80:0x84] = b"PE\0\0"
-    data[0x84:0x86] = struct.pack("<H", machine)
-    return bytes(data)
+    return make_pe(machine=machine, dll=True)
 
 
 def make_wheel(
@@ -113,13 +104,3 @@ def test_windows_wheel(tmp_path: Path) -> None:
     files["mosaicrt/libmosaicrt.dll"] = pe(0xAA64)
     problems = check(make_wheel(tmp_path, files, tag="py3-none-win_amd64"), target=WIN)
     assert any("built for aarch64" in p for p in problems)
-
-
-def test_binary_arch() -> None:
-    assert binary_arch(elf(62)) == "x86_64"
-    assert binary_arch(elf(183)) == "aarch64"
-    assert binary_arch(elf(40)) == "armv7"
-    assert binary_arch(elf(243)) == "unknown:243"
-    assert binary_arch(pe(0x8664)) == "x86_64"
-    assert binary_arch(b"\xcf\xfa\xed\xfe" + struct.pack("<I", 0x0100000C)) == "aarch64"
-    assert binary_arch(b"#!/bin/sh\n") is None
