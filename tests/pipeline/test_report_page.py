@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import html
 import json
 import os
 import shutil
@@ -28,6 +29,7 @@ from pipeline.report_page import (
     Status,
     collect,
     crosscheck_report_path,
+    default_host,
     page_path,
     read_sources,
     render,
@@ -361,6 +363,9 @@ def test_nothing_run_yet(tmp_path: Path, matrix: Matrix) -> None:
         assert (r.crosscheck.kind == "not-run") == (cell.target.crosscheck and cell.id.startswith("core/default/"))
     notes = read_sources(layout).notes(page_path(layout).parent)
     assert [n.state for n in notes] == ["absent", "absent", "absent"]
+    text = write_page(matrix, layout).read_text(encoding="utf-8")  # default host: this machine's target
+    assert text.count('data-state="absent"') == 3
+    assert f"host <b>{html.escape(default_host(matrix))}</b>" in text
 
 
 @pytest.mark.parametrize(
