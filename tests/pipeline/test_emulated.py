@@ -1,0 +1,325 @@
+"""Wheel tests of cross wheels under qemu-user (pipeline.emulated).
+
+The fast tests check how the sysroot spec, the emulated venv, its launcher, the suite command and
+its environment are formed, the stamp cache, and the plugin that skips modules needing an absent
+oracle — without Debian packages or qemu. The slow tests build the linux-aarch64 / linux-armv7 core
+wheels (ccache, cells under build/emulated-test), prepare their Debian sysroots (cached under
+build/emulated-sysroots: a rerun does no network) and run the wheel suite under qemu-user.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from pipeline import emulated
+from pipeline.emulated import Sysroot, SysrootSpec
+from pipeline.errors import EnvironmentProblem
+from pipeline.hashing import sha256_file
+from pipeline.matrix import load_matrix
+from pipeline.records import Counts, records_for_sha, write_record
+from pipeline.wheeltest import WheelSuite, suite_hash
+
+from .conftest import REPO
+
+MATRIX = load_matrix(REPO)
+SUITE = REPO / "tests" / "wheel"
+AARCH64_QEMU = ["qemu-aarch64", "-cpu", "max", "-L", "/usr/aarch64-linux-gnu"]
+
+
+def _fake_wheel(path: Path) -> Path:
+    with zipfile.ZipFile(path, "w") as zf:
+        zf.writestr("mosaicrt/__init__.py", "__version__ = '0.1.0'\n")
+        zf.writestr("mosaicrt/libmosaicrt.so", b"\x7fELF fake")
+        zf.writestr("mosaicrt-0.1.0.data/purelib/mosaicrt_extra.py", "X = 1\n")
+        zf.writestr("mosaicrt-0.1.0.data/scripts/tool", "#!/bin/sh\n")
+        zf.writestr(
+            "mosaicrt-0.1.0.dist-info/METADATA",
+            "Metadata-Version: 2.1\nName: mosaicrt\nVersion: 0.1.0\nRequires-Dist: numpy>=1.24\n"
+            "Requires-Dist: rich; extra == 'cli'\n",
+        )
+        zf.writestr("mosaicrt-0.1.0.dist-info/RECORD", "")
+    return path
+
+
+def _fake_sysroot(tmp_path: Path, *, absent: dict[str, str] | None = None) -> Sysroot:
+    base = tmp_path / "sysroots" / "arm64"
+    (base / "root" / "usr" / "bin").mkdir(parents=True)
+    (base / "root" / "usr" / "bin" / "python3.11").write_bytes(b"\x7fELF")
+    (base / "site").mkdir()
+    return Sysroot(
+        arch="aarch64",
+        base=base,
+        root=base / "root",
+        site=base / "site",
+        python_full="3.11.2",
+        multiarch="aarch64-linux-gnu",
+        debs={"python3.11": "3.11.2-6+deb12u9"},
+        wheels={"pytest": "9.2.0", "numpy": "2.4.6"},
+        sources={"pytest": "pypi", "numpy": "pypi"},
+        absent=absent or {},
+    )
+
+
+# ------------------------------------------------------------------------------ command forming
+
+
+def test_emulator_command_points_L_at_the_sysroot() -> None:
+    root = Path("/cache/arm64/root")
+    assert emulated.emulator_command(AARCH64_QEMU, root) == ["qemu-aarch64", "-cpu", "max", "-L", str(root)]
+    assert emulated.emulator_command(["qemu-arm"], root) == ["qemu-arm", "-L", str(root)]
+    assert emulated.emulator_command(["qemu-arm", "-L/usr/arm-linux-gnueabihf"], root) == ["qemu-arm", f"-L{root}"]
+    with pytest.raises(EnvironmentProblem, match="qemu-user"):
+        emulated.emulator_command(["wine"], root)
+
+
+def test_spec_from_the_matrix_targets() -> None:
+    reqs = emulated.read_requirements(SUITE / "requirements.txt")
+    spec = emulated.sysroot_spec(MATRIX.target("linux-aarch64"), requires=("numpy>=1.24",), suite_requirements=reqs)
+    assert (spec.debian_arch, spec.multiarch) == ("arm64", "aarch64-linux-gnu")
+    assert spec.pip_platforms[0] == "manylinux_2_36_aarch64"
+    assert {"manylinux_2_17_aarch64", "manylinux2014_aarch64", "linux_aarch64"} <= set(spec.pip_platforms)
+    assert [emulated.requirement_name(r) for r in spec.requires] == ["pytest", "numpy"]
+    assert {emulated.requirement_name(r) for r in spec.oracles} == {"onnx", "onnxruntime", "ml_dtypes"}
+    armv7 = emulated.sysroot_spec(MATRIX.target("linux-armv7"), requires=("numpy>=1.24",), suite_requirements=reqs)
+    assert (armv7.debian_arch, armv7.multiarch, armv7.pip_platforms[-1]) == ("armhf", "arm-linux-gnueabihf",
+                                                                             "linux_armv7l")
+    assert armv7.key != spec.key
+    with pytest.raises(EnvironmentProblem, match="no emulated CPython"):
+        emulated.sysroot_spec(MATRIX.target("windows-x86_64"), requires=(), suite_requirements=reqs)
+
+
+def test_wheel_requires_reads_unconditional_requirements(tmp_path: Path) -> None:
+    assert emulated.wheel_requires(_fake_wheel(tmp_path / "w.whl")) == ("numpy>=1.24",)
+
+
+def test_venv_launcher_and_wheel_unpacking(tmp_path: Path) -> None:
+    sysroot = _fake_sysroot(tmp_path)
+    wheel = _fake_wheel(tmp_path / "mosaicrt-0.1.0-py3-none-manylinux_2_28_aarch64.whl")
+    venv = emulated.make_venv(tmp_path / "venv", sysroot, AARCH64_QEMU, [wheel])
+    script = venv.python.read_text()
+    assert script.startswith("#!/bin/sh\n") and os.access(venv.python, os.X_OK)
+    assert (
+        f"exec qemu-aarch64 -cpu max -L {sysroot.root} -0 {venv.python} {sysroot.python} \"$@\"" in script
+    ), script
+    assert "/usr/aarch64-linux-gnu" not in script
+    cfg = (venv.path / "pyvenv.cfg").read_text()
+    assert f"home = {sysroot.root}/usr/bin\n" in cfg and "include-system-site-packages = false" in cfg
+    assert venv.site_packages == venv.path / "lib" / "python3.11" / "site-packages"
+    assert (venv.site_packages / "_mosaicrt_test_deps.pth").read_text() == f"{sysroot.site}\n"
+    assert (venv.site_packages / "mosaicrt" / "libmosaicrt.so").read_bytes() == b"\x7fELF fake"
+    assert (venv.site_packages / "mosaicrt_extra.py").is_file()  # .data/purelib lands in site-packages
+    assert not (venv.site_packages / "tool").exists()
+    assert (venv.site_packages / "mosaicrt-0.1.0.dist-info" / "INSTALLER").is_file()
+    # a second venv at the same place starts empty
+    again = emulated.make_venv(tmp_path / "venv", sysroot, AARCH64_QEMU, [])
+    assert not (again.site_packages / "mosaicrt").exists()
+
+
+def test_debian_numpy_adds_dist_packages(tmp_path: Path) -> None:
+    sysroot = _fake_sysroot(tmp_path)
+    debian = Sysroot(**{**sysroot.__dict__, "sources": {"pytest": "pypi", "numpy": "debian"}})
+    assert debian.paths == (sysroot.site, sysroot.root / "usr" / "lib" / "python3" / "dist-packages")
+
+
+def test_suite_command_and_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PYTHONPATH", "/work/main")
+    monkeypatch.setenv("QEMU_LD_PREFIX", "/usr/aarch64-linux-gnu")
+    monkeypatch.setenv("PIP_INDEX_URL", "file:///somewhere")
+    sysroot = _fake_sysroot(tmp_path, absent={"onnx": "no wheel"})
+    wheel = _fake_wheel(tmp_path / "mosaicrt-0.1.0-py3-none-manylinux_2_28_aarch64.whl")
+    venv = emulated.make_venv(tmp_path / "venv", sysroot, AARCH64_QEMU, [wheel])
+    junit = tmp_path / "j.xml"
+    cmd = emulated.suite_command(venv, SUITE, junit)
+    assert cmd[:4] == [str(venv.python), "-m", "pytest", str(SUITE)]
+    for flag, value in (("-c", str(SUITE / "pytest.ini")), ("--rootdir", str(SUITE)), ("-p", "no:cacheprovider")):
+        assert cmd[cmd.index(flag) + 1] == value
+    assert cmd[cmd.index("no:cacheprovider") + 2] == emulated.ABSENT_PLUGIN
+    assert f"--junitxml={junit}" in cmd and "-m" not in cmd[4:]
+    assert emulated.suite_command(venv, SUITE, junit, markers="not slow")[-2:] == ["-m", "not slow"]
+    env = emulated.suite_env(wheel, sysroot, {"CXX": "aarch64-linux-gnu-g++"})
+    assert "PYTHONPATH" not in env and "QEMU_LD_PREFIX" not in env and "PIP_INDEX_URL" not in env
+    assert env["MOSAICRT_TEST_WHEEL"] == str(wheel.resolve())
+    assert env["MOSAICRT_TEST_WHEEL_SHA256"] == sha256_file(wheel)
+    assert env["CXX"] == "aarch64-linux-gnu-g++"
+    assert json.loads(env["MOSAICRT_ABSENT_ORACLES"]) == {"onnx": "no wheel"}
+
+
+def test_outcome_like_host_records() -> None:
+    assert emulated.outcome_of(0, Counts(tests=5, skipped=1)) == ("passed", None)
+    assert emulated.outcome_of(1, Counts(tests=5, failures=1)) == ("failed", "pytest exit 1")
+    assert emulated.outcome_of(0, Counts(tests=5, errors=1))[0] == "failed"
+    assert emulated.outcome_of(5, Counts()) == ("error", "no tests ran (pytest exit 5)")
+
+
+# ---------------------------------------------------------------------------------- the sysroot
+
+
+def _spec() -> SysrootSpec:
+    return SysrootSpec(
+        arch="aarch64",
+        debian_arch="arm64",
+        multiarch="aarch64-linux-gnu",
+        pip_platforms=emulated.pip_platforms("aarch64"),
+        requires=("pytest>=8", "numpy>=1.24"),
+        oracles=("onnx>=1.16",),
+    )
+
+
+def _write_stamp(cache: Path, spec: SysrootSpec) -> None:
+    base = cache / spec.debian_arch
+    (base / "root" / "usr" / "bin").mkdir(parents=True)
+    (base / "root" / "usr" / "bin" / "python3.11").write_bytes(b"\x7fELF")
+    (base / "site").mkdir()
+    stamp = {"key": spec.key, "python_full": "3.11.2", "debs": {"libc6": "2.36-9"}, "wheels": {"pytest": "9.2.0"},
+             "sources": {"pytest": "pypi", "numpy": "debian"}, "absent": {"onnx": "no wheel"}}
+    (base / "stamp.json").write_text(json.dumps(stamp))
+
+
+def test_cached_sysroot_is_reused_without_running_anything(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    spec = _spec()
+    _write_stamp(tmp_path, spec)
+
+    def no_subprocess(*args: object, **kwargs: object) -> None:
+        raise AssertionError(f"ran {args}")
+
+    monkeypatch.setattr(subprocess, "run", no_subprocess)
+    lines: list[str] = []
+    sysroot = emulated.prepare_sysroot(spec, tmp_path, lines.append)
+    assert sysroot.python_full == "3.11.2" and sysroot.absent == {"onnx": "no wheel"}
+    assert sysroot.sources["numpy"] == "debian"
+    assert lines and lines[0].startswith("[sysroot arm64] cached")
+
+
+def test_a_changed_spec_invalidates_the_stamp(tmp_path: Path) -> None:
+    spec = _spec()
+    _write_stamp(tmp_path, spec)
+    assert emulated.load_sysroot(spec, tmp_path) is not None
+    changed = SysrootSpec(**{**spec.__dict__, "oracles": ("onnx>=1.17",)})
+    assert emulated.load_sysroot(changed, tmp_path) is None
+    (tmp_path / "arm64" / "root" / "usr" / "bin" / "python3.11").unlink()
+    assert emulated.load_sysroot(spec, tmp_path) is None  # a damaged sysroot is made again
+
+
+def test_not_root_says_the_commands(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def fake_run(cmd: list[str], **kwargs: object) -> tuple[int, str]:
+        assert cmd == ["dpkg", "--print-foreign-architectures"], cmd
+        return 0, "i386\n"
+
+    monkeypatch.setattr(emulated, "_run", fake_run)
+    monkeypatch.setattr(emulated, "is_root", lambda: False)
+    with pytest.raises(EnvironmentProblem) as info:
+        emulated.prepare_sysroot(_spec(), tmp_path, lambda line: None)
+    assert "sudo dpkg --add-architecture arm64 && sudo apt-get -o DPkg::Lock::Timeout=600 update" in str(info.value)
+
+
+def test_missing_tool_not_root_says_the_install_command(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(emulated, "is_root", lambda: False)
+    with pytest.raises(EnvironmentProblem, match=r"apt-get -o DPkg::Lock::Timeout=600 install -y .*qemu-user"):
+        emulated.ensure_tools(["no-such-tool-xyz"], ["qemu-user"], lambda line: None)
+    emulated.ensure_tools(["sh"], ["never-installed"], lambda line: None)  # present: nothing to do
+
+
+# --------------------------------------------------------------------------- absent-oracle plugin
+
+
+def test_plugin_skips_only_modules_that_need_an_absent_oracle(tmp_path: Path) -> None:
+    """A real pytest run on this host: one module imports an absent oracle (skipped, with the
+    recorded reason), one imports some other missing module (still a collection error), one passes."""
+    suite = tmp_path / "suite"
+    suite.mkdir()
+    (suite / "pytest.ini").write_text("[pytest]\n")
+    (suite / "test_oracle.py").write_text("import absent_oracle.sub\n\ndef test_a():\n    pass\n")
+    (suite / "test_broken.py").write_text("import not_an_oracle_xyz\n\ndef test_b():\n    pass\n")
+    (suite / "test_fine.py").write_text("def test_c():\n    pass\n")
+    plugin_dir = tmp_path / "plugin"
+    plugin_dir.mkdir()
+    (plugin_dir / f"{emulated.ABSENT_PLUGIN}.py").write_text(emulated._ABSENT_PLUGIN_SOURCE)
+    junit = tmp_path / "j.xml"
+    env = {**os.environ, "PYTHONPATH": str(plugin_dir),
+           "MOSAICRT_ABSENT_ORACLES": json.dumps({"absent_oracle": "no wheel for armv7l"})}
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", str(suite), "-c", str(suite / "pytest.ini"), "--rootdir", str(suite), "-rs",
+         "-p", "no:cacheprovider", "-p", emulated.ABSENT_PLUGIN, f"--junitxml={junit}",
+         "--continue-on-collection-errors"],
+        capture_output=True, text=True, env=env, cwd=tmp_path, check=False,
+    )
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0, out  # the unrelated import error still fails the run
+    assert "needs absent_oracle, absent under emulation: no wheel for armv7l" in out
+    assert "not_an_oracle_xyz" in out
+    from pipeline.wheeltest import parse_junit
+
+    counts = parse_junit(junit)
+    assert (counts.passed, counts.skipped, counts.errors) == (1, 1, 1), out
+
+
+# ------------------------------------------------------------------------------ real, under qemu
+
+ARCH_TARGETS = ("linux-aarch64", "linux-armv7")
+
+
+def _build_tools_present() -> bool:
+    import importlib.util
+
+    return all(importlib.util.find_spec(m) is not None for m in ("build", "scikit_build_core", "auditwheel", "conans"))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("target_name", ARCH_TARGETS)
+def test_cross_wheel_suite_under_qemu(
+    target_name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    if not _build_tools_present():
+        pytest.skip("build tools are installed by `nox -s ci`")
+    from pipeline.cli import main
+
+    target = MATRIX.target(target_name)
+    t0 = time.monotonic()
+    emulated.ensure_toolchains([MATRIX.target(name) for name in ARCH_TARGETS], print)
+    # cells at build/<x>/cells/<slug>/cmake, the depth `nox -s build` uses, so ccache shares objects;
+    # the dist folder persists, so a rerun with unchanged sources builds nothing
+    work = REPO / "build" / "emulated-test"
+    monkeypatch.setenv("CCACHE_DIR", str(REPO / "build" / "pipeline" / "ccache"))
+    rc = main(["build", "--target", target_name, "--jobs", "2", "--dist-dir", str(work / "dist"),
+               "--work-dir", str(work)])
+    out = capsys.readouterr().out
+    assert rc == 0, out
+    wheels = sorted((work / "dist" / target_name).glob("mosaicrt-*.whl"))
+    assert len(wheels) == 1, out
+    wheel = wheels[0]
+    t_build = time.monotonic() - t0
+
+    spec = emulated.sysroot_spec(
+        target, requires=emulated.wheel_requires(wheel),
+        suite_requirements=emulated.read_requirements(SUITE / "requirements.txt"),
+    )
+    sysroot = emulated.prepare_sysroot(spec, REPO / "build" / "emulated-sysroots", print)
+    t_sysroot = time.monotonic() - t0 - t_build
+
+    record = emulated.emulated_test_record(wheel, target, sysroot, root=REPO, work=tmp_path / "work")
+    t_suite = time.monotonic() - t0 - t_build - t_sysroot
+    path = write_record(tmp_path / "records", record)
+    c = record.counts
+    summary = (
+        f"{target_name}: {record.outcome}: {c.passed} passed, {c.failures} failed, {c.errors} errors, {c.skipped}"
+        f" skipped; build {t_build:.0f}s, sysroot {t_sysroot:.0f}s, suite {t_suite:.0f}s; absent oracles:"
+        f" {sorted(sysroot.absent) or 'none'}; log {record.log}"
+    )
+    with capsys.disabled():
+        print("\n" + summary)
+    stored = records_for_sha(tmp_path / "records", sha256_file(wheel))
+    assert stored["3.11"] == record and path.name == "3.11.json"
+    assert (record.python, record.platform) == ("3.11", target_name)
+    assert record.python_full.startswith("3.11.")
+    assert record.suite_hash == suite_hash(REPO, WheelSuite())
+    log = Path(record.log or "").read_text(encoding="utf-8")
+    assert c.passed > 0 and c.failures == 0 and c.errors == 0, summary + "\n" + log[-6000:]
+    assert record.outcome == "passed", summary
