@@ -6,6 +6,13 @@
 #if defined(__APPLE__) && defined(__aarch64__)
 #include <sys/sysctl.h>
 #endif
+#if (defined(__x86_64__) || defined(__i386__)) && (defined(__GNUC__) || defined(__clang__))
+#include <cpuid.h>
+#define MRT_X86_CPUID 1
+#elif defined(_M_X64)
+#include <intrin.h>
+#define MRT_X86_CPUID 1
+#endif
 
 namespace mrt {
 
@@ -31,19 +38,56 @@ bool apple_has(const char* name) {
 }
 #endif
 
+#if defined(MRT_X86_CPUID)
+// CPUID leaf/subleaf → {eax, ebx, ecx, edx}; zeros when the leaf is beyond the CPU's maximum.
+// Read directly (not through the compiler's __builtin_cpu_supports, whose runtime support is
+// empty in some toolchains, e.g. zig's bundled compiler-rt, and absent in MSVC).
+struct Regs {
+  unsigned a = 0, b = 0, c = 0, d = 0;
+};
+
+Regs cpuid(unsigned leaf, unsigned sub) {
+  Regs r;
+#if defined(_M_X64)
+  int v[4];
+  __cpuidex(v, static_cast<int>(leaf), static_cast<int>(sub));
+  r.a = v[0], r.b = v[1], r.c = v[2], r.d = v[3];
+#else
+  if (!__get_cpuid_count(leaf, sub, &r.a, &r.b, &r.c, &r.d)) return Regs{};
+#endif
+  return r;
+}
+
+// XCR0: which register states the OS saves on a context switch (only meaningful with OSXSAVE).
+unsigned long long xcr0() {
+#if defined(_M_X64)
+  return _xgetbv(0);
+#else
+  unsigned lo = 0, hi = 0;
+  __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+  return (static_cast<unsigned long long>(hi) << 32) | lo;
+#endif
+}
+#endif
+
 CpuIsa detect() {
   CpuIsa c;
-#if (defined(__x86_64__) || defined(__i386__)) && (defined(__GNUC__) || defined(__clang__))
-  __builtin_cpu_init();
-  c.sse4_2 = __builtin_cpu_supports("sse4.2");
-  c.avx = __builtin_cpu_supports("avx");
-  c.avx2 = __builtin_cpu_supports("avx2");
-  c.fma = __builtin_cpu_supports("fma");
-  c.avx512f = __builtin_cpu_supports("avx512f");
-  c.avx512bw = __builtin_cpu_supports("avx512bw");
-  c.avx512vl = __builtin_cpu_supports("avx512vl");
-  c.avx512dq = __builtin_cpu_supports("avx512dq");
-  c.avx512_vnni = __builtin_cpu_supports("avx512vnni");
+#if defined(MRT_X86_CPUID)
+  const Regs l1 = cpuid(1, 0);
+  const Regs l7 = cpuid(0, 0).a >= 7 ? cpuid(7, 0) : Regs{};
+  const bool osxsave = l1.c & (1u << 27);
+  const unsigned long long xcr = osxsave ? xcr0() : 0;
+  const bool os_avx = (xcr & 0x6) == 0x6;             // XMM and YMM state
+  const bool os_avx512 = os_avx && (xcr & 0xE0) == 0xE0;  // opmask, ZMM0-15 high halves, ZMM16-31
+  c.sse4_2 = l1.c & (1u << 20);
+  c.avx = os_avx && (l1.c & (1u << 28));
+  c.fma = c.avx && (l1.c & (1u << 12));
+  c.avx2 = c.avx && (l7.b & (1u << 5));
+  c.avx512f = os_avx512 && (l7.b & (1u << 16));
+  c.avx512dq = c.avx512f && (l7.b & (1u << 17));
+  c.avx512bw = c.avx512f && (l7.b & (1u << 30));
+  c.avx512vl = c.avx512f && (l7.b & (1u << 31));
+  c.avx512_vnni = c.avx512f && (l7.c & (1u << 11));
 #elif defined(__aarch64__) || defined(_M_ARM64)
   c.neon = true;  // AdvSIMD is mandatory on arm64
 #if defined(__linux__)
