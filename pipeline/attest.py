@@ -1,7 +1,8 @@
 """Attestations about one wheel: in-toto Statement v1 documents, bound to the wheel's sha256.
 
 * provenance — predicate SLSA Provenance v1: source repository + commit + dirty flag, the matrix cell,
-  the cell's input hash, toolchain versions, and the build commands as the build step logged them;
+  and from the cell's :class:`~pipeline.records.BuildRecord`: its input hash, the commands the build ran,
+  the toolchain versions measured during the build, and its start and end times;
 * test result — predicate :data:`TEST_RESULT`: every test record of the wheel's exact bytes;
 * SBOM — predicate CycloneDX (see :mod:`pipeline.sbom`).
 
@@ -12,19 +13,14 @@ accompanies a distribution (twine uploads it in the same request as the wheel).
 
 from __future__ import annotations
 
-import importlib.metadata
 import json
-import subprocess
-import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
-from datetime import UTC, datetime
-from pathlib import Path
+from dataclasses import asdict
 from typing import Any
 
 from .errors import VerificationError
 from .matrix import Cell
-from .records import TestRecord
+from .records import BuildRecord, TestRecord
 from .signing import Envelope, Signer
 from .source import SourceInfo
 
@@ -49,63 +45,17 @@ def statement(wheel_name: str, sha256: str, predicate_type: str, predicate: Mapp
     }
 
 
-@dataclass(frozen=True, kw_only=True)
-class BuildFacts:
-    """What the build step knows about the cell that produced the wheel (from its state file and log)."""
-
-    input_hash: str
-    inputs: Mapping[str, str]
-    commands: tuple[str, ...]  #: the commands the build step ran, as logged
-    built_at: str | None = None  #: mtime of the build log, ISO 8601
-
-
-def read_build_facts(state: Mapping[str, Any], log: Path) -> BuildFacts:
-    commands: tuple[str, ...] = ()
-    built_at = None
-    if log.is_file():
-        lines = log.read_text(encoding="utf-8", errors="replace").splitlines()
-        commands = tuple(line[2:] for line in lines if line.startswith("$ "))
-        built_at = datetime.fromtimestamp(log.stat().st_mtime, UTC).isoformat(timespec="seconds")
-    return BuildFacts(
-        input_hash=str(state["input_hash"]),
-        inputs={str(k): str(v) for k, v in dict(state.get("inputs", {})).items()},
-        commands=commands,
-        built_at=built_at,
-    )
-
-
-def toolchain_versions(cell: Cell) -> dict[str, str]:
-    """Versions of the tools that build a cell, as installed where the release runs."""
-    out = {"python": sys.version.split()[0], "compiler": _first_line([cell.target.cxx_compiler, "--version"])}
-    cmake = Path(sys.executable).parent / "cmake"
-    out["cmake"] = _first_line([str(cmake) if cmake.exists() else "cmake", "--version"])
-    for dist in ("scikit-build-core", "build", "conan", "auditwheel"):
-        try:
-            out[dist] = importlib.metadata.version(dist)
-        except importlib.metadata.PackageNotFoundError:
-            out[dist] = "not installed"
-    return out
-
-
-def _first_line(cmd: Sequence[str]) -> str:
-    try:
-        proc = subprocess.run(list(cmd), capture_output=True, text=True, timeout=30, check=False)
-    except (OSError, subprocess.TimeoutExpired):
-        return "unavailable"
-    lines = proc.stdout.strip().splitlines()
-    return lines[0] if proc.returncode == 0 and lines else "unavailable"
-
-
 def provenance(
     wheel_name: str,
     sha256: str,
     *,
     cell: Cell,
     source: SourceInfo,
-    build: BuildFacts,
-    toolchain: Mapping[str, str],
+    build: BuildRecord,
     invocation: Sequence[str],
 ) -> dict[str, Any]:
+    """SLSA v1 provenance made from the cell's build record: its input hash and inputs, the commands the
+    build ran, the toolchain versions it measured while running, and when it started and finished."""
     comp = cell.component
     predicate = {
         "buildDefinition": {
@@ -134,7 +84,7 @@ def provenance(
                 "input_hash": build.input_hash,
                 "inputs": dict(build.inputs),
                 "commands": list(build.commands),
-                "toolchain": dict(toolchain),
+                "toolchain": dict(build.toolchain),
             },
             "resolvedDependencies": [
                 {"uri": f"git+{source.repository}@{source.commit}", "digest": {"gitCommit": source.commit}}
@@ -142,10 +92,7 @@ def provenance(
         },
         "runDetails": {
             "builder": {"id": BUILDER_ID},
-            "metadata": {
-                "invocationId": build.input_hash,
-                **({"finishedOn": build.built_at} if build.built_at else {}),
-            },
+            "metadata": {"invocationId": build.input_hash, "startedOn": build.started, "finishedOn": build.finished},
         },
     }
     return statement(wheel_name, sha256, SLSA_PROVENANCE, predicate)

@@ -16,38 +16,61 @@ import sys
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
-from . import hashing
+from . import hashing, toolchains
 from .errors import BuildError, EnvironmentProblem, ToolchainError
 from .layout import Layout
 from .matrix import Cell, Target
-from .plan import PlannedCell, Selection, is_requested
+from .plan import PlannedCell, Selection, SkipKind, is_requested
+from .records import BuildRecord, read_build_record, write_build_record
 from .wheelcheck import EP_ENTRY_POINTS, check_wheel, normalize
 
-Status = Literal["built", "up-to-date", "skipped", "failed"]
-
-#: The build logic is an input of every cell: editing these files rebuilds.
-_LOGIC_FILES = ("build.py", "wheelcheck.py", "hashing.py")
+#: built: made now; up-to-date: the record's inputs are the current ones and the wheel has its bytes;
+#: stale: --check-only found no current wheel (the release refuses it); skipped / failed.
+Status = Literal["built", "up-to-date", "stale", "skipped", "failed"]
 
 
 @dataclass(frozen=True, kw_only=True)
 class CellResult:
-    cell: str
-    component: str
-    variant: str
-    target: str
-    dist: str
-    version: str
+    cell: Cell
     status: Status
+    skip: SkipKind | None = None
     reason: str | None = None
-    wheel: str | None = None  #: repo-relative (or absolute) path of the wheel
-    sha256: str | None = None
+    wheel: Path | None = None  #: the wheel in dist/<target>/ (built / up-to-date)
+    record: BuildRecord | None = None  #: its build record (built / up-to-date)
     input_hash: str | None = None
     changed_inputs: tuple[str, ...] = ()
-    log: str | None = None
+    log: Path | None = None
     duration_s: float = 0.0
+
+    @property
+    def sha256(self) -> str | None:
+        return self.record.sha256 if self.record else None
+
+    def to_dict(self, root: Path) -> dict[str, object]:
+        c = self.cell
+        return {
+            "cell": c.id,
+            "component": c.component.name,
+            "variant": c.variant.name,
+            "target": c.target.name,
+            "dist": c.dist,
+            "version": c.component.version,
+            "status": self.status,
+            "skip": self.skip,
+            "reason": self.reason,
+            "wheel": _rel(self.wheel, root) if self.wheel else None,
+            "sha256": self.sha256,
+            "size": self.wheel.stat().st_size if self.wheel and self.wheel.is_file() else None,
+            "input_hash": self.input_hash,
+            "changed_inputs": list(self.changed_inputs),
+            "log": _rel(self.log, root) if self.log else None,
+            "duration_s": round(self.duration_s, 3),
+            "record": asdict(self.record) if self.record else None,
+        }
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -59,12 +82,17 @@ class BuildReport:
     def count(self, status: Status) -> int:
         return sum(1 for c in self.cells if c.status == status)
 
-    def to_json(self) -> str:
+    def wheels(self) -> list[CellResult]:
+        """The cells that have a current wheel (built now or up to date), core components first."""
+        out = [c for c in self.cells if c.status in ("built", "up-to-date")]
+        return sorted(out, key=lambda c: (c.cell.component.kind != "core", c.cell.id))
+
+    def to_json(self, root: Path) -> str:
         data = {
-            "schema": 1,
+            "schema": 2,
             "host": self.host,
             "duration_s": round(self.duration_s, 3),
-            "cells": [asdict(c) for c in self.cells],
+            "cells": [c.to_dict(root) for c in self.cells],
         }
         return json.dumps(data, indent=2) + "\n"
 
@@ -77,98 +105,98 @@ class CellFailure(Exception):
 @dataclass(frozen=True, kw_only=True)
 class BuildOptions:
     force: bool = False
-    jobs: int = max(1, int(os.environ.get("MOSAICRT_BUILD_JOBS", "0")) or (os.cpu_count() or 1))
+    jobs: int | None = None  #: parallel compile jobs (None: :func:`pipeline.toolchains.default_jobs`)
     quiet: bool = False
-
-
-def logic_version() -> str:
-    here = Path(__file__).parent
-    return hashing.combine({name: hashing.sha256_file(here / name) for name in _LOGIC_FILES})
+    #: decide up-to-date / stale from the build records without building anything (``release --no-build``)
+    check_only: bool = False
 
 
 def build(planned: Sequence[PlannedCell], layout: Layout, *, host: Target | None, opts: BuildOptions) -> BuildReport:
     """Build every buildable planned cell; always writes the build report."""
     start = time.monotonic()
     results: list[CellResult] = []
-    logic = logic_version()
+    logic = hashing.logic_version()
     files_cache: dict[str, dict[str, str]] = {}
+    jobs = opts.jobs or toolchains.default_jobs()
     for pc in planned:
         cell = pc.cell
-        base: dict[str, Any] = dict(
-            cell=cell.id,
-            component=cell.component.name,
-            variant=cell.variant.name,
-            target=cell.target.name,
-            dist=cell.dist,
-            version=cell.component.version,
-        )
         if pc.availability == "skipped":
-            results.append(CellResult(**base, status="skipped", reason=pc.reason))
+            results.append(CellResult(cell=cell, status="skipped", skip=pc.skip, reason=pc.reason))
             continue
         t0 = time.monotonic()
         files = files_cache.get(cell.component.path)
         if files is None:
             files = files_cache[cell.component.path] = hashing.tree_files(layout.root / cell.component.path)
-        sdk = {"sdk": json.dumps(pc.sdk_defines)} if pc.sdk_defines else None
-        inputs = hashing.cell_inputs(cell, root=layout.root, logic_version=logic, component_files=files, extra=sdk)
-        input_hash = hashing.combine(inputs)
-        state = _load_state(layout, cell)
-        wheel = _up_to_date_wheel(layout, cell, state, input_hash)
-        if wheel is not None and not opts.force:
+        inputs = hashing.cell_input_hash(
+            cell, root=layout.root, sdk_defines=pc.sdk_defines, component_files=files, logic=logic
+        )
+        old = read_build_record(layout.state_file(cell.slug))
+        wheel = _up_to_date_wheel(layout, cell, old, inputs.hash)
+        if wheel is not None and old is not None and not opts.force:
             results.append(
                 CellResult(
-                    **base,
+                    cell=cell,
                     status="up-to-date",
-                    wheel=_rel(wheel, layout.root),
-                    sha256=state["sha256"],
-                    input_hash=input_hash,
+                    wheel=wheel,
+                    record=old,
+                    input_hash=inputs.hash,
+                    log=layout.log_file(cell.slug),
                     duration_s=time.monotonic() - t0,
                 )
             )
             _say(opts, f"[{cell.id}] up to date: {_rel(wheel, layout.root)}")
             continue
-        _check_environment(cell)
-        changed = ("forced",) if opts.force else _describe_changes(state, inputs, files)
+        changed = ("forced",) if opts.force else _describe_changes(old, inputs)
         log = layout.log_file(cell.slug)
-        _say(opts, f"[{cell.id}] building (changed: {', '.join(changed)}); log: {_rel(log, layout.root)}")
-        try:
-            wheel, sha = _build_cell(cell, layout, host, opts, log, sdk_defines=pc.sdk_defines)
-        except (CellFailure, OSError) as exc:
-            _say(opts, f"[{cell.id}] FAILED {exc}; log: {_rel(log, layout.root)}")
-            _say(opts, _tail(log))
+        if opts.check_only:
             results.append(
                 CellResult(
-                    **base,
-                    status="failed",
-                    reason=str(exc),
-                    log=_rel(log, layout.root),
-                    input_hash=input_hash,
+                    cell=cell,
+                    status="stale",
+                    reason=f"no build record matches its wheel and the current sources (changed: {', '.join(changed)}),"
+                    " so no provenance can be made: run `nox -s build`",
+                    input_hash=inputs.hash,
                     changed_inputs=changed,
                     duration_s=time.monotonic() - t0,
                 )
             )
             continue
-        _save_state(
-            layout,
-            cell,
-            {"input_hash": input_hash, "inputs": inputs, "files": files, "wheel": wheel.name, "sha256": sha},
-        )
+        _check_environment(cell)
+        _say(opts, f"[{cell.id}] building (changed: {', '.join(changed)}); log: {_rel(log, layout.root)}")
+        try:
+            record, wheel = _build_cell(cell, layout, host, jobs, log, inputs=inputs, sdk_defines=pc.sdk_defines)
+        except (CellFailure, OSError) as exc:
+            _say(opts, f"[{cell.id}] FAILED {exc}; log: {_rel(log, layout.root)}")
+            _say(opts, _tail(log))
+            results.append(
+                CellResult(
+                    cell=cell,
+                    status="failed",
+                    reason=str(exc),
+                    log=log,
+                    input_hash=inputs.hash,
+                    changed_inputs=changed,
+                    duration_s=time.monotonic() - t0,
+                )
+            )
+            continue
+        write_build_record(layout.state_file(cell.slug), record)
         results.append(
             CellResult(
-                **base,
+                cell=cell,
                 status="built",
-                wheel=_rel(wheel, layout.root),
-                sha256=sha,
-                input_hash=input_hash,
+                wheel=wheel,
+                record=record,
+                input_hash=inputs.hash,
                 changed_inputs=changed,
-                log=_rel(log, layout.root),
+                log=log,
                 duration_s=time.monotonic() - t0,
             )
         )
         _say(opts, f"[{cell.id}] built {_rel(wheel, layout.root)} in {time.monotonic() - t0:.1f}s")
     report = BuildReport(host=host.name if host else None, duration_s=time.monotonic() - start, cells=tuple(results))
     layout.build_report.parent.mkdir(parents=True, exist_ok=True)
-    layout.build_report.write_text(report.to_json(), encoding="utf-8")
+    layout.build_report.write_text(report.to_json(layout.root), encoding="utf-8")
     return report
 
 
@@ -179,16 +207,10 @@ def raise_for_report(
     failed = [c for c in report.cells if c.status == "failed"]
     if failed:
         raise BuildError(
-            f"{len(failed)} cell(s) failed: " + "; ".join(f"{c.cell} ({c.reason}; log {c.log})" for c in failed)
+            f"{len(failed)} cell(s) failed: "
+            + "; ".join(f"{c.cell.id} ({c.reason}; log {_rel(c.log, layout.root) if c.log else '-'})" for c in failed)
         )
-    blocked = [
-        pc
-        for pc in planned
-        if pc.availability == "skipped"
-        and is_requested(pc, sel, host)
-        and pc.reason
-        and not pc.reason.startswith(("planned:", "not selected"))
-    ]
+    blocked = [pc for pc in planned if pc.blocked_by_machine and is_requested(pc, sel, host)]
     if blocked:
         raise ToolchainError("; ".join(f"{pc.cell.id} cannot be built here: {pc.reason}" for pc in blocked))
     if not any(c.status in ("built", "up-to-date") for c in report.cells):
@@ -220,16 +242,16 @@ def _tail(log: Path, lines: int = 15) -> str:
     return "\n".join("    " + line for line in text[-lines:])
 
 
-def _describe_changes(state: dict[str, Any], inputs: dict[str, str], files: dict[str, str]) -> tuple[str, ...]:
+def _describe_changes(old: BuildRecord | None, inputs: hashing.CellInputs) -> tuple[str, ...]:
     """Which inputs changed since the last build, naming up to three changed component files."""
-    if not state:
+    if old is None:
         return ("no previous build",)
-    if state.get("input_hash") == hashing.combine(inputs):
-        return ("wheel missing or altered in dist/",) if "wheel" in state else ("forced",)
+    if old.input_hash == inputs.hash:
+        return ("wheel missing or altered in dist/",)
     out = []
-    for name in hashing.changed_inputs(state.get("inputs", {}), inputs):
-        if name == "component" and isinstance(state.get("files"), dict):
-            diff = hashing.changed_files(state["files"], files)
+    for name in hashing.changed_keys(old.inputs, inputs.named):
+        if name == "component":
+            diff = hashing.changed_keys(old.files, inputs.files)
             more = f", +{len(diff) - 3} more" if len(diff) > 3 else ""
             out.append(f"component ({', '.join(diff[:3])}{more})")
         else:
@@ -237,27 +259,11 @@ def _describe_changes(state: dict[str, Any], inputs: dict[str, str], files: dict
     return tuple(out)
 
 
-def _load_state(layout: Layout, cell: Cell) -> dict[str, Any]:
-    try:
-        data = json.loads(layout.state_file(cell.slug).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
-
-
-def _save_state(layout: Layout, cell: Cell, state: dict[str, object]) -> None:
-    path = layout.state_file(cell.slug)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(state, indent=1, sort_keys=True), encoding="utf-8")
-    tmp.replace(path)
-
-
-def _up_to_date_wheel(layout: Layout, cell: Cell, state: dict[str, Any], input_hash: str) -> Path | None:
-    if state.get("input_hash") != input_hash or not isinstance(state.get("wheel"), str):
+def _up_to_date_wheel(layout: Layout, cell: Cell, record: BuildRecord | None, input_hash: str) -> Path | None:
+    if record is None or record.input_hash != input_hash:
         return None
-    wheel = layout.dist_for(cell.target.name) / str(state["wheel"])
-    if not wheel.is_file() or hashing.sha256_file(wheel) != state.get("sha256"):
+    wheel = layout.dist_for(cell.target.name) / record.wheel
+    if not wheel.is_file() or hashing.sha256_file(wheel) != record.sha256:
         return None  # deleted or altered since it was built
     return wheel
 
@@ -277,20 +283,29 @@ def _check_environment(cell: Cell) -> None:
         )
 
 
-def _run(
-    cmd: Sequence[str | Path], *, log: Path, step: str, env: dict[str, str] | None = None, cwd: Path | None = None
-) -> None:
-    with log.open("a", encoding="utf-8") as fh:
-        fh.write(f"\n$ {' '.join(map(str, cmd))}\n")
-        fh.flush()
-        try:
-            proc = subprocess.run(
-                list(map(str, cmd)), stdout=fh, stderr=subprocess.STDOUT, env=env, cwd=cwd, check=False
-            )
-        except OSError as exc:
-            raise CellFailure(step, f"cannot run {cmd[0]}: {exc.strerror}") from None
-    if proc.returncode != 0:
-        raise CellFailure(step, f"{Path(str(cmd[0])).name} exited with {proc.returncode}")
+class CommandLog:
+    """Runs a step's commands with their output appended to one log, and keeps the commands as run."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.commands: list[str] = []
+
+    def run(
+        self, cmd: Sequence[str | Path], *, step: str, env: dict[str, str] | None = None, cwd: Path | None = None
+    ) -> None:
+        line = " ".join(map(str, cmd))
+        self.commands.append(line)
+        with self.path.open("a", encoding="utf-8") as fh:
+            fh.write(f"\n$ {line}\n")
+            fh.flush()
+            try:
+                proc = subprocess.run(
+                    list(map(str, cmd)), stdout=fh, stderr=subprocess.STDOUT, env=env, cwd=cwd, check=False
+                )
+            except OSError as exc:
+                raise CellFailure(step, f"cannot run {cmd[0]}: {exc.strerror}") from None
+        if proc.returncode != 0:
+            raise CellFailure(step, f"{Path(str(cmd[0])).name} exited with {proc.returncode}")
 
 
 def _tool(name: str) -> str:
@@ -300,7 +315,7 @@ def _tool(name: str) -> str:
 
 
 def conan_toolchain(
-    cell: Cell, layout: Layout, env: dict[str, str], log: Path, out: Path | None = None
+    cell: Cell, layout: Layout, env: dict[str, str], runner: CommandLog, out: Path | None = None
 ) -> Path | None:
     """``conan install`` the component's recipe with the target's host profile → conan_toolchain.cmake.
 
@@ -313,10 +328,10 @@ def conan_toolchain(
     home = layout.conan_home
     env = {**env, "CONAN_HOME": str(home)}
     if not (home / "profiles" / "default").is_file():
-        _run([conan, "profile", "detect", "--force"], log=log, step="conan profile detect", env=env)
-        _run([conan, "remote", "disable", "conancenter"], log=log, step="conan remote disable", env=env)
+        runner.run([conan, "profile", "detect", "--force"], step="conan profile detect", env=env)
+        runner.run([conan, "remote", "disable", "conancenter"], step="conan remote disable", env=env)
     out = out or layout.cell_dir(cell.slug) / "conan"
-    _run(
+    runner.run(
         [
             conan,
             "install",
@@ -328,7 +343,6 @@ def conan_toolchain(
             "-of",
             out,
         ],
-        log=log,
         step="conan install",
         env=env,
     )
@@ -338,28 +352,38 @@ def conan_toolchain(
     return found[0]
 
 
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
 def _build_cell(
     cell: Cell,
     layout: Layout,
     host: Target | None,
-    opts: BuildOptions,
+    jobs: int,
     log: Path,
     *,
+    inputs: hashing.CellInputs,
     sdk_defines: Sequence[tuple[str, str]] = (),
-) -> tuple[Path, str]:
+) -> tuple[BuildRecord, Path]:
+    started = _now()
     log.parent.mkdir(parents=True, exist_ok=True)
     log.write_text(f"# build log for {cell.id}\n", encoding="utf-8")
+    runner = CommandLog(log)
     cdir = layout.cell_dir(cell.slug)
     raw_dir, fixed_dir = cdir / "wheel-raw", cdir / "wheel-repaired"
     for d in (raw_dir, fixed_dir):
         shutil.rmtree(d, ignore_errors=True)
         d.mkdir(parents=True)
     env = {k: v for k, v in os.environ.items() if k not in ("_PYTHON_HOST_PLATFORM", "MOSAICRT_LIBRARY")}
-    env["CMAKE_BUILD_PARALLEL_LEVEL"] = str(opts.jobs)
+    env["CMAKE_BUILD_PARALLEL_LEVEL"] = str(jobs)
+    env = toolchains.environment(cell.target, layout.work, env)
     cross = host is None or host.name != cell.target.name
     if cross:
         env["_PYTHON_HOST_PLATFORM"] = cell.target.python_host_platform
-    toolchain = conan_toolchain(cell, layout, env, log)
+    toolchain = conan_toolchain(cell, layout, env, runner)
+    comp_tc = cell.component.toolchain
+    tool_versions = toolchains.versions(cell.target, component_toolchain=comp_tc, cmake=_tool("cmake"))
 
     cmd: list[str | Path] = [
         sys.executable,
@@ -378,23 +402,23 @@ def _build_cell(
         env.setdefault("CCACHE_DIR", str(layout.ccache_dir))
         env.setdefault("CCACHE_BASEDIR", str(layout.root))
         cmd += ["-Ccmake.define.CMAKE_C_COMPILER_LAUNCHER=ccache", "-Ccmake.define.CMAKE_CXX_COMPILER_LAUNCHER=ccache"]
-    for key, value in (*cell.variant.cmake_defines, *sdk_defines):
+    compilers = toolchains.cmake_defines(cell.target, layout.work, component_toolchain=comp_tc)
+    for key, value in (*cell.variant.cmake_defines, *sdk_defines, *compilers):
         cmd.append(f"-Ccmake.define.{key}={value}")
-    _run(cmd, log=log, step="wheel build", env=env)
+    runner.run(cmd, step="wheel build", env=env)
     raw = _single_wheel(raw_dir, "wheel build")
 
     if cell.target.repair == "auditwheel":
         # Libraries the component takes from other wheels at run time (oneDNN, CUDA) stay external.
         excludes = [arg for lib in cell.component.repair_exclude for arg in ("--exclude", lib)]
-        _run(
+        runner.run(
             [sys.executable, "-m", "auditwheel", "repair", "--wheel-dir", fixed_dir, raw, *excludes],
-            log=log,
             step="auditwheel repair",
             env={**env, "PATH": _venv_path(env)},
         )
         wheel = _single_wheel(fixed_dir, "auditwheel repair")
     elif cell.target.repair == "delocate":
-        _run([_tool("delocate-wheel"), "-w", fixed_dir, raw], log=log, step="delocate", env=env)
+        runner.run([_tool("delocate-wheel"), "-w", fixed_dir, raw], step="delocate", env=env)
         wheel = _single_wheel(fixed_dir, "delocate")
     else:
         wheel = raw
@@ -407,6 +431,7 @@ def _build_cell(
         target=cell.target,
         max_mb=cell.component.max_wheel_mb,
         exports=EP_ENTRY_POINTS if cell.component.kind == "ep" else None,
+        max_glibc=toolchains.max_glibc(cell.target) if comp_tc == "target" else None,
     )
     if problems:
         with log.open("a", encoding="utf-8") as fh:
@@ -419,7 +444,19 @@ def _build_cell(
         old.unlink()  # an older version/tag of the same distribution
     dest = dest_dir / wheel.name
     shutil.copy2(wheel, dest)
-    return dest, hashing.sha256_file(dest)
+    record = BuildRecord(
+        cell=cell.id,
+        wheel=dest.name,
+        sha256=hashing.sha256_file(dest),
+        input_hash=inputs.hash,
+        inputs=inputs.named,
+        files=inputs.files,
+        commands=tuple(runner.commands),
+        started=started,
+        finished=_now(),
+        toolchain=tool_versions,
+    )
+    return record, dest
 
 
 def _venv_path(env: dict[str, str]) -> str:

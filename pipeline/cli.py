@@ -9,18 +9,21 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
-import json
 import sys
 import traceback
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import report
 from .errors import ExitCode, PipelineError, TestFailure, UsageError
 from .layout import Layout
 from .matrix import Matrix, Target, load_matrix
-from .plan import Selection, host_target, plan
+from .plan import PlannedCell, Selection, host_target, plan
+
+if TYPE_CHECKING:
+    from .build import BuildReport
+    from .wheeltest import TestReport
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -116,8 +119,9 @@ def _release_parsers(
     v.add_argument("--project", action="append", default=[], help="with an index URL: only this project")
     v.add_argument("--trust-root", action="append", type=Path, default=[], help="trust file (default: repo + local)")
     v.add_argument("--no-local-trust", action="store_true", help="ignore this machine's trusted-keys.json")
-    k = sub.add_parser("keys", parents=[common], help="show the signing key and trust roots; make a CI key")
+    k = sub.add_parser("keys", parents=[common], help="show the signing key and trust roots; make a CI or dev key")
     k.add_argument("--generate-ci", action="store_true", help="print a new CI key and its trust-root entry")
+    k.add_argument("--create-dev", action="store_true", help="create this machine's development signing key")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -164,7 +168,7 @@ def _dispatch(args: argparse.Namespace) -> int:
         if args.step == "release":
             from .release_cli import release
 
-            return release(matrix, sel, host, layout, args, build=_build, test=_test)
+            return release(matrix, sel, host, layout, args)
         if args.step == "build":
             return _build(matrix, sel, host, layout, force=args.force, jobs=args.jobs)
         return _test(matrix, sel, host, layout, wheels=args.wheel, pythons=args.python, force=args.force)
@@ -195,16 +199,32 @@ def _matrix(matrix: Matrix, sel: Selection, host: Target | None, *, as_json: boo
     return 0
 
 
+def run_build(
+    matrix: Matrix,
+    sel: Selection,
+    host: Target | None,
+    layout: Layout,
+    *,
+    force: bool = False,
+    jobs: int | None = None,
+    check_only: bool = False,
+) -> tuple[BuildReport, list[PlannedCell]]:
+    """The build step; its report (each cell's wheel and build record) is what later steps work on."""
+    from .build import BuildOptions, build
+
+    planned = plan(matrix, sel, host)
+    result = build(planned, layout, host=host, opts=BuildOptions(force=force, jobs=jobs, check_only=check_only))
+    print(report.build_table(result))
+    print(f"build report: {layout.build_report}")
+    return result, planned
+
+
 def _build(
     matrix: Matrix, sel: Selection, host: Target | None, layout: Layout, *, force: bool, jobs: int | None
 ) -> int:
-    from .build import BuildOptions, build, raise_for_report
+    from .build import raise_for_report
 
-    opts = BuildOptions(force=force) if jobs is None else BuildOptions(force=force, jobs=jobs)
-    planned = plan(matrix, sel, host)
-    result = build(planned, layout, host=host, opts=opts)
-    print(report.build_table(result))
-    print(f"build report: {layout.build_report}")
+    result, planned = run_build(matrix, sel, host, layout, force=force, jobs=jobs)
     raise_for_report(result, planned, sel, layout, host)
     return 0
 
@@ -230,6 +250,54 @@ def _crosscheck(matrix: Matrix, host: Target | None, layout: Layout, args: argpa
     return 0
 
 
+def run_tests(
+    matrix: Matrix,
+    host: Target | None,
+    layout: Layout,
+    files: Sequence[Path],
+    *,
+    pythons: Sequence[str] = (),
+    force: bool = False,
+    check_only: bool = False,
+) -> TestReport:
+    """The test step over exactly ``files``; its report carries each (wheel, Python) result and record."""
+    from .wheeltest import TestReport, find_pythons, run_wheel_tests, suites_for
+
+    wanted = _check_pythons(matrix, pythons)
+    found, missing = find_pythons(wanted)
+    for v in missing:
+        print(f"note: CPython {v} not found on this machine (python{v}): not tested here")
+    rows = run_wheel_tests(
+        files,
+        found,
+        layout,
+        platform_name=host.name if host else "unknown",
+        force=force,
+        suites=suites_for(matrix, files),
+        check_only=check_only,
+    )
+    result = TestReport(pythons=tuple(found), missing_pythons=tuple(missing), rows=tuple(rows))
+    print(report.test_table(rows))
+    layout.test_report.parent.mkdir(parents=True, exist_ok=True)
+    layout.test_report.write_text(result.to_json(), encoding="utf-8")
+    print(f"test report: {layout.test_report}; records: {layout.records}")
+    return result
+
+
+def _check_pythons(matrix: Matrix, pythons: Sequence[str]) -> list[str]:
+    wanted = list(pythons) or list(matrix.pythons)
+    for v in wanted:
+        if v not in matrix.pythons:
+            raise UsageError(f"CPython {v} is not in matrix/python.toml (tested: {', '.join(matrix.pythons)})")
+    return wanted
+
+
+def raise_for_tests(result: TestReport) -> None:
+    bad = [r for r in result.rows if not r.ok]
+    if bad:
+        raise TestFailure("; ".join(f"{r.wheel} on py{r.python}: {r.status} ({r.reason}; log {r.log})" for r in bad))
+
+
 def _test(
     matrix: Matrix,
     sel: Selection,
@@ -241,28 +309,11 @@ def _test(
     force: bool,
 ) -> int:
     from .plan import validate_selection
-    from .wheeltest import find_pythons, rows_json, run_wheel_tests, suites_for
 
     validate_selection(matrix, sel)
-    wanted = pythons or list(matrix.pythons)
-    for v in wanted:
-        if v not in matrix.pythons:
-            raise UsageError(f"CPython {v} is not in matrix/python.toml (tested: {', '.join(matrix.pythons)})")
-    found, missing = find_pythons(wanted)
-    for v in missing:
-        print(f"note: CPython {v} not found on this machine (python{v}): not tested here")
-    host_name = host.name if host else "unknown"
-    files = _select_wheels(matrix, sel, host_name, layout, wheels)
-    rows = run_wheel_tests(
-        files, found, layout, platform_name=host_name, force=force, suites=suites_for(matrix, files)
-    )
-    print(report.test_table(rows))
-    layout.test_report.parent.mkdir(parents=True, exist_ok=True)
-    layout.test_report.write_text(json.dumps({"schema": 1, "rows": rows_json(rows)}, indent=2) + "\n")
-    print(f"test report: {layout.test_report}; records: {layout.records}")
-    bad = [r for r in rows if r.status not in ("passed", "up-to-date")]
-    if bad:
-        raise TestFailure("; ".join(f"{r.wheel} on py{r.python}: {r.status} ({r.reason}; log {r.log})" for r in bad))
+    _check_pythons(matrix, pythons)
+    files = _select_wheels(matrix, sel, host.name if host else "unknown", layout, wheels)
+    raise_for_tests(run_tests(matrix, host, layout, files, pythons=pythons, force=force))
     return 0
 
 
@@ -283,9 +334,18 @@ def _select_wheels(matrix: Matrix, sel: Selection, host_name: str, layout: Layou
             )
             continue
         files += sorted(layout.dist_for(t).glob("*.whl"))
-    if sel.components:
-        dists = {v.dist.replace("-", "_") for c in sel.components for v in matrix.component(c).variants}
-        files = [f for f in files if f.name.split("-")[0] in dists]
+    if sel.components or sel.variants:
+        picked = []
+        for f in files:
+            cell = matrix.cell_for_wheel(f.name)
+            if cell is None:
+                continue
+            if sel.components and cell.component.name not in sel.components:
+                continue
+            if sel.variants and cell.variant.name not in sel.variants:
+                continue
+            picked.append(f)
+        files = picked
     if not files:
         raise UsageError(f"no wheels to test in {layout.dist_for(host_name)} (run `nox -s build` first)")
     return files

@@ -11,11 +11,11 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import shutil
-from collections.abc import Iterable
-from dataclasses import asdict
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from . import toolchains
 from .matrix import Cell
 
 #: Folder names never hashed (build outputs and caches inside a component).
@@ -58,46 +58,56 @@ def tree_hash(folder: Path, files: dict[str, str] | None = None) -> str:
     return h.hexdigest()
 
 
-def changed_files(old: dict[str, str], new: dict[str, str]) -> list[str]:
-    """Files added, removed or modified between two :func:`tree_files` maps."""
-    return sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k))
+#: The build logic is an input of every cell: editing these modules rebuilds.
+LOGIC_MODULES = ("build.py", "wheelcheck.py", "hashing.py", "platforms.py", "toolchains.py")
 
 
-def tool_identity(name: str) -> str:
-    """Resolved path, size and mtime of an executable on PATH ('missing' if absent)."""
-    found = shutil.which(name)
-    if found is None:
-        return f"{name}:missing"
-    real = Path(found).resolve()
-    st = real.stat()
-    return f"{name}:{real}:{st.st_size}:{st.st_mtime_ns}"
+def logic_version() -> str:
+    here = Path(__file__).parent
+    return combine({name: sha256_file(here / name) for name in LOGIC_MODULES if (here / name).is_file()})
 
 
-def cell_inputs(
+@dataclass(frozen=True, kw_only=True)
+class CellInputs:
+    """The named inputs of a cell and the one hash over them."""
+
+    named: dict[str, str]
+    files: dict[str, str]  #: the component's files (relative path → sha256), to name what changed
+    hash: str
+
+
+def cell_input_hash(
     cell: Cell,
     *,
     root: Path,
-    logic_version: str,
+    sdk_defines: Sequence[tuple[str, str]] = (),
     component_files: dict[str, str] | None = None,
-    extra: dict[str, str] | None = None,
-) -> dict[str, str]:
-    """The named inputs of a cell; their hash is the cell's input hash."""
+    logic: str | None = None,
+) -> CellInputs:
+    """**The** input hash of a cell: the build decides "up to date" with it, the build record stores it, the
+    release gate recomputes it to prove the sources did not change since, and the provenance states it.
+
+    ``sdk_defines`` are the CMake defines the plan resolved for the cell's SDKs (e.g. the path of nvcc):
+    they change what is built, so they are inputs for everyone who asks.
+    """
     comp, target = cell.component, cell.target
-    inputs = {
-        "component": tree_hash(root / comp.path, component_files),
+    files = component_files if component_files is not None else tree_files(root / comp.path)
+    named = {
+        "component": tree_hash(root / comp.path, files),
         "recipe": tree_hash(root / comp.recipe) if comp.recipe else "none",
         "profile": sha256_file(root / target.conan_profile),
         "target": json.dumps(asdict(target), sort_keys=True),
         "variant": json.dumps(asdict(cell.variant), sort_keys=True),
         "component_entry": json.dumps({k: v for k, v in asdict(comp).items() if k != "variants"}, sort_keys=True),
-        "compilers": tool_identity(target.c_compiler) + ";" + tool_identity(target.cxx_compiler),
-        "logic": logic_version,
+        "compilers": toolchains.identity(target, component_toolchain=comp.toolchain),
+        "logic": logic if logic is not None else logic_version(),
     }
     for rel in comp.extra_inputs:  # files outside the component folder that its build reads
         path = root / rel
-        inputs[f"extra:{rel}"] = tree_hash(path) if path.is_dir() else sha256_file(path)
-    inputs.update(extra or {})
-    return inputs
+        named[f"extra:{rel}"] = tree_hash(path) if path.is_dir() else sha256_file(path)
+    if sdk_defines:
+        named["sdk"] = json.dumps(sorted(sdk_defines))
+    return CellInputs(named=named, files=files, hash=combine(named))
 
 
 def combine(inputs: dict[str, str]) -> str:
@@ -107,6 +117,6 @@ def combine(inputs: dict[str, str]) -> str:
     return h.hexdigest()
 
 
-def changed_inputs(old: dict[str, str], new: dict[str, str]) -> list[str]:
-    """Names of inputs that differ (for the 'why rebuilt' line)."""
+def changed_keys(old: dict[str, str], new: dict[str, str]) -> list[str]:
+    """Keys added, removed or changed between two maps (inputs, or files from :func:`tree_files`)."""
     return sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k))

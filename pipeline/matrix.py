@@ -15,6 +15,7 @@ Files (all in ``matrix/``):
 
 from __future__ import annotations
 
+import re
 import tomllib
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -143,6 +144,9 @@ class Component:
     extra_inputs: tuple[str, ...] = ()
     #: shared libraries the wheel links but must not bundle (``auditwheel repair --exclude``), e.g. libdnnl.so.3
     repair_exclude: tuple[str, ...] = ()
+    #: "target": the target's compilers (zig where the target says so); "system": always the system
+    #: compilers (a component whose build drives the host compiler itself, e.g. nvcc)
+    toolchain: Literal["target", "system"] = "target"
 
     @property
     def tag(self) -> str:
@@ -222,6 +226,22 @@ class Matrix:
 
     def sdk(self, name: str) -> Sdk:
         return next(s for s in self.sdks if s.name == name)
+
+    def cell_for_wheel(self, filename: str) -> Cell | None:
+        """**The** wheel → cell mapping: the distribution name gives (component, variant), the platform tag
+        gives the target (so glibc and musl wheels of one arch are told apart). None: not a matrix wheel."""
+        m = re.fullmatch(r"(?P<name>[^-]+)-[^-]+(-\d[^-]*)?-[^-]+-[^-]+-(?P<plat>[^-]+)\.whl", filename)
+        if m is None:
+            return None
+        norm = m["name"].lower()
+        plats = m["plat"].split(".")
+        for cell in self.cells():
+            if re.sub(r"[-_.]+", "_", cell.dist).lower() != norm:
+                continue
+            target = cell.target
+            if all(re.fullmatch(target.shipped_tag_pattern, p) or p == target.wheel_platform for p in plats):
+                return cell
+        return None
 
     def cells(self) -> tuple[Cell, ...]:
         """Every declared cell, in declaration order (component, variant, target)."""
@@ -657,6 +677,7 @@ def _load_components(
                 test_with=t.str_list("test_with"),
                 extra_inputs=extra_inputs,
                 repair_exclude=t.str_list("repair_exclude"),
+                toolchain=t.choice("toolchain", ("target", "system"), "target"),
             )
         )
     names = [c.name for c in components]

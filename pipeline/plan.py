@@ -20,15 +20,24 @@ from .errors import UsageError, choices_hint
 from .matrix import Cell, Matrix, Sdk, Target
 
 Availability = Literal["buildable", "skipped"]
+#: Why a cell is skipped. ``planned`` and ``not-selected`` are choices; the others are this machine's limits
+#: (a cell the user asked for that is skipped for one of those is an error).
+SkipKind = Literal["planned", "not-selected", "other-build-host", "toolchain", "sdk"]
+MACHINE_LIMITS: tuple[SkipKind, ...] = ("other-build-host", "toolchain", "sdk")
 
 
 @dataclass(frozen=True, kw_only=True)
 class PlannedCell:
     cell: Cell
     availability: Availability
-    reason: str | None = None  #: why skipped: policy, toolchain, SDK, or not selected
+    skip: SkipKind | None = None  #: why skipped (None when buildable)
+    reason: str | None = None  #: the same for people: what is missing and how to get it
     #: CMake defines the cell's SDKs resolved on this machine (e.g. CMAKE_CUDA_COMPILER=<nvcc>)
     sdk_defines: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def blocked_by_machine(self) -> bool:
+        return self.skip in MACHINE_LIMITS
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -102,17 +111,17 @@ def sdk_missing(matrix: Matrix, names: Sequence[str]) -> str | None:
     return None
 
 
-def toolchain_missing(target: Target, host: Target | None) -> str | None:
+def toolchain_missing(target: Target, host: Target | None) -> tuple[SkipKind, str] | None:
     host_name = host.name if host else "this machine"
     if host is None or host.name not in target.build_hosts:
-        return (
+        return "other-build-host", (
             f"{target.name} wheels are built on {' or '.join(target.build_hosts)}"
             f" (CI runner {target.ci_runner}), not on {host_name}"
         )
-    for exe in (target.c_compiler, target.cxx_compiler):
-        if shutil.which(exe) is None:
-            return f"toolchain missing: {exe} not on PATH (fix: {target.toolchain_hint})"
-    return None
+    from .toolchains import toolchain_problem
+
+    problem = toolchain_problem(target)
+    return ("toolchain", problem) if problem else None
 
 
 def validate_selection(matrix: Matrix, sel: Selection) -> None:
@@ -133,16 +142,23 @@ def plan(matrix: Matrix, sel: Selection, host: Target | None) -> list[PlannedCel
     wanted_targets = set(sel.targets) or ({host.name} if host else set())
     out: list[PlannedCell] = []
     for cell in matrix.cells():
-        reason = _skip_reason(matrix, cell, host)
-        if reason is None and not _selected(cell, sel, wanted_targets):
+        skip = _skip_reason(matrix, cell, host)
+        if skip is None and not _selected(cell, sel, wanted_targets):
             if cell.target.name not in wanted_targets:
-                reason = f"not selected (buildable here: nox -s build -- --target {cell.target.name})"
+                skip = "not-selected", f"not selected (buildable here: nox -s build -- --target {cell.target.name})"
             else:
-                reason = "not selected (--component/--variant)"
-        sdks = () if reason else cell.component.sdks
+                skip = "not-selected", "not selected (--component/--variant)"
+        sdks = () if skip else cell.component.sdks
         defines = tuple(d for n in sdks for d in sdk_cmake_defines(matrix.sdk(n)))
-        availability: Availability = "skipped" if reason else "buildable"
-        out.append(PlannedCell(cell=cell, availability=availability, reason=reason, sdk_defines=defines))
+        out.append(
+            PlannedCell(
+                cell=cell,
+                availability="skipped" if skip else "buildable",
+                skip=skip[0] if skip else None,
+                reason=skip[1] if skip else None,
+                sdk_defines=defines,
+            )
+        )
     return out
 
 
@@ -154,10 +170,11 @@ def _selected(cell: Cell, sel: Selection, wanted_targets: set[str]) -> bool:
     )
 
 
-def _skip_reason(matrix: Matrix, cell: Cell, host: Target | None) -> str | None:
+def _skip_reason(matrix: Matrix, cell: Cell, host: Target | None) -> tuple[SkipKind, str] | None:
     if cell.variant.planned:
-        return f"planned: {cell.variant.planned}"
-    return toolchain_missing(cell.target, host) or sdk_missing(matrix, cell.component.sdks)
+        return "planned", f"planned: {cell.variant.planned}"
+    missing_sdk = sdk_missing(matrix, cell.component.sdks)
+    return toolchain_missing(cell.target, host) or (("sdk", missing_sdk) if missing_sdk else None)
 
 
 def is_requested(pc: PlannedCell, sel: Selection, host: Target | None) -> bool:

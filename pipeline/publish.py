@@ -50,7 +50,6 @@ class Index:
 class FileState:
     state: State
     detail: str = ""
-    remote: IndexFile | None = None
 
 
 def index_state(wheel: Path, sha256: str, listing: Mapping[str, IndexFile], bundle_ok: bool | None) -> FileState:
@@ -61,18 +60,17 @@ def index_state(wheel: Path, sha256: str, listing: Mapping[str, IndexFile], bund
     remote_sha = remote.sha256 or _download_sha(remote.url)
     if remote_sha != sha256:
         if _is_truncated_copy(remote.url, wheel):
-            return FileState(state="torn", detail="a truncated copy (an upload was interrupted)", remote=remote)
+            return FileState(state="torn", detail="a truncated copy (an upload was interrupted)")
         return FileState(
             state="conflict",
             detail=f"{wheel.name} is already on the index with sha256 {remote_sha[:16]}…, this build is"
             f" {sha256[:16]}…: the same version with different bytes is never overwritten; write a new VERSION",
-            remote=remote,
         )
     if bundle_ok is None:
-        return FileState(state="unsigned", detail="on the index without its release bundle", remote=remote)
+        return FileState(state="unsigned", detail="on the index without its release bundle")
     if not bundle_ok:
         return FileState(state="unsigned", detail="on the index with a release bundle that does not verify")
-    return FileState(state="published", remote=remote)
+    return FileState(state="published")
 
 
 def _download_sha(url: str) -> str:

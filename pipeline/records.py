@@ -1,6 +1,12 @@
-"""Test records: the result of testing one wheel on one Python, bound to the wheel's sha256.
+"""Stage records: what the build made (:class:`BuildRecord`) and what testing found (:class:`TestRecord`).
 
-A record lives at ``<records>/<sha256>/<python>.json``. Looking a wheel up always hashes its
+A **build record** is written by the build step for one cell when it produces a wheel, at
+``<work>/state/<cell slug>.json``: the wheel's name and sha256, the cell's input hash and named inputs
+(:func:`pipeline.hashing.cell_input_hash`, the same function the gate and the provenance use), the
+commands the build actually ran, its start and end times, and the toolchain versions measured while it
+ran. The provenance of a release is made from this record, never from logs.
+
+A **test record** lives at ``<records>/<sha256>/<python>.json``. Looking a wheel up always hashes its
 current bytes, so a wheel that changed after testing (rebuilt, tampered) has no record.
 The release step (gate) reads these records; it never trusts file names.
 """
@@ -15,6 +21,52 @@ from typing import Literal
 from .hashing import sha256_file
 
 Outcome = Literal["passed", "failed", "error"]
+
+BUILD_RECORD_SCHEMA = 2
+
+
+@dataclass(frozen=True, kw_only=True)
+class BuildRecord:
+    """One cell's wheel as the build step made it. Frozen; written once per build of the cell."""
+
+    cell: str  #: the cell id, component/variant/target
+    wheel: str  #: file name in dist/<target>/
+    sha256: str
+    input_hash: str  #: :func:`pipeline.hashing.cell_input_hash` of the cell when it was built
+    inputs: dict[str, str]  #: the named inputs behind ``input_hash`` (to say what changed)
+    files: dict[str, str]  #: the component's files → sha256 (to name changed files)
+    commands: tuple[str, ...]  #: every command the build ran, in order, as run
+    started: str  #: ISO 8601 UTC
+    finished: str  #: ISO 8601 UTC
+    toolchain: dict[str, str]  #: tool → version, measured by the build while it ran
+
+    def to_json(self) -> str:
+        data = asdict(self)
+        data["commands"] = list(self.commands)
+        return json.dumps({"schema": BUILD_RECORD_SCHEMA, **data}, indent=1, sort_keys=True) + "\n"
+
+    @classmethod
+    def from_json(cls, text: str) -> BuildRecord:
+        data = json.loads(text)
+        if not isinstance(data, dict) or data.pop("schema", None) != BUILD_RECORD_SCHEMA:
+            raise ValueError("not a build record of this pipeline version")
+        data["commands"] = tuple(data["commands"])
+        return cls(**data)
+
+
+def write_build_record(path: Path, record: BuildRecord) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(record.to_json(), encoding="utf-8")
+    tmp.replace(path)
+
+
+def read_build_record(path: Path) -> BuildRecord | None:
+    """The record at ``path``; None when there is none or it is unreadable (an older schema: rebuild)."""
+    try:
+        return BuildRecord.from_json(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError, TypeError, KeyError):
+        return None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -87,13 +139,3 @@ def records_for_sha(records_dir: Path, sha256: str) -> dict[str, TestRecord]:
 def records_for_wheel(records_dir: Path, wheel: Path) -> dict[str, TestRecord]:
     """Records for the wheel's *current* bytes."""
     return records_for_sha(records_dir, sha256_file(wheel))
-
-
-def wheel_test_status(records_dir: Path, wheel: Path, pythons: list[str]) -> str:
-    """'passed' when every listed Python has a passing record, 'failed' if any failed, else 'untested'."""
-    recs = records_for_wheel(records_dir, wheel)
-    if any(r.outcome != "passed" for r in recs.values()):
-        return "failed"
-    if pythons and all(p in recs for p in pythons):
-        return "passed"
-    return "untested"

@@ -1,10 +1,11 @@
 """The release step: gate → attest → sign → verify as a consumer → publish → tag.
 
-1. **Gate** (nothing is signed or uploaded unless every artifact passes): a passing test record for the
-   wheel's exact sha256 on every required CPython (the matrix's tested versions present on this machine),
-   none failed, all made with the current wheel suite; a build record of this cell for these bytes whose
-   inputs are still the current sources (that is what the provenance asserts); a version that may be
-   released (:func:`pipeline.source.check_version`).
+1. **Gate** (nothing is signed or uploaded unless every artifact passes). It works on what the earlier
+   stages passed along — the :class:`~pipeline.build.BuildReport` (each cell's wheel and its
+   :class:`~pipeline.records.BuildRecord`, whose input hash the build step has just confirmed is the current
+   one) and the :class:`~pipeline.wheeltest.TestReport` (a passing row per tested CPython found here, made
+   with the current wheel suite) — and re-reads from disk only the wheel bytes, to bind all of it to their
+   sha256. A version that may be released (:func:`pipeline.source.check_version`).
 2. **Stage**: the wheel is copied to the staging folder and re-hashed; provenance, test attestation and
    SBOM are signed as DSSE envelopes and bundled into ``<wheel>.asc``.
 3. **Verify** every staged wheel as a consumer would (:mod:`pipeline.verify`) against the trust roots.
@@ -21,32 +22,32 @@ from __future__ import annotations
 
 import json
 import shutil
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from . import attest, hashing
-from .build import logic_version
+from .build import BuildReport
 from .errors import PublishError, ReleaseRefused
 from .index import fetch, list_files
 from .layout import Layout
 from .matrix import Cell, Component
-from .plan import PlannedCell
 from .publish import Index, bundle_name, index_state, repair_local, twine_check, twine_upload
-from .records import TestRecord, records_for_sha
+from .records import BuildRecord, TestRecord
 from .sbom import wheel_sbom
 from .signing import Signer, TrustRoot
 from .source import NotAGitCheckout, SourceInfo, VersionCheck, check_version, create_tag, source_info
 from .verify import verify_file, verify_wheel
-from .wheelcheck import normalize
+from .wheeltest import TestReport
 
 
 @dataclass(frozen=True, kw_only=True)
 class Artifact:
     wheel: Path
-    sha256: str
+    sha256: str  #: of the bytes on disk now (re-read by the gate)
     cell: Cell
+    build: BuildRecord  #: what the build step recorded for this cell
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -56,14 +57,10 @@ class Gated:
     records: tuple[TestRecord, ...] = ()
     version: VersionCheck | None = None
     source: SourceInfo | None = None
-    build: attest.BuildFacts | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
 class ReleaseOptions:
-    required_pythons: tuple[str, ...]
-    #: wheel file name → the hash of the suite it must have been tested with (see pipeline.wheeltest)
-    suite_hashes: Mapping[str, str]
     tag: bool = True
     allow_dirty: bool = False
     quiet: bool = False
@@ -94,93 +91,74 @@ def _say(opts: ReleaseOptions, line: str) -> None:
 
 
 # --------------------------------------------------------------------------------------
-# 1. collect and gate
+# 1. gate: what the build and test steps passed along, checked against the bytes on disk
 
 
-def collect(planned: Sequence[PlannedCell], layout: Layout) -> tuple[list[Artifact], list[str]]:
-    """The wheel of every buildable planned cell in dist/<target>/, and the cells that have none."""
+def artifacts_of(report: BuildReport) -> tuple[list[Artifact], list[str]]:
+    """The wheel of every cell the build step reports current, re-hashed from disk; and the cells without one."""
     artifacts: list[Artifact] = []
     missing: list[str] = []
-    for pc in planned:
-        if pc.availability != "buildable":
-            continue
-        cell = pc.cell
-        folder = layout.dist_for(cell.target.name)
-        wheels = sorted(folder.glob(f"{normalize(cell.dist)}-{cell.component.version}-*.whl"))
-        if not wheels:
-            missing.append(f"{cell.id}: no {cell.dist} {cell.component.version} wheel in {folder} (nox -s build)")
-        for wheel in wheels:
-            artifacts.append(Artifact(wheel=wheel, sha256=hashing.sha256_file(wheel), cell=cell))
+    for c in report.cells:
+        if c.status in ("stale", "failed"):
+            missing.append(f"{c.cell.id}: {c.reason}")
+        elif c.status in ("built", "up-to-date") and c.wheel is not None and c.record is not None:
+            sha = hashing.sha256_file(c.wheel) if c.wheel.is_file() else "missing"
+            artifacts.append(Artifact(wheel=c.wheel, sha256=sha, cell=c.cell, build=c.record))
     artifacts.sort(key=lambda a: (a.cell.component.kind != "core", a.wheel.name))
     return artifacts, missing
 
 
-def _load_state(layout: Layout, cell: Cell) -> dict[str, Any]:
-    try:
-        data = json.loads(layout.state_file(cell.slug).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
+def check_tests(tests: TestReport, sha256: str) -> tuple[list[str], list[TestRecord]]:
+    """Problems with a digest's test results on the CPythons the test step found, and its passing records."""
+    if not tests.pythons:
+        return ["no tested CPython is available on this machine to require a test record for"], []
+    rows = {r.python: r for r in tests.rows_for(sha256)}
+    problems: list[str] = []
+    records: list[TestRecord] = []
+    for py in tests.pythons:
+        row = rows.get(py.version)
+        rec = row.test_record if row else None
+        if row is not None and row.ok and rec is not None:
+            records.append(rec)
+        elif rec is None:
+            problems.append(
+                f"no test record for its sha256 {sha256[:16]}… on CPython {py.version}: never tested, or its bytes"
+                " changed after testing (run `nox -s test`)"
+            )
+        elif rec.outcome == "passed":
+            problems.append(f"tested on CPython {py.version} with an older wheel suite (run `nox -s test`)")
+        else:
+            problems.append(f"its test record on CPython {py.version} says {rec.outcome} ({rec.reason or 'failed'})")
+    return problems, sorted(records, key=lambda r: r.python)
 
 
-def check_records(
-    records_dir: Path, sha256: str, required: Sequence[str], suite_hash: str
-) -> tuple[list[str], list[TestRecord]]:
-    """Problems with a digest's test records, and the records (sorted by Python)."""
-    recs = records_for_sha(records_dir, sha256)
-    ordered = [recs[p] for p in sorted(recs)]
-    if not required:
-        return ["no tested CPython is available on this machine to require a test record for"], ordered
-    if not recs:
+def check_build(art: Artifact) -> list[str]:
+    """The bytes are the ones the build recorded (the build step has just confirmed its inputs are current)."""
+    if art.sha256 != art.build.sha256:
         return [
-            f"no test record for its sha256 {sha256[:16]}…: never tested, or its bytes changed after testing"
-            " (run `nox -s test`)"
-        ], ordered
-    problems = []
-    for rec in ordered:
-        if rec.outcome != "passed":
-            problems.append(f"its test record on CPython {rec.python} says {rec.outcome} ({rec.reason or 'failed'})")
-    for py in required:
-        found = recs.get(py)
-        if found is None:
-            problems.append(f"no test record on CPython {py} (run `nox -s test -- --python {py}`)")
-        elif found.outcome == "passed" and found.suite_hash != suite_hash:
-            problems.append(f"tested on CPython {py} with an older wheel suite (run `nox -s test`)")
-    return problems, ordered
-
-
-def check_build(layout: Layout, art: Artifact) -> tuple[list[str], attest.BuildFacts | None]:
-    """The build record that the provenance is made from: this cell, these bytes, the current sources."""
-    state = _load_state(layout, art.cell)
-    if not state or state.get("sha256") != art.sha256 or "input_hash" not in state:
-        return [
-            f"no build record of {art.cell.id} for these bytes, so no provenance can be made"
-            " (the wheel was not produced by `nox -s build` of this cell, or was changed since)"
-        ], None
-    files = hashing.tree_files(layout.root / art.cell.component.path)
-    now = hashing.combine(
-        hashing.cell_inputs(art.cell, root=layout.root, logic_version=logic_version(), component_files=files)
-    )
-    if now != state["input_hash"]:
-        changed = hashing.changed_inputs(state.get("inputs", {}), hashing.cell_inputs(
-            art.cell, root=layout.root, logic_version=logic_version(), component_files=files))  # fmt: skip
-        return [
-            f"its sources changed since it was built ({', '.join(changed) or 'inputs'}): rebuild (nox -s build)"
-        ], None
-    return [], attest.read_build_facts(state, layout.log_file(art.cell.slug))
+            f"its bytes (sha256 {art.sha256[:16]}…) are not the ones the build of {art.cell.id} recorded"
+            f" ({art.build.sha256[:16]}…): it was changed after the build, so no provenance can be made (rebuild)"
+        ]
+    return []
 
 
 def gate(
-    artifacts: Sequence[Artifact], layout: Layout, opts: ReleaseOptions, *, external_index: bool
-) -> list[Gated]:
+    build: BuildReport, tests: TestReport, layout: Layout, opts: ReleaseOptions, *, external_index: bool
+) -> tuple[list[Gated], list[str]]:
+    """Each current wheel with its problems (none: it may be released), and the cells that have no wheel."""
+    artifacts, missing = artifacts_of(build)
     out = []
     versions: dict[str, tuple[VersionCheck | None, SourceInfo | None, str | None]] = {}
+    stale = [c.cell.component for c in build.cells if c.status == "stale"]
+    for comp in {c.name: c for c in stale}.values():  # a stale cell may also need a new VERSION: say both
+        versions[comp.name] = _version_and_source(layout.root, comp)
+        vc, _, vproblem = versions[comp.name]
+        if vproblem or (vc is not None and not vc.ok):
+            missing.append(f"{comp.name}: {vproblem or (vc.reason if vc else '')}")
     for art in artifacts:
         comp = art.cell.component
-        shash = opts.suite_hashes.get(art.wheel.name, "")
-        problems, records = check_records(layout.records, art.sha256, opts.required_pythons, shash)
-        build_problems, facts = check_build(layout, art)
-        problems += build_problems
+        problems, records = check_tests(tests, art.sha256)
+        problems = check_build(art) + problems
         if comp.name not in versions:
             versions[comp.name] = _version_and_source(layout.root, comp)
         vc, src, vproblem = versions[comp.name]
@@ -193,10 +171,8 @@ def gate(
                 f"{comp.path} has uncommitted changes: commit them (or --allow-dirty)"
                 " before releasing to a shared index"
             )
-        out.append(
-            Gated(artifact=art, problems=tuple(problems), records=tuple(records), version=vc, source=src, build=facts)
-        )
-    return out
+        out.append(Gated(artifact=art, problems=tuple(problems), records=tuple(records), version=vc, source=src))
+    return out, missing
 
 
 def _version_and_source(root: Path, comp: Component) -> tuple[VersionCheck | None, SourceInfo | None, str | None]:
@@ -226,27 +202,24 @@ class Staged:
     bundle: Path
 
 
-def stage(gated: Sequence[Gated], layout: Layout, signer: Signer, opts: ReleaseOptions) -> list[Staged]:
+def stage(
+    gated: Sequence[Gated], layout: Layout, signer: Signer, opts: ReleaseOptions, *, required: Sequence[str]
+) -> list[Staged]:
     folder = layout.work / "release" / "staging"
     shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir(parents=True)
     out = []
-    toolchains: dict[str, dict[str, str]] = {}
     for g in gated:
         art = g.artifact
-        assert g.source is not None and g.build is not None
+        assert g.source is not None
         wheel = folder / art.wheel.name
         shutil.copy2(art.wheel, wheel)
         if hashing.sha256_file(wheel) != art.sha256:
             raise ReleaseRefused(f"{art.wheel.name} changed while the release was running; nothing was uploaded")
-        key = art.cell.target.name
-        if key not in toolchains:
-            toolchains[key] = attest.toolchain_versions(art.cell)
         prov = attest.provenance(
-            wheel.name, art.sha256, cell=art.cell, source=g.source, build=g.build, toolchain=toolchains[key],
-            invocation=opts.invocation,
-        )  # fmt: skip
-        test = attest.test_result(wheel.name, art.sha256, records=g.records, required=opts.required_pythons)
+            wheel.name, art.sha256, cell=art.cell, source=g.source, build=art.build, invocation=opts.invocation
+        )
+        test = attest.test_result(wheel.name, art.sha256, records=g.records, required=required)
         bom_json = wheel_sbom(wheel, art.sha256)
         (folder / f"{wheel.name}.cdx.json").write_text(bom_json, encoding="utf-8")
         sbom = attest.statement(wheel.name, art.sha256, attest.CYCLONEDX, json.loads(bom_json))
@@ -327,9 +300,10 @@ def publish(
     trust: TrustRoot,
     index: Index,
     opts: ReleaseOptions,
+    required: Sequence[str],
 ) -> ReleaseResult:
-    """Steps 2-6 for artifacts that passed the gate."""
-    staged = stage(gated, layout, signer, opts)
+    """Steps 2-6 for artifacts that passed the gate (``required``: the CPythons whose test records they carry)."""
+    staged = stage(gated, layout, signer, opts, required=required)
     verify_staged(staged, trust, opts)
     upload, done = plan_uploads(staged, index, trust)
     if upload:

@@ -7,7 +7,6 @@ import configparser
 import json
 import os
 import urllib.parse
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -16,53 +15,60 @@ from .errors import ReleaseRefused, UsageError, VerificationError
 from .index import fetch, list_files, list_projects, start_local_index, stop_local_index
 from .layout import Layout
 from .matrix import Matrix, Target
-from .plan import Selection, plan
+from .plan import Selection
 from .publish import Index
-from .signing import default_trust_files, generate_ci_key, load_signer, load_trust
+from .signing import (
+    KEY_ENV,
+    create_dev_key,
+    default_trust_files,
+    dev_key_path,
+    generate_ci_key,
+    load_signer,
+    load_trust,
+)
 from .verify import Verdict, verify_file, verify_wheel
 
 
-def release(
-    matrix: Matrix,
-    sel: Selection,
-    host: Target | None,
-    layout: Layout,
-    args: argparse.Namespace,
-    *,
-    build: Callable[..., int],
-    test: Callable[..., int],
-) -> int:
-    from .release import ReleaseOptions, collect, gate, publish, raise_refused
-    from .wheeltest import find_pythons
+def release(matrix: Matrix, sel: Selection, host: Target | None, layout: Layout, args: argparse.Namespace) -> int:
+    """Build → test → gate → stage (attest, sign) → verify → publish → tag, each step handed the previous
+    step's result (``--no-build``: the build and test steps only check what is already there)."""
+    from .cli import raise_for_tests, run_build, run_tests
+    from .release import ReleaseOptions, gate, publish, raise_refused
 
     if args.stop_index:
         stopped = stop_local_index(layout.index_state)
         print("stopped the local index" if stopped else "the local index was not running")
         return 0
+    built, _ = run_build(matrix, sel, host, layout, jobs=args.jobs, check_only=args.no_build)
+    tested = run_tests(
+        matrix, host, layout, [c.wheel for c in built.wheels() if c.wheel], check_only=args.no_build
+    )
     if not args.no_build:
-        build(matrix, sel, host, layout, force=False, jobs=args.jobs)
-        test(matrix, sel, host, layout, wheels=[], pythons=[], force=False)
-    found, missing = find_pythons(matrix.pythons)
-    for v in missing:
+        raise_for_tests(tested)
+    for v in tested.missing_pythons:
         print(f"note: CPython {v} not found here: its test record is not required by this release")
-    artifacts, missing_cells = collect(plan(matrix, sel, host), layout)
     opts = ReleaseOptions(
-        required_pythons=tuple(p.version for p in found),
-        suite_hashes=expected_suite_hashes(matrix, layout.root, [a.wheel for a in artifacts]),
         tag=not args.no_tag,
         allow_dirty=args.allow_dirty,
         invocation=("python", "-m", "pipeline", "release", *_selection_args(sel)),
     )
     external = _external_index(args)
-    gated = gate(artifacts, layout, opts, external_index=external is not None)
+    gated, missing_cells = gate(built, tested, layout, opts, external_index=external is not None)
     raise_refused(gated, missing_cells)
     if not gated:
         raise ReleaseRefused("nothing to release: no buildable cell for this machine (see `nox -s matrix`)")
+    if not os.environ.get(KEY_ENV) and not dev_key_path().exists():
+        created = create_dev_key()
+        print(
+            f"created development signing key {created.keyid[:16]} at {created.origin} (mode 0600),"
+            " trusted on this machine only; consumers trust release/trust-root.json"
+        )
     signer = load_signer()
     trust = load_trust(args.trust_root or default_trust_files(layout.root))
     print(f"signing with the {signer.source} key {signer.keyid[:16]} ({signer.origin})")
     index = external or Index.managed(start_local_index(layout.index_state))
-    result = publish(gated, layout, signer=signer, trust=trust, index=index, opts=opts)
+    required = [p.version for p in tested.pythons]
+    result = publish(gated, layout, signer=signer, trust=trust, index=index, opts=opts, required=required)
     rows = [(r.wheel, r.sha256[:16], r.status, r.tag, r.tag_status) for r in result.rows]
     print(report.table(("wheel", "sha256", "index", "tag", "tag status"), rows))
     layout.release_report.parent.mkdir(parents=True, exist_ok=True)
@@ -77,14 +83,6 @@ def release(
             f"check what it serves:\n  nox -s verify -- {index.simple_url}"
         )
     return 0
-
-
-def expected_suite_hashes(matrix: Matrix, root: Path, wheels: list[Path]) -> dict[str, str]:
-    """The suite hash each wheel's passing records must carry: the test step's own notion of 'up to date'."""
-    from .wheeltest import suite_hash, suites_for
-
-    suites = suites_for(matrix, wheels)
-    return {w.name: suite_hash(root, suites.get(w.name)) for w in wheels}
 
 
 def _selection_args(sel: Selection) -> list[str]:
@@ -189,6 +187,10 @@ def _verify_one(what: str, trust: Any, projects: list[str]) -> list[Verdict]:
 
 
 def keys(args: argparse.Namespace, root: Path) -> int:
+    if args.create_dev:
+        created = create_dev_key()
+        print(f"created development key {created.keyid} at {created.origin} (mode 0600), trusted on this machine")
+        return 0
     if args.generate_ci:
         seed, entry = generate_ci_key()
         print("CI signing key — store as the secret MOSAICRT_SIGNING_KEY (never commit it):")

@@ -70,8 +70,14 @@ def matrix_json(matrix: Matrix, planned: Sequence[PlannedCell], host: str | None
 
 
 def build_table(report: BuildReport) -> str:
-    rows = [(c.cell, c.status, c.wheel if c.wheel else (c.reason or ""), f"{c.duration_s:.1f}s") for c in report.cells]
-    summary = ", ".join(f"{report.count(s)} {s}" for s in ("built", "up-to-date", "skipped", "failed"))
+    rows = [
+        (c.cell.id, c.status, c.wheel.name if c.wheel else (c.reason or ""), f"{c.duration_s:.1f}s")
+        for c in report.cells
+    ]
+    summary = ", ".join(
+        f"{report.count(s)} {s}" for s in ("built", "up-to-date", "stale", "skipped", "failed") if s != "stale"
+        or report.count(s)
+    )
     return table(("cell", "status", "wheel / reason", "time"), rows) + f"\n{summary} in {report.duration_s:.1f}s"
 
 

@@ -24,7 +24,7 @@ import hashlib
 import json
 import os
 import stat
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -168,28 +168,41 @@ def parse_private_key(text: str, *, origin: str) -> Ed25519PrivateKey:
     return Ed25519PrivateKey.from_private_bytes(raw)
 
 
-def load_signer(env: Mapping[str, str] | None = None, *, quiet: bool = False) -> Signer:
-    """The CI key when ``$MOSAICRT_SIGNING_KEY`` is set, else this machine's development key (made on first use)."""
+def dev_key_path(env: Mapping[str, str] | None = None) -> Path:
+    return config_dir(env) / DEV_KEY_NAME
+
+
+def load_signer(env: Mapping[str, str] | None = None) -> Signer:
+    """The CI key when ``$MOSAICRT_SIGNING_KEY`` is set, else this machine's development key. Only loads: a
+    machine without a key gets an error naming :func:`create_dev_key`'s command."""
     env = os.environ if env is None else env
     if env.get(KEY_ENV):
         return Signer(parse_private_key(env[KEY_ENV], origin=f"${KEY_ENV}"), "ci", f"${KEY_ENV}")
-    folder = config_dir(env)
-    path = folder / DEV_KEY_NAME
+    path = dev_key_path(env)
     if not path.exists():
-        key = _create_dev_key(path)
-        signer = Signer(key, "dev", str(path))
-        add_to_trust_file(folder / LOCAL_TRUST_NAME, signer.public, name=f"development key of {_hostname()}")
-        if not quiet:
-            print(
-                f"created development signing key {signer.keyid[:16]} at {path} (mode 0600) and trusted it on this"
-                f" machine only ({folder / LOCAL_TRUST_NAME}); consumers trust release/trust-root.json",
-                flush=True,
-            )
-        return signer
+        raise EnvironmentProblem(
+            f"no signing key: set ${KEY_ENV} (CI) or create this machine's development key with"
+            f" `python -m pipeline keys --create-dev` (it would be {path})"
+        )
     mode = stat.S_IMODE(path.stat().st_mode)
     if mode & 0o077:
         raise EnvironmentProblem(f"{path} is readable by others (mode {mode:o}); fix: chmod 600 {path}")
     return Signer(parse_private_key(path.read_text(encoding="ascii"), origin=str(path)), "dev", str(path))
+
+
+def create_dev_key(env: Mapping[str, str] | None = None) -> Signer:
+    """Create this machine's development key (mode 0600) and trust it on this machine only.
+
+    A key that already exists is an error: keys are never replaced silently.
+    """
+    path = dev_key_path(env)
+    if path.exists():
+        raise EnvironmentProblem(f"a development key already exists at {path}; it is never replaced")
+    key = _create_dev_key(path)
+    signer = Signer(key, "dev", str(path))
+    folder = config_dir(env)
+    add_to_trust_file(folder / LOCAL_TRUST_NAME, signer.public, name=f"development key of {_hostname()}")
+    return signer
 
 
 def _hostname() -> str:
@@ -337,7 +350,3 @@ def verify_envelope(envelope: Envelope, trust: TrustRoot, *, expected_type: str 
             " to release/trust-root.json (release key) or the local trusted-keys.json (a development key)"
         )
     raise VerificationError("the signature does not verify: the signed content was modified or the signature forged")
-
-
-def key_summary(keys: Sequence[TrustedKey]) -> str:
-    return ", ".join(f"{k.keyid[:16]} ({k.name})" for k in keys) or "none"

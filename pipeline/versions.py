@@ -37,10 +37,6 @@ def read_version(path: Path, *, display: str | None = None) -> str:
     return parse_version(text, source=name)
 
 
-def release_tag(tag_prefix: str, version: str) -> str:
-    return f"{tag_prefix}-v{version}"
-
-
 def version_tuple(version: str) -> tuple[int, ...]:
     """'3.11' -> (3, 11); used for Python and macOS version comparisons."""
     return tuple(int(part) for part in version.split("."))

@@ -35,6 +35,18 @@ def platform_ok(plat: str, target: Target) -> bool:
     return all(re.fullmatch(target.shipped_tag_pattern, p) for p in plat.split("."))
 
 
+_LEGACY_MANYLINUX = {"manylinux1": (2, 5), "manylinux2010": (2, 12), "manylinux2014": (2, 17)}
+
+
+def glibc_of_tag(plat: str) -> tuple[int, int] | None:
+    """The glibc a manylinux platform tag requires (manylinux_2_28_x86_64 → (2, 28)); None for other tags."""
+    m = re.match(r"manylinux_(\d+)_(\d+)_", plat)
+    if m:
+        return int(m[1]), int(m[2])
+    legacy = re.match(r"(manylinux\d+)_", plat)
+    return _LEGACY_MANYLINUX.get(legacy[1]) if legacy else None
+
+
 def check_wheel(
     path: Path,
     *,
@@ -44,8 +56,13 @@ def check_wheel(
     target: Target,
     max_mb: float,
     exports: tuple[str, ...] | None = None,
+    max_glibc: tuple[int, int] | None = None,
 ) -> list[str]:
-    """Problems found in the wheel at ``path`` (empty list: the wheel is good)."""
+    """Problems found in the wheel at ``path`` (empty list: the wheel is good).
+
+    ``max_glibc``: the newest glibc the wheel may require (its manylinux tags must not be newer), for
+    targets built against an old glibc so that older distributions can install them.
+    """
     problems: list[str] = []
     norm = normalize(dist)
     m = re.fullmatch(r"(?P<name>[^-]+)-(?P<ver>[^-]+)-(?P<py>[^-]+)-(?P<abi>[^-]+)-(?P<plat>[^-]+)\.whl", path.name)
@@ -59,6 +76,14 @@ def check_wheel(
         problems.append(f"tag is {m['py']}-{m['abi']}, expected py3-none (ctypes, no CPython ABI)")
     if not platform_ok(m["plat"], target):
         problems.append(f"platform tag is {m['plat']}, expected {target.shipped_tag_hint}")
+    if max_glibc is not None:
+        for plat in m["plat"].split("."):
+            need = glibc_of_tag(plat)
+            if need is not None and need > max_glibc:
+                problems.append(
+                    f"platform tag {plat} needs glibc {need[0]}.{need[1]}, newer than the target's"
+                    f" {max_glibc[0]}.{max_glibc[1]} (a symbol from a newer glibc was linked)"
+                )
     size_mb = path.stat().st_size / 1e6
     if size_mb > max_mb:
         problems.append(f"wheel is {size_mb:.2f} MB, over the component limit {max_mb} MB")

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import importlib.util
 import os
-import platform
 import re
 import shutil
 import subprocess
@@ -26,6 +25,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Literal
 
 from .errors import EnvironmentProblem
 from .hashing import combine, sha256_file, tree_hash
@@ -53,6 +53,11 @@ class Interpreter:
     executable: str
 
 
+#: passed / failed / error: tested now; up-to-date: a passing record for these bytes and this suite exists;
+#: untested: --check-only found no such record
+RowStatus = Literal["passed", "failed", "error", "up-to-date", "untested"]
+
+
 @dataclass(frozen=True, kw_only=True)
 class TestRow:
     __test__ = False
@@ -60,11 +65,47 @@ class TestRow:
     wheel: str
     sha256: str
     python: str
-    status: str  #: passed / failed / error / up-to-date
+    status: RowStatus
+    suite_hash: str
     counts: Counts | None = None
-    record: str | None = None
+    record: str | None = None  #: path of the test record
+    test_record: TestRecord | None = None
     log: str | None = None
     reason: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.status in ("passed", "up-to-date")
+
+
+@dataclass(frozen=True, kw_only=True)
+class TestReport:
+    """What the test step did: the CPythons it found (and missed) and one row per (wheel, Python)."""
+
+    __test__ = False
+
+    pythons: tuple[Interpreter, ...]
+    missing_pythons: tuple[str, ...]
+    rows: tuple[TestRow, ...]
+
+    def rows_for(self, sha256: str) -> list[TestRow]:
+        return [r for r in self.rows if r.sha256 == sha256]
+
+    def to_json(self) -> str:
+        import json
+
+        rows = []
+        for r in self.rows:
+            row = asdict(r)
+            row.pop("test_record", None)
+            rows.append(row)
+        data = {
+            "schema": 2,
+            "pythons": [p.version for p in self.pythons],
+            "missing_pythons": list(self.missing_pythons),
+            "rows": rows,
+        }
+        return json.dumps(data, indent=2) + "\n"
 
 
 def find_pythons(wanted: Sequence[str]) -> tuple[list[Interpreter], list[str]]:
@@ -99,13 +140,13 @@ def _probe(exe: str) -> tuple[str, str] | None:
 
 
 def suites_for(matrix: Matrix, wheels: Sequence[Path]) -> dict[str, WheelSuite]:
-    """Each wheel's suite from its component (found by distribution name); companions from the wheel's folder."""
-    by_dist = {normalize(v.dist): c for c in matrix.components for v in c.variants}
+    """Each wheel's suite from its component (:meth:`Matrix.cell_for_wheel`); companions from the wheel's folder."""
     out: dict[str, WheelSuite] = {}
     for wheel in wheels:
-        comp = by_dist.get(normalize(wheel.name.split("-", 1)[0]))
-        if comp is None:
+        cell = matrix.cell_for_wheel(wheel.name)
+        if cell is None:
             continue  # not a matrix wheel: the default suite
+        comp = cell.component
         companions = []
         for name in comp.test_with:
             other = matrix.component(name)
@@ -156,8 +197,12 @@ def run_wheel_tests(
     force: bool = False,
     quiet: bool = False,
     suites: Mapping[str, WheelSuite] | None = None,
+    check_only: bool = False,
 ) -> list[TestRow]:
-    """Test each wheel; ``suites`` maps a wheel's file name to its suite (default: tests/wheel alone)."""
+    """Test each wheel; ``suites`` maps a wheel's file name to its suite (default: tests/wheel alone).
+
+    ``check_only``: run nothing, report each (wheel, Python) as up-to-date or untested from the records.
+    """
     if not pythons:
         raise EnvironmentProblem("no tested CPython found on this machine (need python3.11 … python3.14 on PATH)")
     rows: list[TestRow] = []
@@ -177,11 +222,29 @@ def run_wheel_tests(
                         sha256=sha,
                         python=py.version,
                         status="up-to-date",
+                        suite_hash=shash,
                         counts=rec.counts,
                         record=str(_rec_path(layout, sha, py)),
+                        test_record=rec,
                     )
                 )
                 _say(quiet, f"[{wheel.name} py{py.version}] passed before with the same bytes and suite: up to date")
+                continue
+            if check_only:
+                why = "never tested" if rec is None else rec.reason or f"its record says {rec.outcome}"
+                if rec is not None and rec.outcome == "passed":
+                    why = "tested with an older wheel suite"
+                rows.append(
+                    TestRow(
+                        wheel=wheel.name,
+                        sha256=sha,
+                        python=py.version,
+                        status="untested" if rec is None or rec.outcome == "passed" else rec.outcome,
+                        suite_hash=shash,
+                        test_record=rec,
+                        reason=f"{why} (run `nox -s test -- --python {py.version}`)",
+                    )
+                )
                 continue
             _say(quiet, f"[{wheel.name} py{py.version}] testing in a fresh venv")
             rec = _run_one(wheel, sha, py, layout, shash=shash, platform_name=platform_name, suite=wsuite)
@@ -192,8 +255,10 @@ def run_wheel_tests(
                     sha256=sha,
                     python=py.version,
                     status=rec.outcome,
+                    suite_hash=shash,
                     counts=rec.counts,
                     record=str(path),
+                    test_record=rec,
                     log=rec.log,
                     reason=rec.reason,
                 )
@@ -306,11 +371,3 @@ def _run_one(
         log=str(log),
         reason=reason,
     )
-
-
-def rows_json(rows: Sequence[TestRow]) -> list[dict[str, object]]:
-    return [asdict(r) for r in rows]
-
-
-def host_platform_name() -> str:
-    return f"{platform.system().lower()}-{platform.machine()}"

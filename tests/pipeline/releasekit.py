@@ -11,21 +11,19 @@ import base64
 import functools
 import hashlib
 import io
-import json
 import shutil
 import subprocess
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from pipeline.build import logic_version
-from pipeline.hashing import cell_inputs, combine, sha256_file, tree_files
+from pipeline.hashing import cell_input_hash, sha256_file
 from pipeline.layout import Layout
 from pipeline.matrix import Cell, Matrix, load_matrix
-from pipeline.records import Counts, Outcome, TestRecord, write_record
-from pipeline.release_cli import expected_suite_hashes
+from pipeline.plan import PlannedCell, Selection, host_target, plan
+from pipeline.records import BuildRecord, Counts, Outcome, TestRecord, write_build_record, write_record
 from pipeline.wheelcheck import normalize
-from pipeline.wheeltest import find_pythons
+from pipeline.wheeltest import find_pythons, suite_hash, suites_for
 
 from .conftest import FIXTURES
 
@@ -89,25 +87,40 @@ class Repo:
         return load_matrix(self.root)
 
     def cell(self, component: str) -> Cell:
-        return next(c for c in self.matrix.cells() if c.component.name == component and c.target.name == HOST)
+        return self.planned(component).cell
+
+    def planned(self, component: str) -> PlannedCell:
+        """The cell as the build step plans it on this machine (with the SDK defines it resolves)."""
+        matrix = self.matrix
+        return next(
+            pc for pc in plan(matrix, Selection(), host_target(matrix))
+            if pc.cell.component.name == component and pc.cell.target.name == HOST
+        )  # fmt: skip
 
     def build(self, component: str, *, salt: str = "") -> Path:
-        """What `nox -s build` leaves: the wheel in dist/<host>/, the cell's state file and its log."""
-        cell = self.cell(component)
+        """What `nox -s build` leaves: the wheel in dist/<host>/ and the cell's build record, whose input hash
+        is computed the way the build step computes it (:func:`pipeline.hashing.cell_input_hash` of the
+        planned cell)."""
+        pc = self.planned(component)
+        cell = pc.cell
         folder = self.layout.dist_for(HOST)
         for old in folder.glob(f"{normalize(cell.dist)}-*.whl"):
             old.unlink()
         wheel = make_wheel(folder, cell.dist, cell.component.version, cell.component.import_package, salt=salt)
-        files = tree_files(self.root / cell.component.path)
-        inputs = cell_inputs(cell, root=self.root, logic_version=logic_version(), component_files=files)
-        state = {"input_hash": combine(inputs), "inputs": inputs, "files": files, "wheel": wheel.name}
-        state["sha256"] = sha256_file(wheel)
-        path = self.layout.state_file(cell.slug)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(state))
-        log = self.layout.log_file(cell.slug)
-        log.parent.mkdir(parents=True, exist_ok=True)
-        log.write_text(f"# build log\n$ python -m build --wheel {cell.component.path}\n$ auditwheel repair x.whl\n")
+        inputs = cell_input_hash(cell, root=self.root, sdk_defines=pc.sdk_defines)
+        record = BuildRecord(
+            cell=cell.id,
+            wheel=wheel.name,
+            sha256=sha256_file(wheel),
+            input_hash=inputs.hash,
+            inputs=inputs.named,
+            files=inputs.files,
+            commands=(f"python -m build --wheel {cell.component.path}", "python -m auditwheel repair x.whl"),
+            started="2026-01-01T00:00:00+00:00",
+            finished="2026-01-01T00:01:00+00:00",
+            toolchain={"compiler": "gcc (fixture) 12.2.0", "cmake": "cmake version 3.30.0"},
+        )
+        write_build_record(self.layout.state_file(cell.slug), record)
         return wheel
 
     def test(self, wheel: Path, outcome: Outcome = "passed", pythons: list[str] | None = None) -> None:
@@ -123,7 +136,7 @@ class Repo:
                     python_full=py + ".0",
                     platform=HOST,
                     counts=Counts(tests=12, failures=0 if outcome == "passed" else 2),
-                    suite_hash=expected_suite_hashes(self.matrix, self.root, [wheel])[wheel.name],
+                    suite_hash=suite_hash(self.root, suites_for(self.matrix, [wheel]).get(wheel.name)),
                     created="2026-01-01T00:00:00+00:00",
                     duration_s=1.0,
                     reason=None if outcome == "passed" else "pytest exit 1",

@@ -17,7 +17,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from pipeline import attest
 from pipeline.errors import VerificationError
 from pipeline.hashing import sha256_file
-from pipeline.records import Counts, TestRecord
+from pipeline.records import Counts, TestRecord, read_build_record
 from pipeline.sbom import check_sbom_against_wheel, wheel_sbom
 from pipeline.signing import Signer, add_to_trust_file, load_trust
 from pipeline.source import SourceInfo
@@ -36,13 +36,11 @@ def _statements(tmp_path: Path, outcome: str = "passed") -> tuple[Path, dict[str
     repo = make_repo(tmp_path)
     wheel = repo.build("beta")
     sha = sha256_file(wheel)
-    build = attest.read_build_facts(
-        json.loads(repo.layout.state_file(repo.cell("beta").slug).read_text()),
-        repo.layout.log_file(repo.cell("beta").slug),
-    )
+    build = read_build_record(repo.layout.state_file(repo.cell("beta").slug))
+    assert build is not None
     src = SourceInfo(repository="file:///r", commit="c" * 40, dirty=False, component_dirty=False)
     prov = attest.provenance(wheel.name, sha, cell=repo.cell("beta"), source=src, build=build,
-                             toolchain={"compiler": "g++ 12"}, invocation=["python", "-m", "pipeline"])  # fmt: skip
+                             invocation=["python", "-m", "pipeline"])  # fmt: skip
     test = attest.test_result(wheel.name, sha, records=[_record(wheel, "3.11", outcome)], required=["3.11"])
     sbom = attest.statement(wheel.name, sha, attest.CYCLONEDX, json.loads(wheel_sbom(wheel, sha)))
     return wheel, {"provenance": prov, "test": test, "sbom": sbom}
@@ -62,8 +60,13 @@ def test_provenance_is_an_in_toto_slsa_v1_statement(tmp_path: Path) -> None:
     }  # fmt: skip
     assert bd["resolvedDependencies"][0]["digest"] == {"gitCommit": "c" * 40}
     assert bd["internalParameters"]["commands"][0].startswith("python -m build --wheel")
-    assert bd["internalParameters"]["toolchain"] == {"compiler": "g++ 12"}
+    # from the build record, as measured when the build ran: not re-read when the release runs
+    tools = bd["internalParameters"]["toolchain"]
+    assert tools == {"compiler": "gcc (fixture) 12.2.0", "cmake": "cmake version 3.30.0"}
+    assert bd["internalParameters"]["input_hash"] == prov["predicate"]["runDetails"]["metadata"]["invocationId"]
     assert prov["predicate"]["runDetails"]["builder"]["id"]
+    assert prov["predicate"]["runDetails"]["metadata"]["startedOn"] == "2026-01-01T00:00:00+00:00"
+    assert prov["predicate"]["runDetails"]["metadata"]["finishedOn"] == "2026-01-01T00:01:00+00:00"
     test = st["test"]["predicate"]
     assert test["result"] == "passed" and test["records"][0]["python"] == "3.11" and "log" not in test["records"][0]
 

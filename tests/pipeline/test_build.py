@@ -17,6 +17,7 @@ from pipeline.errors import BuildError, ExitCode, ToolchainError
 from pipeline.layout import Layout
 from pipeline.matrix import load_matrix
 from pipeline.plan import Selection, plan
+from pipeline.records import read_build_record
 
 from .conftest import edit
 
@@ -37,7 +38,7 @@ def run(root: Path, sel: Selection = NOTHING, force: bool = False) -> tuple[Buil
 
 
 def statuses(report: BuildReport) -> dict[str, str]:
-    return {c.cell: c.status for c in report.cells}
+    return {c.cell.id: c.status for c in report.cells}
 
 
 def test_build_then_up_to_date_then_only_changed_component(tworepo: Path) -> None:
@@ -55,6 +56,14 @@ def test_build_then_up_to_date_then_only_changed_component(tworepo: Path) -> Non
     built = next(c for c in data["cells"] if c["cell"] == "alpha/default/linux-x86_64")
     assert len(built["sha256"]) == 64 and built["wheel"].startswith("dist/linux-x86_64/")
 
+    # the build record: what ran, when, with which tools (measured during the build), for these bytes
+    record = read_build_record(layout.state_file("alpha-default-linux-x86_64"))
+    assert record is not None and record.sha256 == built["sha256"] and record.input_hash == built["input_hash"]
+    assert any(" -m build --wheel --no-isolation " in c for c in record.commands)
+    assert any(" -m auditwheel repair " in c for c in record.commands)
+    assert record.started <= record.finished
+    assert record.toolchain["compiler"].startswith("g++") and record.toolchain["cmake"].startswith("cmake version")
+
     again, _ = run(tworepo)
     assert statuses(again)["alpha/default/linux-x86_64"] == "up-to-date"
     assert statuses(again)["beta/default/linux-x86_64"] == "up-to-date"
@@ -62,7 +71,7 @@ def test_build_then_up_to_date_then_only_changed_component(tworepo: Path) -> Non
     edit(tworepo / "comps" / "beta" / "beta.c", "return 42", "return 7")
     third, _ = run(tworepo)
     assert statuses(third)["alpha/default/linux-x86_64"] == "up-to-date"
-    beta = next(c for c in third.cells if c.cell == "beta/default/linux-x86_64")
+    beta = next(c for c in third.cells if c.cell.id == "beta/default/linux-x86_64")
     assert beta.status == "built"
     assert beta.changed_inputs == ("component (beta.c)",)
 
@@ -93,7 +102,7 @@ def test_deleted_or_altered_wheel_is_rebuilt(tworepo: Path) -> None:
     wheel = next((tworepo / "dist" / "linux-x86_64").glob("fixture_alpha-*.whl"))
     wheel.write_bytes(wheel.read_bytes() + b"\0")
     report, _ = run(tworepo, sel)
-    cell = next(c for c in report.cells if c.cell == "alpha/default/linux-x86_64")
+    cell = next(c for c in report.cells if c.cell.id == "alpha/default/linux-x86_64")
     assert cell.status == "built"
     assert cell.changed_inputs == ("wheel missing or altered in dist/",)
     wheel = next((tworepo / "dist" / "linux-x86_64").glob("fixture_alpha-*.whl"))

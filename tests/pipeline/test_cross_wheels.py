@@ -16,8 +16,8 @@ import pytest
 
 from pipeline.binaries import parse
 from pipeline.cli import main
-from pipeline.crosscheck import ensure_toolchain, system_installer
 from pipeline.matrix import load_matrix
+from pipeline.toolchains import ensure_toolchain, system_installer
 
 from .conftest import REPO
 
@@ -45,7 +45,7 @@ def test_cross_wheel_tag_and_machine(
     if any(shutil.which(exe) is None for exe in (t.c_compiler, t.cxx_compiler)):
         # as root (CI, a fresh machine) install the target's Debian packages the way the crosscheck does
         check = ensure_toolchain(t, system_installer(), print)
-        if check.outcome != "pass":
+        if not check.ok:
             pytest.skip(f"{t.cxx_compiler} not installed and not installable here: {check.detail}")
     # Cell folders at build/<x>/cells/<slug>/cmake: the depth `nox -s build` and the crosscheck use.
     work = REPO / "build" / "xwheel-test"

@@ -22,13 +22,11 @@ from pipeline.crosscheck import (
     CAUSES,
     Check,
     CrosscheckReport,
-    Installer,
     TargetResult,
     check_arm_kernels,
     check_machine,
     check_native_tests,
     compile_command_leaks,
-    ensure_toolchain,
     format_table,
     parse_ctest,
     probe_emulator,
@@ -37,6 +35,7 @@ from pipeline.crosscheck import (
 )
 from pipeline.errors import ExitCode
 from pipeline.matrix import load_matrix
+from pipeline.toolchains import Installer
 
 from .conftest import REPO, edit
 
@@ -249,37 +248,6 @@ def test_native_tests_require_the_dotprod_and_i8mm_kernels_on_aarch64() -> None:
 # ------------------------------------------------------------------ toolchain, selection
 
 
-def missing_compiler(target_name: str) -> object:
-    t = MATRIX.target(target_name)
-    return dataclasses.replace(t, cxx_compiler="fixture-missing-g++")
-
-
-def test_missing_toolchain_without_root_prints_the_command() -> None:
-    calls: list[list[str]] = []
-    installer = Installer(root=False, run=lambda cmd: calls.append(list(cmd)) or 0)
-    c = ensure_toolchain(missing_compiler("linux-armv7"), installer, print)  # type: ignore[arg-type]
-    assert calls == []
-    assert c.outcome == "fail"
-    assert c.detail == (
-        "fixture-missing-g++ not on PATH; not root, so nothing was installed: run `sudo apt-get update && "
-        "apt-get install -y --no-install-recommends gcc-arm-linux-gnueabihf g++-arm-linux-gnueabihf qemu-user ccache`"
-    )
-
-
-def test_missing_toolchain_as_root_installs_and_says_so(capsys: pytest.CaptureFixture[str]) -> None:
-    calls: list[list[str]] = []
-    installer = Installer(root=True, run=lambda cmd: calls.append(list(cmd)) or 0)
-    c = ensure_toolchain(missing_compiler("windows-x86_64"), installer, print)  # type: ignore[arg-type]
-    assert calls == [
-        ["apt-get", "-o", "DPkg::Lock::Timeout=600", "update"],
-        ["apt-get", "-o", "DPkg::Lock::Timeout=600", "install", "-y", "--no-install-recommends", "mingw-w64", "wine64",
-         "wine", "ccache"],
-    ]
-    assert "installing Debian packages: apt-get update && apt-get install" in capsys.readouterr().out
-    # The fake installer installs nothing, so the compiler is still missing: a clear failure.
-    assert c.outcome == "fail" and "still not on PATH after installing mingw-w64 wine64 wine" in c.detail
-
-
 def test_broken_emulator_is_one_line(tmp_path: Path) -> None:
     fake = tmp_path / "qemu-arm"
     fake.write_text("#!/bin/sh\necho 'qemu-arm: unable to reserve guest address space' >&2\nexit 1\n")
@@ -341,7 +309,7 @@ def test_cli_unknown_target_still_reports_the_others(
     """A bad name and a missing compiler without root: one line each, the table, a non-zero exit."""
     edit(real_matrix_repo / "matrix" / "targets.toml", 'cxx_compiler = "arm-linux-gnueabihf-g++"',
          'cxx_compiler = "fixture-missing-arm-g++"')
-    monkeypatch.setattr("pipeline.crosscheck.system_installer", lambda: Installer(root=False, run=lambda c: 1))
+    monkeypatch.setattr("pipeline.crosscheck.driver.system_installer", lambda: Installer(root=False, run=lambda c: 1))
     rc = main(["crosscheck", "--root", str(real_matrix_repo), "--target", "linux-armv7", "--target", "linux-armv8"])
     out, err = capsys.readouterr()
     assert rc == ExitCode.USAGE

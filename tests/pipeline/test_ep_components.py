@@ -31,10 +31,10 @@ def test_dnnl_component_is_an_ep_with_its_own_version_tag_and_suite() -> None:
 
 
 def test_ep_abi_header_change_is_a_build_input_of_the_ep() -> None:
-    from pipeline.hashing import cell_inputs
+    from pipeline.hashing import cell_input_hash
 
     cell = next(c for c in MATRIX.cells() if c.id == "dnnl/default/linux-x86_64")
-    inputs = cell_inputs(cell, root=REPO, logic_version="x")
+    inputs = cell_input_hash(cell, root=REPO, logic="x").named
     assert "extra:core/include/mosaicrt/ep.h" in inputs
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pipeline.hashing import cell_inputs, changed_files, combine, tree_files, tree_hash
+from pipeline.hashing import cell_input_hash, changed_keys, tree_files, tree_hash
 from pipeline.matrix import load_matrix
 
 from .conftest import edit
@@ -12,7 +12,7 @@ from .conftest import edit
 
 def _hashes(root: Path) -> dict[str, str]:
     m = load_matrix(root)
-    return {c.id: combine(cell_inputs(c, root=root, logic_version="v1")) for c in m.cells()}
+    return {c.id: cell_input_hash(c, root=root, logic="v1").hash for c in m.cells()}
 
 
 def test_hash_is_stable(tworepo: Path) -> None:
@@ -63,8 +63,8 @@ def test_build_outputs_and_caches_are_not_inputs(tworepo: Path) -> None:
 def test_logic_version_is_an_input(tworepo: Path) -> None:
     m = load_matrix(tworepo)
     cell = m.cells()[0]
-    a = combine(cell_inputs(cell, root=tworepo, logic_version="v1"))
-    b = combine(cell_inputs(cell, root=tworepo, logic_version="v2"))
+    a = cell_input_hash(cell, root=tworepo, logic="v1").hash
+    b = cell_input_hash(cell, root=tworepo, logic="v2").hash
     assert a != b
 
 
@@ -85,4 +85,4 @@ def test_changed_files_lists_the_difference(tmp_path: Path) -> None:
     (tmp_path / "a.c").write_text("2")
     (tmp_path / "b.c").unlink()
     (tmp_path / "d.c").write_text("")
-    assert changed_files(old, tree_files(tmp_path)) == ["a.c", "b.c", "d.c"]
+    assert changed_keys(old, tree_files(tmp_path)) == ["a.c", "b.c", "d.c"]

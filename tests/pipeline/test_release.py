@@ -23,7 +23,8 @@ from pipeline.cli import main
 from pipeline.errors import ExitCode
 from pipeline.hashing import sha256_file
 from pipeline.index import list_files, running_index, start_local_index, stop_local_index
-from pipeline.release import check_records
+from pipeline.release import check_tests
+from pipeline.wheeltest import Interpreter, TestReport, TestRow
 
 from .releasekit import Repo, available_pythons, git, make_repo
 
@@ -75,24 +76,37 @@ def assert_refused(repo: Repo, capsys: pytest.CaptureFixture[str], *reasons: str
 # gate decisions (no index)
 
 
-def test_gate_requires_a_passing_record_per_required_python(repo: Repo) -> None:
+def _report(pythons: list[str], rows: list[TestRow]) -> TestReport:
+    found = tuple(Interpreter(version=p, full=p + ".0", executable=f"python{p}") for p in pythons)
+    return TestReport(pythons=found, missing_pythons=(), rows=tuple(rows))
+
+
+def test_gate_requires_a_passing_row_per_found_python(repo: Repo, capsys: pytest.CaptureFixture[str]) -> None:
+    """The gate reads the rows the test step passed along (here: its check-only pass over the records)."""
+    from pipeline.cli import run_tests
+    from pipeline.plan import host_target
+
     wheel = repo.build("alpha")
     sha = sha256_file(wheel)
-    from pipeline.release_cli import expected_suite_hashes
+    host = host_target(repo.matrix)
+    pythons = available_pythons()[:1]
 
-    shash = expected_suite_hashes(repo.matrix, repo.root, [wheel])[wheel.name]
-    problems, _ = check_records(repo.layout.records, sha, ["3.11"], shash)
-    assert problems and "no test record for its sha256" in problems[0]
-    repo.test(wheel, pythons=["3.11"])
-    assert check_records(repo.layout.records, sha, ["3.11"], shash)[0] == []
-    problems, _ = check_records(repo.layout.records, sha, ["3.11", "3.12"], shash)
-    assert problems == ["no test record on CPython 3.12 (run `nox -s test -- --python 3.12`)"]
-    problems, _ = check_records(repo.layout.records, sha, ["3.11"], "another-suite")
-    assert problems == ["tested on CPython 3.11 with an older wheel suite (run `nox -s test`)"]
-    repo.test(wheel, "failed", pythons=["3.13"])  # a failure on any Python, required or not, refuses
-    problems, _ = check_records(repo.layout.records, sha, ["3.11"], shash)
-    assert problems == ["its test record on CPython 3.13 says failed (pytest exit 1)"]
-    assert "no tested CPython" in check_records(repo.layout.records, sha, [], shash)[0][0]
+    def problems() -> list[str]:
+        report = run_tests(repo.matrix, host, repo.layout, [wheel], pythons=pythons, check_only=True)
+        return check_tests(report, sha)[0]
+
+    assert problems() and "no test record for its sha256" in problems()[0]
+    repo.test(wheel, pythons=pythons)
+    assert problems() == []
+    (repo.root / "tests" / "wheel" / "test_new.py").write_text("def test_more() -> None:\n    pass\n")
+    assert problems() == [f"tested on CPython {pythons[0]} with an older wheel suite (run `nox -s test`)"]
+    capsys.readouterr()
+    # in-memory reports: every Python the test step found needs its passing row
+    rec = repo.layout.records / sha
+    assert rec.is_dir()
+    assert "no tested CPython" in check_tests(_report([], []), sha)[0][0]
+    missing = check_tests(_report(["3.11", "3.12"], []), sha)[0]
+    assert len(missing) == 2 and "on CPython 3.12" in missing[1]
 
 
 # --------------------------------------------------------------------------------------
@@ -168,7 +182,9 @@ def test_a_byte_flipped_after_testing_is_refused(repo: Repo, capsys: pytest.Capt
     data = bytearray(wheels["beta"].read_bytes())
     data[40] ^= 1
     wheels["beta"].write_bytes(bytes(data))
-    err = assert_refused(repo, capsys, "no test record for its sha256", "no build record of beta/default")
+    err = assert_refused(
+        repo, capsys, "beta/default/linux-x86_64: no build record matches its wheel", "wheel missing or altered"
+    )
     assert "fixture_alpha" not in err  # the good wheel is fine, and still not uploaded
 
 
@@ -202,7 +218,9 @@ def test_a_signature_by_an_untrusted_key_is_refused(
 def test_a_missing_build_record_means_no_provenance(repo: Repo, capsys: pytest.CaptureFixture[str]) -> None:
     repo.build_and_test()
     repo.layout.state_file(repo.cell("beta").slug).unlink()
-    assert_refused(repo, capsys, "no build record of beta/default/linux-x86_64", "no provenance can be made")
+    assert_refused(
+        repo, capsys, "beta/default/linux-x86_64: no build record matches", "no previous build", "no provenance"
+    )
 
 
 def test_an_invalid_provenance_is_refused(
@@ -224,7 +242,7 @@ def test_an_invalid_provenance_is_refused(
 def test_sources_changed_after_the_build_are_refused(repo: Repo, capsys: pytest.CaptureFixture[str]) -> None:
     repo.build_and_test()
     (repo.root / "comps" / "beta" / "beta.c").write_text("/* edited after the build */\n")
-    assert_refused(repo, capsys, "its sources changed since it was built (component)")
+    assert_refused(repo, capsys, "no build record matches its wheel and the current sources", "component (beta.c)")
 
 
 def test_the_same_version_with_other_bytes_is_refused(repo: Repo, capsys: pytest.CaptureFixture[str]) -> None:

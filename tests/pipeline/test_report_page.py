@@ -468,25 +468,21 @@ def test_readers_accept_what_the_stages_write(tmp_path: Path, matrix: Matrix) ->
     from pipeline.build import BuildReport, CellResult
     from pipeline.crosscheck import Check, CrosscheckReport, TargetResult
     from pipeline.crosscheck import crosscheck_report_path as written_at
+    from pipeline.records import BuildRecord
     from pipeline.release import ReleaseResult, ReleaseRow
 
     layout = _layout(tmp_path)
     wheel = _write(layout.dist_for("linux-x86_64") / "mosaicrt-0.1.0-py3-none-any.whl", b"wheel")
     sha = hashlib.sha256(b"wheel").hexdigest()
     cell = matrix.cells()[0]
+    record = BuildRecord(
+        cell=cell.id, wheel=wheel.name, sha256=sha, input_hash="1" * 64, inputs={}, files={}, commands=(),
+        started="2026-01-01T00:00:00+00:00", finished="2026-01-01T00:00:01+00:00", toolchain={},
+    )  # fmt: skip
     result = CellResult(
-        cell=cell.id,
-        component=cell.component.name,
-        variant=cell.variant.name,
-        target=cell.target.name,
-        dist=cell.dist,
-        version=cell.component.version,
-        status="built",
-        wheel=str(wheel.relative_to(tmp_path)),
-        sha256=sha,
-        log="build/pipeline/logs/x.log",
+        cell=cell, status="built", wheel=wheel, record=record, log=tmp_path / "build" / "pipeline" / "logs" / "x.log"
     )
-    _write(layout.build_report, BuildReport(host=None, duration_s=1.0, cells=(result,)).to_json())
+    _write(layout.build_report, BuildReport(host=None, duration_s=1.0, cells=(result,)).to_json(tmp_path))
     xlayout = Layout(root=tmp_path, dist=layout.dist, work=tmp_path / "build" / "crosscheck")
     xtarget = next(t for t in matrix.targets if t.crosscheck)
     xreport = CrosscheckReport(

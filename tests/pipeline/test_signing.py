@@ -20,6 +20,7 @@ from pipeline.signing import (
     Signer,
     TrustRoot,
     add_to_trust_file,
+    create_dev_key,
     generate_ci_key,
     load_signer,
     load_trust,
@@ -75,10 +76,14 @@ def test_a_modified_payload_or_type_is_rejected(tmp_path: Path) -> None:
         Envelope.from_dict({"payload": "!!", "payloadType": "t", "signatures": []})
 
 
-def test_dev_key_is_created_once_0600_and_trusted_locally(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_dev_key_is_created_once_0600_and_trusted_locally(tmp_path: Path) -> None:
     env = {"MOSAICRT_CONFIG_DIR": str(tmp_path / "cfg")}
-    first = load_signer(env)
-    assert "created development signing key" in capsys.readouterr().out
+    with pytest.raises(EnvironmentProblem, match="keys --create-dev"):
+        load_signer(env)  # loading never creates a key
+    assert not (tmp_path / "cfg").exists()
+    first = create_dev_key(env)
+    with pytest.raises(EnvironmentProblem, match="never replaced"):
+        create_dev_key(env)
     key = tmp_path / "cfg" / "release-key"
     assert stat.S_IMODE(key.stat().st_mode) == 0o600
     assert load_signer(env).keyid == first.keyid and first.source == "dev"

@@ -14,7 +14,7 @@ import pytest
 
 from pipeline.errors import VersionError
 from pipeline.matrix import load_matrix
-from pipeline.versions import VERSION_RE, parse_version, read_version, release_tag, version_tuple
+from pipeline.versions import VERSION_RE, parse_version, read_version
 
 from .conftest import REPO
 
@@ -35,12 +35,6 @@ def test_invalid_versions_name_the_file(text: str) -> None:
 def test_missing_version_file(tmp_path: Path) -> None:
     with pytest.raises(VersionError, match="VERSION: missing"):
         read_version(tmp_path / "VERSION")
-
-
-def test_release_tags() -> None:
-    assert release_tag("core", "1.4.0") == "core-v1.4.0"
-    assert release_tag("ep-dnnl", "0.3.1") == "ep-dnnl-v0.3.1"
-    assert version_tuple("3.11") < version_tuple("3.12")
 
 
 def test_matrix_reads_version_file() -> None:
