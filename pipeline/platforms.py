@@ -104,6 +104,17 @@ ARCHES: tuple[Arch, ...] = (
         qemu="qemu-arm",
         arm_eabi5_hard_float=True,
     ),
+    Arch(
+        name="riscv64",
+        conan="riscv64",
+        bits=64,
+        isa_family="riscv64",
+        elf_machine=243,
+        wheel_arch="riscv64",
+        machine_names=("riscv64",),
+        debian_arch="riscv64",
+        qemu="qemu-riscv64",
+    ),
 )
 
 OSES: tuple[OsSpec, ...] = (

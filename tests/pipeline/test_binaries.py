@@ -114,7 +114,7 @@ def test_arch_of_names_registry_arches() -> None:
     assert arch_of(make_elf(bits=64, machine=62)) == "x86_64"
     assert arch_of(make_elf(bits=64, machine=183)) == "aarch64"
     assert arch_of(make_elf(bits=32, machine=40)) == "armv7"
-    assert arch_of(make_elf(bits=64, machine=243)) == "unknown:243"
+    assert arch_of(make_elf(bits=64, machine=243)) == "riscv64"
     assert arch_of(make_elf(bits=64, machine=999)) == "unknown:999"
     assert arch_of(make_pe(machine=0x8664)) == "x86_64"
     assert arch_of(make_pe(machine=0xAA64)) == "aarch64"
@@ -153,6 +153,7 @@ def test_mz_without_pe_signature() -> None:
 CROSS_TARGETS = {
     "linux-aarch64": ([], "ELF", 64),
     "linux-armv7": (["-mfpu=neon", "-mfloat-abi=hard"], "ELF", 32),
+    "linux-riscv64": ([], "ELF", 64),
     "windows-x86_64": (["-static"], "PE", 64),
 }
 

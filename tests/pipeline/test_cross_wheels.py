@@ -33,6 +33,7 @@ VERSION = (REPO / "core" / "VERSION").read_text().strip()
 CASES = {
     "linux-aarch64": (r"py3-none-manylinux_\d+_\d+_aarch64", "mosaicrt/libmosaicrt.so", "ELF", "aarch64", 64),
     "linux-armv7": (r"py3-none-manylinux_\d+_\d+_armv7l", "mosaicrt/libmosaicrt.so", "ELF", "armv7", 32),
+    "linux-riscv64": (r"py3-none-manylinux_\d+_\d+_riscv64", "mosaicrt/libmosaicrt.so", "ELF", "riscv64", 64),
     "windows-x86_64": (r"py3-none-win_amd64", "mosaicrt/libmosaicrt.dll", "PE", "x86_64", 64),
 }
 
