@@ -33,6 +33,7 @@ import shutil
 import subprocess
 import sys
 import time
+import xml.etree.ElementTree as ET
 import zipfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -88,14 +89,15 @@ DEBIAN_ALTERNATIVES: Mapping[str, tuple[tuple[str, str], ...]] = {
 }
 #: ``/proc/cpuinfo`` of the emulated CPU, per registry arch, one block per host CPU. qemu 7.2 passes the
 #: host's (x86) file through, and onnxruntime's aarch64 CPU detection (pytorch cpuinfo) dereferences
-#: NULL when it finds no Arm processor in it; qemu reads ``<-L prefix>/proc/cpuinfo`` first. The values
-#: are a Neoverse N2-like core with the features qemu's ``-cpu max`` reports through HWCAP.
+#: NULL when it finds no Arm processor in it; qemu reads ``<-L prefix>/proc/cpuinfo`` first. The block
+#: is deliberately plain (a Cortex-A72 with base features): programs take their ISA extensions from
+#: HWCAP, which qemu derives from ``-cpu``; a richer Features line made onnxruntime use dotprod on a
+#: ``-cpu cortex-a72`` that has none (SIGILL).
 CPUINFO: Mapping[str, str] = {
     "aarch64": (
-        "processor\t: {index}\nBogoMIPS\t: 2000.00\nFeatures\t: fp asimd evtstrm aes pmull sha1 sha2 crc32"
-        " atomics fphp asimdhp cpuid asimdrdm jscvt fcma lrcpc dcpop sha3 asimddp sha512 asimdfhm dit uscat"
-        " ilrcpc flagm ssbs sb dcpodp flagm2 frint i8mm bf16\nCPU implementer\t: 0x41\nCPU architecture: 8\n"
-        "CPU variant\t: 0x0\nCPU part\t: 0xd49\nCPU revision\t: 0\n\n"
+        "processor\t: {index}\nBogoMIPS\t: 2000.00\nFeatures\t: fp asimd evtstrm cpuid\n"
+        "CPU implementer\t: 0x41\nCPU architecture: 8\nCPU variant\t: 0x0\nCPU part\t: 0xd08\n"
+        "CPU revision\t: 0\n\n"
     ),
 }
 #: the package that runs the suite; a missing wheel for it is an error, never a skip
@@ -608,6 +610,22 @@ def emulator_command(emulator: Sequence[str], root: Path) -> list[str]:
     return [*cmd, "-L", str(root)]
 
 
+def with_cpu_options(emulator: Sequence[str], *options: str) -> list[str]:
+    """The emulator with qemu CPU properties added: ``-cpu max`` + ``sme=off`` → ``-cpu max,sme=off``."""
+    cmd = list(emulator)
+    if "-cpu" in cmd[:-1]:
+        i = cmd.index("-cpu") + 1
+        cmd[i] = ",".join([cmd[i], *options])
+    else:
+        cmd[1:1] = ["-cpu", ",".join(["max", *options])]
+    return cmd
+
+
+def target_tools(target: Target) -> dict[str, str]:
+    """The command names a test may call for "the compiler" → the target's cross compilers."""
+    return {"cc": target.c_compiler, "gcc": target.c_compiler, "c++": target.cxx_compiler, "g++": target.cxx_compiler}
+
+
 @dataclass(frozen=True, kw_only=True)
 class EmulatedVenv:
     """A venv-shaped folder whose interpreter is the sysroot's CPython under qemu."""
@@ -624,8 +642,20 @@ def venv_script(emulator: Sequence[str], sysroot: Sysroot, launcher: Path) -> st
         f"exec {shlex.join(cmd)} \"$@\"\n"
 
 
-def make_venv(path: Path, sysroot: Sysroot, emulator: Sequence[str], wheels: Sequence[Path]) -> EmulatedVenv:
-    """A fresh emulated venv at ``path`` with ``wheels`` unzipped into its site-packages."""
+def make_venv(
+    path: Path,
+    sysroot: Sysroot,
+    emulator: Sequence[str],
+    wheels: Sequence[Path],
+    *,
+    tools: Mapping[str, str] | None = None,
+) -> EmulatedVenv:
+    """A fresh emulated venv at ``path`` with ``wheels`` unzipped into its site-packages.
+
+    ``tools`` maps command names to host programs linked into ``bin/`` (first on PATH in
+    :func:`suite_env`): ``cc``/``c++`` → the target's cross compilers, so a test that builds a library
+    with "the C compiler" builds one the emulated process can load, as on a machine of that arch.
+    """
     shutil.rmtree(path, ignore_errors=True)
     site_packages = path / "lib" / f"python{PYTHON}" / "site-packages"
     site_packages.mkdir(parents=True)
@@ -639,6 +669,11 @@ def make_venv(path: Path, sysroot: Sysroot, emulator: Sequence[str], wheels: Seq
     python.chmod(0o755)
     for alias in ("python", "python3"):
         (python.parent / alias).symlink_to(python.name)
+    for name, program in (tools or {}).items():
+        found = shutil.which(program)
+        if found is None:
+            raise EnvironmentProblem(f"{program} is not on PATH (needed as `{name}` by the emulated wheel tests)")
+        (python.parent / name).symlink_to(found)
     # the shared test dependencies, after the venv's own site-packages
     (site_packages / "_mosaicrt_test_deps.pth").write_text(
         "".join(f"{p}\n" for p in sysroot.paths), encoding="utf-8"
@@ -700,10 +735,11 @@ def suite_command(venv: EmulatedVenv, suite_dir: Path, junit: Path, *, markers: 
 
 
 def suite_env(
-    wheel: Path, sysroot: Sysroot, env_extra: Mapping[str, str] | None = None
+    wheel: Path, sysroot: Sysroot, env_extra: Mapping[str, str] | None = None, *, bin_dir: Path | None = None
 ) -> dict[str, str]:
     """The suite's environment: the host test environment without PYTHONPATH/QEMU settings, plus the
-    wheel's identity and the oracles absent for this arch (the suite's plugin skips what needs them)."""
+    wheel's identity and the oracles absent for this arch (the suite's plugin skips what needs them).
+    ``bin_dir`` (the venv's ``bin``) goes first on PATH, as an activated venv's does."""
     env = clean_env(
         {
             "MOSAICRT_TEST_WHEEL": str(wheel.resolve()),
@@ -714,6 +750,8 @@ def suite_env(
         }
     )
     env = {k: v for k, v in env.items() if not k.startswith("QEMU_")}
+    if bin_dir is not None:
+        env["PATH"] = os.pathsep.join([str(bin_dir), env.get("PATH", os.defpath)])
     env.update(env_extra or {})
     return env
 
@@ -728,6 +766,7 @@ def run_suite(
     junit: Path,
     env_extra: Mapping[str, str] | None = None,
     companions: Sequence[Path] = (),
+    tools: Mapping[str, str] | None = None,
     venv_dir: Path | None = None,
     markers: str | None = None,
     timeout_s: float = 3600,
@@ -736,15 +775,16 @@ def run_suite(
     """Run ``suite_dir`` against ``wheel`` in a fresh emulated venv; (pytest's exit code, junit counts).
 
     ``env_extra`` adds to the environment (the target's cross compiler as ``CXX``, so tests that
-    build a plugin library build one for the emulated arch). The venv is made at ``venv_dir``
-    (default: ``<sysroot>/venv``), from outside the source tree.
+    build a plugin library build one for the emulated arch); ``tools`` are linked into the venv's
+    ``bin`` (see :func:`make_venv`). The venv is made at ``venv_dir`` (default: ``<sysroot>/venv``),
+    outside the source tree, and the suite runs from it.
     """
-    venv = make_venv(venv_dir or sysroot.base / "venv", sysroot, emulator, [wheel, *companions])
+    venv = make_venv(venv_dir or sysroot.base / "venv", sysroot, emulator, [wheel, *companions], tools=tools)
     for p in (log.parent, junit.parent):
         p.mkdir(parents=True, exist_ok=True)
     junit.unlink(missing_ok=True)
     cmd = suite_command(venv, suite_dir, junit, markers=markers)
-    env = suite_env(wheel, sysroot, env_extra)
+    env = suite_env(wheel, sysroot, env_extra, bin_dir=venv.python.parent)
     t0 = time.monotonic()
     say(f"[{wheel.name} {sysroot.arch}] running {suite_dir.name} under {emulator[0]}; log: {log}")
     with log.open("w", encoding="utf-8") as fh:
@@ -769,6 +809,16 @@ def run_suite(
     return rc, counts
 
 
+def failed_tests(junit: Path) -> list[str]:
+    """``file::name`` of every test case with a failure or error in a junit file (pytest's classname is
+    the dotted module path, the name carries the parameters)."""
+    out = []
+    for case in ET.parse(junit).getroot().iter("testcase"):
+        if case.find("failure") is not None or case.find("error") is not None:
+            out.append(f"{case.get('classname', '')}::{case.get('name', '')}")
+    return out
+
+
 def outcome_of(rc: int, counts: Counts) -> tuple[Outcome, str | None]:
     """The record's outcome, decided as for host wheels."""
     if rc == 0 and counts.tests > 0 and counts.failures == counts.errors == 0:
@@ -786,13 +836,15 @@ def emulated_test_record(
     root: Path,
     work: Path,
     suite: WheelSuite | None = None,
+    emulator: Sequence[str] | None = None,
     markers: str | None = None,
     say: Say = print,
 ) -> TestRecord:
     """Test ``wheel`` (built for ``target``) under emulation; the record, stored like a host record.
 
     ``root`` is the repository (the suite and its hash), ``work`` the folder for logs, junit
-    files and the venv. Write the result with :func:`pipeline.records.write_record`.
+    files and the venv; ``emulator`` replaces the target's (e.g. other ``-cpu`` options, see
+    :func:`with_cpu_options`). Write the result with :func:`pipeline.records.write_record`.
     """
     wsuite = suite or WheelSuite()
     start = time.monotonic()
@@ -802,17 +854,21 @@ def emulated_test_record(
     rc, counts = run_suite(
         wheel,
         sysroot,
-        emulator=target.emulator,
+        emulator=emulator or target.emulator,
         suite_dir=root / wsuite.path,
         log=log,
         junit=junit,
         env_extra={"CXX": target.cxx_compiler, "CC": target.c_compiler},
         companions=wsuite.companions,
+        tools=target_tools(target),
         venv_dir=work / "venvs" / f"emulated-{target.name}",
         markers=markers,
         say=say,
     )
     outcome, reason = outcome_of(rc, counts)
+    if outcome == "failed" and junit.is_file():
+        failed = failed_tests(junit)
+        reason = f"{reason}: {', '.join(failed[:5])}" + (f" and {len(failed) - 5} more" if len(failed) > 5 else "")
     return TestRecord(
         wheel=wheel.name,
         sha256=sha256_file(wheel),
