@@ -18,6 +18,10 @@ What differs is where the interpreter comes from and how it runs:
   finds its ``pyvenv.cfg``). There is no binfmt_misc here: the script is what lets the suite's
   child processes (``subprocess.run([sys.executable, ...])``) run emulated too. The wheel is
   unzipped into the venv's site-packages (pip refuses a wheel for another platform).
+* The emulated machine is made to look like one of its arch where the host shows through: the
+  venv's ``bin`` (first on PATH) has ``cc``/``c++`` → the target's cross compilers, so a test that
+  builds a library builds one the emulated process can load; the sysroot has a ``/proc/cpuinfo``
+  for the arch (:data:`CPUINFO`), since qemu passes the host's through.
 * :func:`emulated_test_record` runs the suite and returns the record, stored like a host record
   (python "3.11", platform = the target's name, the same suite hash).
 """
