@@ -256,18 +256,21 @@ def load_sysroot(spec: SysrootSpec, cache_dir: Path) -> Sysroot | None:
         return None
     if not isinstance(data, dict) or data.get("key") != spec.key:
         return None
-    sysroot = Sysroot(
-        arch=spec.arch,
-        base=base,
-        root=base / "root",
-        site=base / "site",
-        python_full=str(data["python_full"]),
-        multiarch=spec.multiarch,
-        debs=dict(data["debs"]),
-        wheels=dict(data["wheels"]),
-        sources=dict(data["sources"]),
-        absent=dict(data["absent"]),
-    )
+    try:
+        sysroot = Sysroot(
+            arch=spec.arch,
+            base=base,
+            root=base / "root",
+            site=base / "site",
+            python_full=str(data["python_full"]),
+            multiarch=spec.multiarch,
+            debs=dict(data["debs"]),
+            wheels=dict(data["wheels"]),
+            sources=dict(data["sources"]),
+            absent=dict(data["absent"]),
+        )
+    except (KeyError, TypeError, ValueError):
+        return None  # a stamp from an interrupted or older writer: made again
     return sysroot if sysroot.python.is_file() and sysroot.site.is_dir() else None
 
 

@@ -218,6 +218,11 @@ def _write_stamp(cache: Path, spec: SysrootSpec) -> None:
     (base / "root" / "usr" / "bin").mkdir(parents=True)
     (base / "root" / "usr" / "bin" / "python3.11").write_bytes(b"\x7fELF")
     (base / "site").mkdir()
+    _write_stamp_file(cache, spec)
+
+
+def _write_stamp_file(cache: Path, spec: SysrootSpec) -> None:
+    base = cache / spec.debian_arch
     stamp = {"key": spec.key, "python_full": "3.11.2", "debs": {"libc6": "2.36-9"}, "wheels": {"pytest": "9.2.0"},
              "sources": {"pytest": "pypi", "numpy": "debian"}, "absent": {"onnx": "no wheel"}}
     (base / "stamp.json").write_text(json.dumps(stamp))
@@ -244,6 +249,10 @@ def test_a_changed_spec_invalidates_the_stamp(tmp_path: Path) -> None:
     assert emulated.load_sysroot(spec, tmp_path) is not None
     changed = SysrootSpec(**{**spec.__dict__, "oracles": ("onnx>=1.17",)})
     assert emulated.load_sysroot(changed, tmp_path) is None
+    stamp = tmp_path / "arm64" / "stamp.json"
+    stamp.write_text(json.dumps({"key": spec.key, "debs": []}))
+    assert emulated.load_sysroot(spec, tmp_path) is None  # an incomplete stamp is not trusted
+    _write_stamp_file(tmp_path, spec)
     (tmp_path / "arm64" / "root" / "usr" / "bin" / "python3.11").unlink()
     assert emulated.load_sysroot(spec, tmp_path) is None  # a damaged sysroot is made again
 
