@@ -49,8 +49,9 @@ from typing import Literal
 from . import platforms
 from .errors import EnvironmentProblem
 from .hashing import sha256_file
+from .layout import Layout
 from .matrix import Target
-from .records import Counts, Outcome, TestRecord
+from .records import Counts, Outcome, TestRecord, records_for_sha, write_record
 from .wheelcheck import normalize
 from .wheeltest import WheelSuite, clean_env, parse_junit, suite_hash
 
@@ -891,6 +892,50 @@ def emulated_test_record(
         reason=reason,
     )
 
+
+
+def run_emulated(
+    wheel: Path,
+    target: Target,
+    layout: Layout,
+    *,
+    suite: WheelSuite | None = None,
+    cache_dir: Path | None = None,
+    emulator: Sequence[str] | None = None,
+    force: bool = False,
+    say: Say = print,
+) -> tuple[TestRecord, bool]:
+    """The whole step for one cross wheel, as ``nox -s test -- --target T`` needs it: (record, fresh).
+
+    A passing record of the same bytes, suite and target is reused (``fresh`` False) unless
+    ``force``. Otherwise: the target's toolchain (installed as root when missing), its sysroot
+    (cached under ``cache_dir``, default ``<work>/emulated``), the suite under qemu, and the record
+    written to ``layout.records`` like a host record.
+    """
+    wsuite = suite or WheelSuite()
+    sha = sha256_file(wheel)
+    previous = records_for_sha(layout.records, sha).get(PYTHON)
+    if (
+        previous is not None
+        and not force
+        and previous.outcome == "passed"
+        and previous.platform == target.name
+        and previous.suite_hash == suite_hash(layout.root, wsuite)
+    ):
+        say(f"[{wheel.name} {target.name}] passed before with the same bytes and suite: up to date")
+        return previous, False
+    ensure_toolchains([target], say)
+    spec = sysroot_spec(
+        target,
+        requires=wheel_requires(wheel),
+        suite_requirements=read_requirements(layout.root / wsuite.path / "requirements.txt"),
+    )
+    sysroot = prepare_sysroot(spec, cache_dir or layout.work / "emulated", say)
+    record = emulated_test_record(
+        wheel, target, sysroot, root=layout.root, work=layout.work, suite=wsuite, emulator=emulator, say=say
+    )
+    write_record(layout.records, record)
+    return record, True
 
 
 # A pytest plugin loaded into each emulated run (``-p mosaicrt_absent_oracles``). A test module

@@ -23,8 +23,9 @@ from pipeline import emulated
 from pipeline.emulated import Sysroot, SysrootSpec
 from pipeline.errors import EnvironmentProblem
 from pipeline.hashing import sha256_file
+from pipeline.layout import Layout
 from pipeline.matrix import load_matrix
-from pipeline.records import Counts, records_for_sha, write_record
+from pipeline.records import Counts, TestRecord, records_for_sha, write_record
 from pipeline.wheeltest import WheelSuite, suite_hash
 
 from .conftest import REPO
@@ -274,6 +275,30 @@ def test_missing_tool_not_root_says_the_install_command(monkeypatch: pytest.Monk
     with pytest.raises(EnvironmentProblem, match=r"apt-get -o DPkg::Lock::Timeout=600 install -y .*qemu-user"):
         emulated.ensure_tools(["no-such-tool-xyz"], ["qemu-user"], lambda line: None)
     emulated.ensure_tools(["sh"], ["never-installed"], lambda line: None)  # present: nothing to do
+
+
+def test_a_passing_record_of_the_same_bytes_and_suite_is_reused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def no_subprocess(*args: object, **kwargs: object) -> None:
+        raise AssertionError(f"ran {args}")
+
+    layout = Layout(root=REPO, dist=tmp_path / "dist", work=tmp_path / "work")
+    wheel = _fake_wheel(tmp_path / "mosaicrt-0.1.0-py3-none-manylinux_2_28_aarch64.whl")
+    target = MATRIX.target("linux-aarch64")
+    record = TestRecord(wheel=wheel.name, sha256=sha256_file(wheel), outcome="passed", python="3.11",
+                        python_full="3.11.2", platform="linux-aarch64", counts=Counts(tests=3),
+                        suite_hash=suite_hash(REPO, WheelSuite()), created="2026-01-01T00:00:00+00:00", duration_s=1.0)
+    write_record(layout.records, record)
+    monkeypatch.setattr(subprocess, "run", no_subprocess)
+    lines: list[str] = []
+    assert emulated.run_emulated(wheel, target, layout, say=lines.append) == (record, False)
+    assert "up to date" in lines[0]
+    # another suite hash (or force) means the wheel is tested again: here that reaches the toolchain step
+    write_record(layout.records, TestRecord(**{**record.__dict__, "suite_hash": "old"}))
+    monkeypatch.setattr(emulated, "ensure_toolchains", lambda targets, say: (_ for _ in ()).throw(RuntimeError("ran")))
+    with pytest.raises(RuntimeError, match="ran"):
+        emulated.run_emulated(wheel, target, layout, say=lines.append)
 
 
 # --------------------------------------------------------------------------- absent-oracle plugin
