@@ -8,6 +8,7 @@ A failing cell is recorded as failed with its log path; the other cells carry on
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -25,6 +26,7 @@ from .errors import BuildError, EnvironmentProblem, ToolchainError
 from .layout import Layout
 from .matrix import Cell, Target
 from .plan import PlannedCell, Selection, SkipKind, is_requested
+from .progress import Progress
 from .records import BuildRecord, read_build_record, write_build_record
 from .wheelcheck import EP_ENTRY_POINTS, check_wheel, normalize
 
@@ -118,86 +120,81 @@ def build(planned: Sequence[PlannedCell], layout: Layout, *, host: Target | None
     logic = hashing.logic_version()
     files_cache: dict[str, dict[str, str]] = {}
     jobs = opts.jobs or toolchains.default_jobs()
-    for pc in planned:
-        cell = pc.cell
-        if pc.availability == "skipped":
-            results.append(CellResult(cell=cell, status="skipped", skip=pc.skip, reason=pc.reason))
-            continue
-        t0 = time.monotonic()
-        files = files_cache.get(cell.component.path)
-        if files is None:
-            files = files_cache[cell.component.path] = hashing.tree_files(layout.root / cell.component.path)
-        inputs = hashing.cell_input_hash(
-            cell, root=layout.root, sdk_defines=pc.sdk_defines, component_files=files, logic=logic
-        )
-        old = read_build_record(layout.state_file(cell.slug))
-        wheel = _up_to_date_wheel(layout, cell, old, inputs.hash)
-        if wheel is not None and old is not None and not opts.force:
+    work = [pc.cell.id for pc in planned if pc.availability == "buildable"]
+    with contextlib.ExitStack() as stack:
+        stream = stack.enter_context(Path(os.devnull).open("w", encoding="utf-8")) if opts.quiet else None
+        progress = stack.enter_context(Progress.open("build", work, stream=stream))
+        for pc in planned:
             results.append(
-                CellResult(
-                    cell=cell,
-                    status="up-to-date",
-                    wheel=wheel,
-                    record=old,
-                    input_hash=inputs.hash,
-                    log=layout.log_file(cell.slug),
-                    duration_s=time.monotonic() - t0,
-                )
-            )
-            _say(opts, f"[{cell.id}] up to date: {_rel(wheel, layout.root)}")
-            continue
-        changed = ("forced",) if opts.force else _describe_changes(old, inputs)
-        log = layout.log_file(cell.slug)
-        if opts.check_only:
-            results.append(
-                CellResult(
-                    cell=cell,
-                    status="stale",
-                    reason=f"no build record matches its wheel and the current sources (changed: {', '.join(changed)}),"
-                    " so no provenance can be made: run `nox -s build`",
-                    input_hash=inputs.hash,
-                    changed_inputs=changed,
-                    duration_s=time.monotonic() - t0,
-                )
-            )
-            continue
-        _check_environment(cell)
-        _say(opts, f"[{cell.id}] building (changed: {', '.join(changed)}); log: {_rel(log, layout.root)}")
-        try:
-            record, wheel = _build_cell(cell, layout, host, jobs, log, inputs=inputs, sdk_defines=pc.sdk_defines)
-        except (CellFailure, OSError) as exc:
-            _say(opts, f"[{cell.id}] FAILED {exc}; log: {_rel(log, layout.root)}")
-            _say(opts, _tail(log))
-            results.append(
-                CellResult(
-                    cell=cell,
-                    status="failed",
-                    reason=str(exc),
-                    log=log,
-                    input_hash=inputs.hash,
-                    changed_inputs=changed,
-                    duration_s=time.monotonic() - t0,
-                )
-            )
-            continue
-        write_build_record(layout.state_file(cell.slug), record)
-        results.append(
-            CellResult(
-                cell=cell,
-                status="built",
-                wheel=wheel,
-                record=record,
-                input_hash=inputs.hash,
-                changed_inputs=changed,
-                log=log,
-                duration_s=time.monotonic() - t0,
-            )
-        )
-        _say(opts, f"[{cell.id}] built {_rel(wheel, layout.root)} in {time.monotonic() - t0:.1f}s")
+                _build_planned(pc, layout, host=host, opts=opts, jobs=jobs, logic=logic, files_cache=files_cache,
+                               progress=progress)
+            )  # fmt: skip
     report = BuildReport(host=host.name if host else None, duration_s=time.monotonic() - start, cells=tuple(results))
     layout.build_report.parent.mkdir(parents=True, exist_ok=True)
     layout.build_report.write_text(report.to_json(layout.root), encoding="utf-8")
     return report
+
+
+def _build_planned(
+    pc: PlannedCell,
+    layout: Layout,
+    *,
+    host: Target | None,
+    opts: BuildOptions,
+    jobs: int,
+    logic: str,
+    files_cache: dict[str, dict[str, str]],
+    progress: Progress,
+) -> CellResult:
+    """One planned cell: skipped, up to date, stale (check-only), built, or failed."""
+    cell = pc.cell
+    if pc.availability == "skipped":
+        return CellResult(cell=cell, status="skipped", skip=pc.skip, reason=pc.reason)
+    t0 = time.monotonic()
+    progress.start(cell.id, "hashing inputs")
+    files = files_cache.get(cell.component.path)
+    if files is None:
+        files = files_cache[cell.component.path] = hashing.tree_files(layout.root / cell.component.path)
+    inputs = hashing.cell_input_hash(
+        cell, root=layout.root, sdk_defines=pc.sdk_defines, component_files=files, logic=logic
+    )
+    old = read_build_record(layout.state_file(cell.slug))
+    log = layout.log_file(cell.slug)
+    wheel = _up_to_date_wheel(layout, cell, old, inputs.hash)
+    if wheel is not None and old is not None and not opts.force:
+        progress.done(cell.id, "up-to-date", wheel.name)
+        return CellResult(
+            cell=cell, status="up-to-date", wheel=wheel, record=old, input_hash=inputs.hash, log=log,
+            duration_s=time.monotonic() - t0,
+        )  # fmt: skip
+    changed = ("forced",) if opts.force else _describe_changes(old, inputs)
+    if opts.check_only:
+        reason = (
+            f"no build record matches its wheel and the current sources (changed: {', '.join(changed)}),"
+            " so no provenance can be made: run `nox -s build`"
+        )
+        progress.done(cell.id, "stale", reason)
+        return CellResult(
+            cell=cell, status="stale", reason=reason, input_hash=inputs.hash, changed_inputs=changed,
+            duration_s=time.monotonic() - t0,
+        )  # fmt: skip
+    _check_environment(cell)
+    progress.step(cell.id, f"building (changed: {', '.join(changed)}); log: {_rel(log, layout.root)}")
+    try:
+        record, wheel = _build_cell(cell, layout, host, jobs, log, inputs=inputs, sdk_defines=pc.sdk_defines)
+    except (CellFailure, OSError) as exc:
+        progress.done(cell.id, "failed", f"{exc}; log: {_rel(log, layout.root)}")
+        progress.note(_tail(log))
+        return CellResult(
+            cell=cell, status="failed", reason=str(exc), log=log, input_hash=inputs.hash, changed_inputs=changed,
+            duration_s=time.monotonic() - t0,
+        )  # fmt: skip
+    write_build_record(layout.state_file(cell.slug), record)
+    progress.done(cell.id, "built", _rel(wheel, layout.root))
+    return CellResult(
+        cell=cell, status="built", wheel=wheel, record=record, input_hash=inputs.hash, changed_inputs=changed,
+        log=log, duration_s=time.monotonic() - t0,
+    )  # fmt: skip
 
 
 def raise_for_report(
@@ -220,11 +217,6 @@ def raise_for_report(
 
 
 # --------------------------------------------------------------------------------------
-
-
-def _say(opts: BuildOptions, line: str) -> None:
-    if not opts.quiet and line:
-        print(line, flush=True)
 
 
 def _rel(path: Path, root: Path) -> str:

@@ -155,6 +155,28 @@ def _dispatch(args: argparse.Namespace) -> int:
         components=tuple(getattr(args, "component", ())),
         variants=tuple(getattr(args, "variant", ())),
     )
+    try:
+        return _run_step(args, matrix, sel, host=host, layout=layout, root=root)
+    finally:
+        _refresh_page(matrix, layout, host, say=not getattr(args, "json", False))
+
+
+def _refresh_page(matrix: Matrix, layout: Layout, host: Target | None, *, say: bool) -> None:
+    """Every step leaves build/pipeline/reports/index.html current (one row per cell, all stages)."""
+    from .report_page import write_page
+
+    try:
+        path = write_page(matrix, layout, host=host.name if host else None)
+    except OSError as exc:  # the page is a view: never let it turn a step's result into a failure
+        print(f"note: the report page was not written ({exc})", file=sys.stderr)
+        return
+    if say:
+        print(f"report page: {path}")
+
+
+def _run_step(
+    args: argparse.Namespace, matrix: Matrix, sel: Selection, *, host: Target | None, layout: Layout, root: Path
+) -> int:
     if args.step == "matrix":
         return _matrix(matrix, sel, host, as_json=args.json)
     if args.step == "records":
@@ -172,6 +194,8 @@ def _dispatch(args: argparse.Namespace) -> int:
         if args.step == "build":
             return _build(matrix, sel, host, layout, force=args.force, jobs=args.jobs)
         return _test(matrix, sel, host, layout, wheels=args.wheel, pythons=args.python, force=args.force)
+
+
 
 
 @contextlib.contextmanager

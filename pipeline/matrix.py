@@ -48,8 +48,9 @@ class Target:
     #: the target of ``zig cc`` (e.g. x86_64-linux-gnu.2.28): zig compiles this target's C/C++ against
     #: that glibc (or musl) instead of the host's, so the wheels install on older distributions
     zig_target: str | None = None
-    c_compiler: str  #: the C compiler on PATH ("zig" for zig_target targets)
-    cxx_compiler: str
+    #: the system C/C++ compilers on PATH; optional ("") for a zig_target target that only zig builds
+    c_compiler: str = ""
+    cxx_compiler: str = ""
     toolchain_hint: str  #: how to install the compilers on a machine that lacks them
     emulator: tuple[str, ...] = ()  #: runs target binaries on the build host (qemu, wine)
     ci_runner: str  #: GitHub Actions runner label
@@ -497,8 +498,8 @@ def _load_targets(doc: _Table, policy: Policy, root: Path) -> tuple[Target, ...]
             triple=t.string("triple", _REQUIRED),
             conan_profile=t.string("conan_profile", _REQUIRED),
             zig_target=t.string("zig_target"),
-            c_compiler=t.string("c_compiler", _REQUIRED),
-            cxx_compiler=t.string("cxx_compiler", _REQUIRED),
+            c_compiler=t.string("c_compiler", _REQUIRED if "zig_target" not in t.data else None) or "",
+            cxx_compiler=t.string("cxx_compiler", _REQUIRED if "zig_target" not in t.data else None) or "",
             toolchain_hint=t.string("toolchain_hint", _REQUIRED),
             emulator=t.str_list("emulator"),
             ci_runner=t.string("ci_runner", _REQUIRED),
@@ -543,6 +544,8 @@ def _check_target(t: _Table, target: Target, policy: Policy, root: Path) -> None
         raise t.error("crosscheck", "a crosscheck target needs an emulator to run its native tests (qemu, wine)")
     if target.libc != "glibc" and target.os != "linux":
         raise t.error("libc", f"only Linux targets choose their C library, not {target.os}")
+    if target.zig_target is not None and target.zig_target.endswith("-musl") != (target.libc == "musl"):
+        raise t.error("zig_target", f"'{target.zig_target}' does not build for the target's libc ({target.libc})")
     try:
         target.wheel_platform  # noqa: B018 - the registry must know a wheel tag for this os/arch
     except platforms.UnknownPlatform as exc:

@@ -111,7 +111,9 @@ def sdk_missing(matrix: Matrix, names: Sequence[str]) -> str | None:
     return None
 
 
-def toolchain_missing(target: Target, host: Target | None) -> tuple[SkipKind, str] | None:
+def toolchain_missing(
+    target: Target, host: Target | None, *, component_toolchain: str = "target"
+) -> tuple[SkipKind, str] | None:
     host_name = host.name if host else "this machine"
     if host is None or host.name not in target.build_hosts:
         return "other-build-host", (
@@ -120,7 +122,7 @@ def toolchain_missing(target: Target, host: Target | None) -> tuple[SkipKind, st
         )
     from .toolchains import toolchain_problem
 
-    problem = toolchain_problem(target)
+    problem = toolchain_problem(target, component_toolchain=component_toolchain)
     return ("toolchain", problem) if problem else None
 
 
@@ -174,7 +176,8 @@ def _skip_reason(matrix: Matrix, cell: Cell, host: Target | None) -> tuple[SkipK
     if cell.variant.planned:
         return "planned", f"planned: {cell.variant.planned}"
     missing_sdk = sdk_missing(matrix, cell.component.sdks)
-    return toolchain_missing(cell.target, host) or (("sdk", missing_sdk) if missing_sdk else None)
+    toolchain = toolchain_missing(cell.target, host, component_toolchain=cell.component.toolchain)
+    return toolchain or (("sdk", missing_sdk) if missing_sdk else None)
 
 
 def is_requested(pc: PlannedCell, sel: Selection, host: Target | None) -> bool:

@@ -44,12 +44,17 @@ def zig_available() -> bool:
     return importlib.util.find_spec("ziglang") is not None
 
 
-def toolchain_problem(target: Target) -> str | None:
+def toolchain_problem(target: Target, *, component_toolchain: str = "target") -> str | None:
     """None when the target's compilers can run here; else what is missing and how to get it."""
-    if kind_of(target) == "zig":
+    if kind_of(target, component_toolchain=component_toolchain) == "zig":
         if not zig_available():
             return f"toolchain missing: the ziglang package is not installed (fix: {target.toolchain_hint})"
+        missing = missing_tools(target)
+        if missing:
+            return f"toolchain missing: {', '.join(missing)} (fix: {target.toolchain_hint})"
         return None
+    if not target.c_compiler or not target.cxx_compiler:
+        return f"toolchain missing: {target.name} declares no system compilers (only its zig_target builds it)"
     for exe in (target.c_compiler, target.cxx_compiler):
         if shutil.which(exe) is None:
             return f"toolchain missing: {exe} not on PATH (fix: {target.toolchain_hint})"
@@ -196,10 +201,16 @@ def system_installer() -> Installer:
 
 
 def missing_tools(target: Target) -> list[str]:
+    """Programs (and, for musl targets, the musl loader auditwheel reads) that the target needs and lacks."""
     tools = [*target.emulator[:1]]
     if kind_of(target) == "system":
         tools = [target.c_compiler, target.cxx_compiler, *tools]
-    return [t for t in dict.fromkeys(tools) if shutil.which(t) is None]
+    missing = [t for t in dict.fromkeys(tools) if shutil.which(t) is None]
+    if target.libc == "musl":
+        loader = Path(f"/lib/ld-musl-{target.arch}.so.1")
+        if not loader.exists():
+            missing.append(str(loader))
+    return missing
 
 
 @dataclass(frozen=True, kw_only=True)

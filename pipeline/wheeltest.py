@@ -13,6 +13,7 @@ next to it; their sha256s are part of the suite hash, so a new core wheel retest
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import os
 import re
@@ -31,6 +32,7 @@ from .errors import EnvironmentProblem
 from .hashing import combine, sha256_file, tree_hash
 from .layout import Layout
 from .matrix import Matrix
+from .progress import Progress
 from .records import Counts, Outcome, TestRecord, records_for_sha, write_record
 from .wheelcheck import normalize
 
@@ -205,6 +207,25 @@ def run_wheel_tests(
     """
     if not pythons:
         raise EnvironmentProblem("no tested CPython found on this machine (need python3.11 … python3.14 on PATH)")
+    items = [f"{w.name} py{py.version}" for w in wheels for py in pythons]
+    with contextlib.ExitStack() as stack:
+        stream = stack.enter_context(Path(os.devnull).open("w", encoding="utf-8")) if quiet or check_only else None
+        progress = stack.enter_context(Progress.open("test", items, stream=stream))
+        return _test_all(wheels, pythons, layout, platform_name=platform_name, force=force, suites=suites,
+                         check_only=check_only, progress=progress)  # fmt: skip
+
+
+def _test_all(
+    wheels: Sequence[Path],
+    pythons: Sequence[Interpreter],
+    layout: Layout,
+    *,
+    platform_name: str,
+    force: bool,
+    suites: Mapping[str, WheelSuite] | None,
+    check_only: bool,
+    progress: Progress,
+) -> list[TestRow]:
     rows: list[TestRow] = []
     for wheel in wheels:
         wsuite = (suites or {}).get(wheel.name, WheelSuite())
@@ -228,7 +249,7 @@ def run_wheel_tests(
                         test_record=rec,
                     )
                 )
-                _say(quiet, f"[{wheel.name} py{py.version}] passed before with the same bytes and suite: up to date")
+                progress.done(f"{wheel.name} py{py.version}", "up-to-date", "passed before with these bytes and suite")
                 continue
             if check_only:
                 why = "never tested" if rec is None else rec.reason or f"its record says {rec.outcome}"
@@ -246,7 +267,8 @@ def run_wheel_tests(
                     )
                 )
                 continue
-            _say(quiet, f"[{wheel.name} py{py.version}] testing in a fresh venv")
+            item = f"{wheel.name} py{py.version}"
+            progress.start(item, "testing in a fresh venv")
             rec = _run_one(wheel, sha, py, layout, shash=shash, platform_name=platform_name, suite=wsuite)
             path = write_record(layout.records, rec)
             rows.append(
@@ -264,17 +286,13 @@ def run_wheel_tests(
                 )
             )
             c = rec.counts
-            _say(
-                quiet,
-                f"[{wheel.name} py{py.version}] {rec.outcome}: {c.passed} passed, {c.failures} failed, "
-                f"{c.errors} errors, {c.skipped} skipped" + (f" ({rec.reason})" if rec.reason else ""),
+            progress.done(
+                item,
+                rec.outcome,
+                f"{c.passed} passed, {c.failures} failed, {c.errors} errors, {c.skipped} skipped"
+                + (f" ({rec.reason})" if rec.reason else ""),
             )
     return rows
-
-
-def _say(quiet: bool, line: str) -> None:
-    if not quiet:
-        print(line, flush=True)
 
 
 def _rec_path(layout: Layout, sha: str, py: Interpreter) -> Path:

@@ -19,6 +19,8 @@ def test_the_repository_matrix_loads() -> None:
         "linux-x86_64",
         "linux-aarch64",
         "linux-armv7",
+        "linux-riscv64",
+        "linux-x86_64-musl",
         "windows-x86_64",
         "windows-arm64",
         "macos-arm64",
@@ -44,7 +46,7 @@ def test_cells_expand_components_variants_targets() -> None:
     m = load_matrix(REPO)
     cells = m.cells()
     assert len(cells) == sum(len(c.variants) * len(c.targets) for c in m.components)
-    assert len([c for c in cells if c.component.name == "core"]) == 2 * 6
+    assert len([c for c in cells if c.component.name == "core"]) == 2 * 8
     ids = {c.id for c in cells}
     assert "core/default/linux-x86_64" in ids
     assert "dnnl/default/linux-x86_64" in ids

@@ -20,7 +20,8 @@ def test_host_target_detection() -> None:
     assert host_target(m, system="Darwin", machine="arm64").name == "macos-arm64"  # type: ignore[union-attr]
     assert host_target(m, system="Windows", machine="AMD64").name == "windows-x86_64"  # type: ignore[union-attr]
     assert host_target(m, system="Darwin", machine="x86_64") is None  # forbidden by policy: not a target
-    assert host_target(m, system="Linux", machine="riscv64") is None
+    assert host_target(m, system="Linux", machine="riscv64").name == "linux-riscv64"  # type: ignore[union-attr]
+    assert host_target(m, system="Linux", machine="s390x") is None
 
 
 def test_default_plan_builds_the_host_target_only() -> None:
