@@ -336,9 +336,61 @@ def _test(
 
     validate_selection(matrix, sel)
     _check_pythons(matrix, pythons)
-    files = _select_wheels(matrix, sel, host.name if host else "unknown", layout, wheels)
-    raise_for_tests(run_tests(matrix, host, layout, files, pythons=pythons, force=force))
+    host_name = host.name if host else "unknown"
+    emulated = [matrix.target(t) for t in sel.targets if t != host_name] if not wheels else []
+    if emulated:
+        raise_for_tests(run_emulated_tests(matrix, layout, emulated, sel, force=force))
+    if wheels or not sel.targets or host_name in sel.targets:
+        files = _select_wheels(matrix, sel, host_name, layout, wheels)
+        raise_for_tests(run_tests(matrix, host, layout, files, pythons=pythons, force=force))
     return 0
+
+
+def run_emulated_tests(
+    matrix: Matrix, layout: Layout, targets: Sequence[Target], sel: Selection, *, force: bool
+) -> TestReport:
+    """The wheel suite of each target's wheels under its emulator, with that arch's CPython (pipeline.emulated)."""
+    from .emulated import run_emulated
+    from .wheeltest import Interpreter, TestReport, TestRow, suite_hash, suites_for
+
+    rows = []
+    for target in targets:
+        problem = _emulation_problem(target)
+        if problem:
+            raise UsageError(f"{target.name} wheels cannot be tested here: {problem}")
+        files = [
+            f for f in sorted(layout.dist_for(target.name).glob("*.whl"))
+            if (cell := matrix.cell_for_wheel(f.name)) is not None and cell.target.name == target.name
+            and (not sel.components or cell.component.name in sel.components)
+        ]  # fmt: skip
+        if not files:
+            folder = layout.dist_for(target.name)
+            raise UsageError(f"no wheels in {folder} (run `nox -s build -- --target {target.name}`)")
+        suites = suites_for(matrix, files)
+        for wheel in files:
+            suite = suites.get(wheel.name)
+            record, fresh = run_emulated(
+                wheel, target, layout, suite=suite, force=force, emulator=target.suite_emulator or None
+            )
+            rows.append(
+                TestRow(
+                    wheel=wheel.name, sha256=record.sha256, python=f"{record.python} ({target.name})",
+                    status=record.outcome if fresh else "up-to-date", suite_hash=suite_hash(layout.root, suite),
+                    counts=record.counts, test_record=record, log=record.log, reason=record.reason,
+                )
+            )  # fmt: skip
+    print(report.test_table(rows))
+    interp = Interpreter(version="3.11", full="3.11", executable="emulated")
+    return TestReport(pythons=(interp,), missing_pythons=(), rows=tuple(rows))
+
+
+def _emulation_problem(target: Target) -> str | None:
+    arch = target.arch_spec
+    if target.os != "linux" or target.libc != "glibc":
+        return "only glibc Linux wheels are tested under qemu-user with a Debian CPython (musl and Windows wheels: CI)"
+    if not target.emulator or arch.debian_arch is None:
+        return "the target has no emulator and no Debian architecture to take a CPython from"
+    return None
 
 
 def _select_wheels(matrix: Matrix, sel: Selection, host_name: str, layout: Layout, wheels: list[Path]) -> list[Path]:

@@ -53,6 +53,8 @@ class Target:
     cxx_compiler: str = ""
     toolchain_hint: str  #: how to install the compilers on a machine that lacks them
     emulator: tuple[str, ...] = ()  #: runs target binaries on the build host (qemu, wine)
+    #: the emulator for the *wheel suite* when it differs from ``emulator`` (an oracle's own bug under emulation)
+    suite_emulator: tuple[str, ...] = ()
     ci_runner: str  #: GitHub Actions runner label
     build_hosts: tuple[str, ...]  #: targets whose machines can build this one
     macos_deployment_target: str | None = None
@@ -502,6 +504,7 @@ def _load_targets(doc: _Table, policy: Policy, root: Path) -> tuple[Target, ...]
             cxx_compiler=t.string("cxx_compiler", _REQUIRED if "zig_target" not in t.data else None) or "",
             toolchain_hint=t.string("toolchain_hint", _REQUIRED),
             emulator=t.str_list("emulator"),
+            suite_emulator=t.str_list("suite_emulator"),
             ci_runner=t.string("ci_runner", _REQUIRED),
             build_hosts=t.str_list("build_hosts", _REQUIRED),
             macos_deployment_target=t.string("macos_deployment_target"),

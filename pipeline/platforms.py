@@ -38,7 +38,9 @@ class Arch:
     macos_arch: str | None = None  #: the arch part of macOS tags (``macosx_14_0_<macos_arch>``)
     #: what ``platform.machine()`` says on such a machine (lower case)
     machine_names: tuple[str, ...]
-    debian_arch: str | None = None  #: Debian's name (``dpkg --add-architecture``), for emulated sysroots
+    #: Debian's name (``dpkg --add-architecture``) where its archive has the port: the emulated wheel suite's
+    #: CPython comes from it
+    debian_arch: str | None = None
     qemu: str | None = None  #: the qemu-user program that runs Linux binaries of this arch
     #: ARM 32-bit only: the ELF header must say EABI version 5, hard-float
     arm_eabi5_hard_float: bool = False
@@ -112,7 +114,7 @@ ARCHES: tuple[Arch, ...] = (
         elf_machine=243,
         wheel_arch="riscv64",
         machine_names=("riscv64",),
-        debian_arch="riscv64",
+        debian_arch=None,  # Debian 12's main archive has no riscv64 port: no emulated CPython to take
         qemu="qemu-riscv64",
     ),
 )

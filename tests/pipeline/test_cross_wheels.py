@@ -8,7 +8,6 @@ does); elsewhere the test is skipped with the command to run.
 from __future__ import annotations
 
 import re
-import shutil
 import zipfile
 from pathlib import Path
 
@@ -17,7 +16,7 @@ import pytest
 from pipeline.binaries import parse
 from pipeline.cli import main
 from pipeline.matrix import load_matrix
-from pipeline.toolchains import ensure_toolchain, system_installer
+from pipeline.toolchains import ensure_toolchain, system_installer, toolchain_problem
 
 from .conftest import REPO
 
@@ -34,6 +33,7 @@ CASES = {
     "linux-aarch64": (r"py3-none-manylinux_\d+_\d+_aarch64", "mosaicrt/libmosaicrt.so", "ELF", "aarch64", 64),
     "linux-armv7": (r"py3-none-manylinux_\d+_\d+_armv7l", "mosaicrt/libmosaicrt.so", "ELF", "armv7", 32),
     "linux-riscv64": (r"py3-none-manylinux_\d+_\d+_riscv64", "mosaicrt/libmosaicrt.so", "ELF", "riscv64", 64),
+    "linux-x86_64-musl": (r"py3-none-musllinux_1_2_x86_64", "mosaicrt/libmosaicrt.so", "ELF", "x86_64", 64),
     "windows-x86_64": (r"py3-none-win_amd64", "mosaicrt/libmosaicrt.dll", "PE", "x86_64", 64),
 }
 
@@ -43,11 +43,11 @@ def test_cross_wheel_tag_and_machine(
     target: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     t = MATRIX.target(target)
-    if any(shutil.which(exe) is None for exe in (t.c_compiler, t.cxx_compiler)):
+    if toolchain_problem(t) is not None:
         # as root (CI, a fresh machine) install the target's Debian packages the way the crosscheck does
         check = ensure_toolchain(t, system_installer(), print)
         if not check.ok:
-            pytest.skip(f"{t.cxx_compiler} not installed and not installable here: {check.detail}")
+            pytest.skip(f"the {t.name} toolchain is not installed and not installable here: {check.detail}")
     # Cell folders at build/<x>/cells/<slug>/cmake: the depth `nox -s build` and the crosscheck use.
     work = REPO / "build" / "xwheel-test"
     monkeypatch.setenv("CCACHE_DIR", str(REPO / "build" / "pipeline" / "ccache"))
