@@ -173,6 +173,37 @@ def test_a_new_version_is_released_next_to_the_old_one(repo: Repo, capsys: pytes
     assert "fixture_alpha-1.0.0-py3-none-manylinux_2_17_x86_64.whl" in names
 
 
+def test_a_cell_whose_sdk_hands_cmake_an_executable_is_released(
+    repo: Repo, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The build hashes the SDK's resolved executables (they change what is built); the gate must compute the
+    very same hash, or every release of such a cell would be refused as "sources changed"."""
+    tools = tmp_path / "sdk-bin"
+    tools.mkdir()
+    exe = tools / "fixture-sdkc"
+    exe.write_text("#!/bin/sh\necho fixture sdk compiler\n")
+    exe.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tools}{os.pathsep}{os.environ['PATH']}")
+    sdks = repo.root / "matrix" / "sdks.toml"
+    sdks.write_text(
+        sdks.read_text()
+        + '\n[sdk.fixturesdk]\nexecutables = ["fixture-sdkc"]\ncmake_executables = { fixture-sdkc = "FIXTURE_SDKC" }\n'
+        'hint = "put fixture-sdkc on PATH"\n'
+    )
+    comps = repo.root / "matrix" / "components.toml"
+    comps.write_text(comps.read_text().replace('dist = "fixture-beta"', 'dist = "fixture-beta"\nsdks = ["fixturesdk"]'))
+    git(repo.root, "commit", "-qam", "beta needs an SDK with a CMake executable")
+    assert repo.planned("beta").sdk_defines == (("FIXTURE_SDKC", str(exe)),)
+    wheels = repo.build_and_test()
+    rc, _, err = release(repo, capsys)
+    assert rc == 0, err
+    assert listing(repo)[wheels["beta"].name] == sha256_file(wheels["beta"])
+    staged = repo.layout.work / "release" / "staging" / f"{wheels['beta'].name}.provenance.dsse.json"
+    payload = json.loads(base64.b64decode(json.loads(staged.read_text())["payload"]))
+    inputs = payload["predicate"]["buildDefinition"]["internalParameters"]["inputs"]
+    assert json.loads(inputs["sdk"]) == [["FIXTURE_SDKC", str(exe)]]
+
+
 # --------------------------------------------------------------------------------------
 # faults: each refused, nothing uploaded
 
