@@ -287,7 +287,7 @@ def test_not_a_library(tmp_path: Path) -> None:
 
 
 def test_library_for_another_architecture(tmp_path: Path) -> None:
-    machine = mosaicrt.get_build_info().get("arch")
+    machine = mosaicrt.get_build_details().get("arch")
     cross = "arm-linux-gnueabihf-g++" if machine != "armv7" else "aarch64-linux-gnu-g++"
     if shutil.which(cross) is None:
         pytest.skip(f"{cross} not installed: cannot build a plugin for another architecture")
