@@ -55,6 +55,7 @@ from ._session import (
     get_device,
     set_default_logger_severity,
 )
+from .capi import onnxruntime_pybind11_state as _pybind_state  # noqa: F401 - makes capi.<module> reachable
 
 # onnxruntime's spellings
 OrtExecutionProviderDevicePolicy = ExecutionProviderDevicePolicy

@@ -85,8 +85,8 @@ class NoSuchFile(MosaicrtError, FileNotFoundError):
     code = 4
 
 
-class RuntimeFailure(RuntimeException, RuntimeError):
-    """A kernel failed while running."""
+class RuntimeFailure(RuntimeException, Fail, RuntimeError):
+    """A kernel failed while running (onnxruntime reports these as RuntimeException or Fail)."""
 
     code = 5
 

@@ -133,8 +133,8 @@ class IOBinding:
         self._session._input_index(name)
         self._inputs[name] = self._session._as_feed(name, arr_on_cpu)
 
-    def bind_input(self, name: str, device_type: str, device_id: int, element_type: Any, shape: Sequence[int],
-                   buffer_ptr: int) -> None:
+    def bind_input(self, name: str, device_type: str, device_id: int, element_type: Any,  # noqa: PLR0917
+                   shape: Sequence[int], buffer_ptr: int) -> None:
         """Bind an input to `buffer_ptr` (caller memory holding a C-contiguous tensor)."""
         _check_device(device_type, device_id)
         self._session._input_index(name)
@@ -145,8 +145,9 @@ class IOBinding:
         self._inputs[name] = ortvalue.numpy()
 
     # ---- outputs ----
-    def bind_output(self, name: str, device_type: str = _CPU, device_id: int = 0, element_type: Any = None,
-                    shape: Sequence[int] | None = None, buffer_ptr: int | None = None) -> None:
+    def bind_output(self, name: str, device_type: str = _CPU, device_id: int = 0,  # noqa: PLR0917
+                    element_type: Any = None, shape: Sequence[int] | None = None, buffer_ptr: int | None = None
+                    ) -> None:
         """Without a buffer the run allocates the output; with one it writes into it."""
         _check_device(device_type, device_id)
         self._session._output_index(name)

@@ -14,7 +14,7 @@ import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -50,7 +50,8 @@ def set_default_logger_severity(severity: int) -> None:
 
 
 def _warn(message: str, severity: int) -> None:
-    if max(_logging["default_severity"], severity) <= 2:
+    """Issue a warning unless the session's severity (-1: the default logger's) is above WARNING."""
+    if (_logging["default_severity"] if severity < 0 else severity) <= 2:
         warnings.warn(message, UserWarning, stacklevel=4)
 
 
@@ -90,17 +91,17 @@ class SessionOptions:
     either works or raises NotImplementedError naming it; unknown attributes raise AttributeError."""
 
     # field -> default; set through __setattr__, which validates
-    _FIELDS: dict[str, Any] = {
+    _FIELDS: ClassVar[dict[str, Any]] = {
         "intra_op_num_threads": 0,
         "inter_op_num_threads": 0,  # used by onnxruntime only in ORT_PARALLEL mode, which mosaicrt refuses
-        "log_severity_level": 2,
+        "log_severity_level": -1,  # -1: the default logger's (set_default_logger_severity)
         "log_verbosity_level": 0,
         "logid": "",
         "graph_optimization_level": GraphOptimizationLevel.ORT_ENABLE_ALL,
         "execution_mode": ExecutionMode.ORT_SEQUENTIAL,
         "execution_order": ExecutionOrder.DEFAULT,
         "enable_profiling": False,
-        "profile_file_prefix": "mosaicrt_profile",
+        "profile_file_prefix": "mosaicrt_profile_",
         "optimized_model_filepath": "",
         # Allocator hints without a counterpart: mosaicrt has no arena and no memory-pattern
         # planner (its allocator reuses buffers by tensor lifetime), so either value is honoured.
@@ -131,7 +132,7 @@ class SessionOptions:
         object.__setattr__(self, name, self._validate(name, value))
 
     @staticmethod
-    def _validate(name: str, value: Any) -> Any:  # noqa: PLR0911
+    def _validate(name: str, value: Any) -> Any:
         if name in ("intra_op_num_threads", "inter_op_num_threads", "log_severity_level", "log_verbosity_level"):
             if isinstance(value, bool) or not isinstance(value, int):
                 raise TypeError(f"SessionOptions.{name} must be an int, got {type(value).__name__}")
@@ -302,7 +303,7 @@ class RunOptions:
         self._native = _NativeRunOptions()
         self._terminate = False
         self._config: dict[str, str] = {}
-        self.log_severity_level = 2
+        self.log_severity_level = -1
         self.log_verbosity_level = 0
         self.logid = ""
         # mosaicrt always runs every node; requesting a subset of outputs gives the same values.
@@ -694,7 +695,7 @@ class InferenceSession:
         check(lib.MrtSessionEndProfiling(self._native.handle, ctypes.byref(events)))
         self._profiling_start_ns = 0
         stamp = datetime.datetime.now().strftime("%Y-%m-%d_%H-%M-%S-%f")
-        path = Path(f"{self._sess_options.profile_file_prefix}_{stamp}.json")
+        path = Path(f"{self._sess_options.profile_file_prefix}{stamp}.json")
         body = _text(events.value)
         path.write_text("[\n" + body + ("\n" if body else "") + "]\n", encoding="utf-8")
         return str(path)
@@ -726,7 +727,8 @@ class InferenceSession:
             try:
                 arr = np.asarray(value, dtype=want) if want is not None else np.asarray(value)
             except (TypeError, ValueError) as exc:
-                raise InvalidArgument(f"input {name!r}: cannot convert {type(value).__name__} to {want}: {exc}") from None
+                raise InvalidArgument(
+                    f"input {name!r}: cannot convert {type(value).__name__} to {want}: {exc}") from None
         if arr.dtype == object or arr.dtype.kind in "USO":
             raise InvalidArgument(f"input {name!r}: string/object arrays are not supported (dtype {arr.dtype})")
         if arr.dtype not in CODE_OF_DTYPE:
@@ -761,7 +763,8 @@ class InferenceSession:
         keep = []
         refs, shapes = plan.refs, plan.shapes
         code_of = CODE_OF_DTYPE
-        for i, (name, value) in enumerate(input_feed.items()):
+        for i, (name, given) in enumerate(input_feed.items()):
+            value = given
             if type(value) is not np.ndarray or value.dtype not in code_of or not value.flags.c_contiguous:
                 value = self._as_feed(name, value)
             keep.append(value)

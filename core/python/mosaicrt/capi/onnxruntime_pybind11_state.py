@@ -20,7 +20,6 @@ from .._errors import (
     NoSuchFile,
     NotFound,
     NotImplementedByRuntime,
-    RuntimeException,
 )
 from .._ortvalue import IOBinding as SessionIOBinding
 from .._ortvalue import OrtValue
@@ -35,7 +34,7 @@ from .._session import (
     SessionOptions,
 )
 
-NotImplemented = NotImplementedByRuntime  # noqa: A001 - onnxruntime's name for this class
+NotImplemented = NotImplementedByRuntime
 
 __all__ = [
     "EPFail",
