@@ -115,23 +115,25 @@ def test_mosaicrt_deepcopy_shares_and_pickle_is_refused() -> None:
 
 def test_threads_share_a_session_and_its_copies(rt: ModuleType) -> None:
     s = _session(rt, _add_relu())
-    sessions = [s, copy.copy(s), copy.copy(s)]
     errors: list[BaseException] = []
+    start = threading.Barrier(8)
 
-    def work(seed: int) -> None:
+    def work(seed: int, session: Any) -> None:
         rng = np.random.default_rng(seed)
         try:
-            for i in range(30):
+            start.wait()
+            for _ in range(30):
                 x = rng.standard_normal((seed % 4 + 1, 3)).astype(np.float32)
-                (y,) = sessions[i % 3].run(["y"], {"x": x})
+                (y,) = session.run(["y"], {"x": x})
                 np.testing.assert_array_equal(y, _expected(x))
         except BaseException as exc:  # collected and re-raised on the main thread
             errors.append(exc)
 
-    threads = [threading.Thread(target=work, args=(k,)) for k in range(8)]
+    # half the threads use the session, half their own copy; the main thread drops its references
+    threads = [threading.Thread(target=work, args=(k, s if k % 2 else copy.copy(s))) for k in range(8)]
     for t in threads:
         t.start()
-    del sessions[1:]
+    del s
     gc.collect()
     for t in threads:
         t.join()

@@ -516,6 +516,20 @@ class InferenceSession:
         self._tls = threading.local()
         self._create(providers, provider_options)
 
+    # ---- copies share the native session (released with the last of them) ----
+    def __copy__(self) -> InferenceSession:
+        twin = object.__new__(type(self))
+        twin.__dict__.update(self.__dict__)
+        twin._tls = threading.local()
+        return twin
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> InferenceSession:
+        return self.__copy__()
+
+    def __reduce__(self) -> Any:
+        raise TypeError("a mosaicrt InferenceSession cannot be pickled; create it again from the model in the "
+                        "other process")
+
     # ---- creation ----
     def _create(self, providers: Sequence[Any] | None, provider_options: Sequence[Mapping[str, Any]] | None) -> None:
         options = self._sess_options

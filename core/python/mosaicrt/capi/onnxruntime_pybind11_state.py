@@ -20,6 +20,7 @@ from .._errors import (
     NoSuchFile,
     NotFound,
     NotImplementedByRuntime,
+    RuntimeException,
 )
 from .._ortvalue import IOBinding as SessionIOBinding
 from .._ortvalue import OrtValue
@@ -56,6 +57,7 @@ __all__ = [
     "NotImplemented",
     "OrtValue",
     "RunOptions",
+    "RuntimeException",
     "SessionIOBinding",
     "SessionOptions",
 ]
