@@ -317,7 +317,9 @@ MRT_API MrtStatus* MrtCreateSession(const char* model_path, const MrtSessionOpti
     MRT_REQUIRE_ARG(out);
     mrt::SessionOptions o = options ? options->options : mrt::SessionOptions();
     auto s = mrt::Session::from_path(model_path, o);
-    *out = new MrtSession{std::move(s)};
+    auto* handle = new MrtSession();
+    handle->session = std::move(s);
+    *out = handle;
   });
 }
 
@@ -328,7 +330,9 @@ MRT_API MrtStatus* MrtCreateSessionFromBytes(const void* model_data, size_t mode
     if (!model_data && model_size) mrt::fail(MRT_INVALID_ARGUMENT, "model_data must not be NULL");
     mrt::SessionOptions o = options ? options->options : mrt::SessionOptions();
     auto s = mrt::Session::from_bytes(static_cast<const uint8_t*>(model_data), model_size, o);
-    *out = new MrtSession{std::move(s)};
+    auto* handle = new MrtSession();
+    handle->session = std::move(s);
+    *out = handle;
   });
 }
 MRT_API void MrtReleaseSession(MrtSession* session) { delete session; }

@@ -58,4 +58,5 @@ def dtype_of_element_type(code: int) -> np.dtype[Any]:
     np_type = ELEM_TYPES.get(int(code), (None, ""))[0]
     if np_type is None:
         raise InvalidArgument(f"ONNX element type {code} has no numpy dtype mosaicrt supports")
-    return np.dtype(np_type)
+    result: np.dtype[Any] = np.dtype(np_type)
+    return result

@@ -28,8 +28,11 @@ def _check_device(device_type: str, device_id: int) -> None:
 
 def data_pointer(arr: np.ndarray[Any, Any]) -> int:
     """Address of a C-contiguous array's first byte (cheapest route for writable arrays)."""
-    if arr.flags.writeable:
-        return ctypes.addressof(ctypes.c_char.from_buffer(arr)) if arr.nbytes else 0
+    if arr.flags.writeable and arr.nbytes:
+        try:
+            return ctypes.addressof(ctypes.c_char.from_buffer(arr))  # type: ignore[arg-type]
+        except (TypeError, ValueError):  # extension dtypes (ml_dtypes.bfloat16) have no buffer format
+            pass
     return int(arr.__array_interface__["data"][0])
 
 
@@ -207,8 +210,9 @@ def _array_at(ptr: int, element_type: Any, shape: Sequence[int]) -> np.ndarray[A
     if any(d < 0 for d in dims):
         raise InvalidArgument(f"shape {list(dims)} has a negative dimension")
     nbytes = int(np.prod(dims, dtype=np.int64)) * dtype.itemsize
-    raw = (ctypes.c_char * max(nbytes, 1)).from_address(ptr)
-    return np.frombuffer(raw, dtype=dtype, count=int(np.prod(dims, dtype=np.int64))).reshape(dims)
+    raw = memoryview((ctypes.c_char * max(nbytes, 1)).from_address(ptr)).cast("B")
+    view: np.ndarray[Any, Any] = np.frombuffer(raw, dtype=dtype, count=int(np.prod(dims, dtype=np.int64)))
+    return view.reshape(dims)
 
 
 __all__ = ["TYPE_STRINGS", "IOBinding", "OrtValue", "data_pointer"]

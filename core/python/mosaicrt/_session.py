@@ -112,6 +112,22 @@ class SessionOptions:
         "use_per_session_threads": True,
     }
     __slots__ = ("__dict__",)  # fields live in __dict__; __setattr__ admits only _FIELDS and private names
+    intra_op_num_threads: int
+    inter_op_num_threads: int
+    log_severity_level: int
+    log_verbosity_level: int
+    logid: str
+    graph_optimization_level: GraphOptimizationLevel
+    execution_mode: ExecutionMode
+    execution_order: ExecutionOrder
+    enable_profiling: bool
+    profile_file_prefix: str
+    optimized_model_filepath: str
+    enable_cpu_mem_arena: bool
+    enable_mem_pattern: bool
+    enable_mem_reuse: bool
+    use_deterministic_compute: bool
+    use_per_session_threads: bool
 
     def __init__(self) -> None:
         for name, value in self._FIELDS.items():
@@ -260,8 +276,8 @@ class SessionOptions:
             check(lib.MrtSessionOptionsSetIntraOpNumThreads(handle, threads))
             level = int(self.graph_optimization_level)
             check(lib.MrtSessionOptionsSetConfigEntry(handle, b"session.graph_optimization_level", str(level).encode()))
-            for key, value in self._config.items():
-                check(lib.MrtSessionOptionsSetConfigEntry(handle, key.encode(), value.encode()))
+            for key, entry in self._config.items():
+                check(lib.MrtSessionOptionsSetConfigEntry(handle, key.encode(), entry.encode()))
             for name, value in self._initializers.items():
                 tensor = _borrowed_value(value.numpy())
                 try:
@@ -282,7 +298,7 @@ class _NativeRunOptions:
     __slots__ = ("_release", "address", "handle")
 
     def __init__(self) -> None:
-        self.handle = _capi.RunOptionsP()
+        self.handle: Any = _capi.RunOptionsP()
         check(lib.MrtCreateRunOptions(ctypes.byref(self.handle)))
         self.address = ctypes.cast(self.handle, ctypes.c_void_p).value
         self._release = lib.MrtReleaseRunOptions
@@ -315,7 +331,7 @@ class RunOptions:
             return
         raise _no_such_attribute("RunOptions", name, self._FIELDS)
 
-    @property  # type: ignore[no-redef]
+    @property
     def terminate(self) -> bool:
         return self._terminate
 
@@ -499,8 +515,12 @@ class InferenceSession:
         provider_options: Sequence[Mapping[str, Any]] | None = None,
         **kwargs: Any,
     ) -> None:
-        if kwargs:
-            raise TypeError(f"InferenceSession got unexpected keyword arguments {sorted(kwargs)}")
+        for key, value in kwargs.items():  # onnxruntime's extra keywords
+            if key not in ("disabled_optimizers", "read_config_from_model"):
+                raise TypeError(f"InferenceSession got an unexpected keyword argument {key!r}")
+            if value:
+                raise _not_implemented(f"InferenceSession({key}=...)",
+                                       "graph optimizations are chosen by graph_optimization_level only")
         if isinstance(path_or_bytes, (bytes, bytearray, memoryview)):
             self._model_bytes: bytes | None = bytes(path_or_bytes)
             self._model_path: str | None = None
@@ -774,7 +794,7 @@ class InferenceSession:
         written by the core into numpy arrays allocated here; the rest are wrapped without a copy."""
         native = self._native  # keeps the native session alive for this call
         plan = self._plan(tuple(input_feed), tuple(output_names) if output_names else None, bound is not None)
-        keep = []
+        keep: list[Any] = []
         refs, shapes = plan.refs, plan.shapes
         code_of = CODE_OF_DTYPE
         for i, (name, given) in enumerate(input_feed.items()):
@@ -800,20 +820,20 @@ class InferenceSession:
                 plan.bound[k].data = data_pointer(arr) or None
             bound_refs = plan.bound if plan.static_index else None
         else:  # IOBinding: the caller's buffers (their own plan, so the static layout above is kept)
-            for k, arr in enumerate(bound):
+            for k, buffer in enumerate(bound):
                 ref = plan.bound[k]
-                if arr is None:
+                if buffer is None:
                     ref.data = None
                     ref.data_bytes = 0
                     continue
-                room = (ctypes.c_int64 * max(arr.ndim, 1))(*arr.shape)
+                room = (ctypes.c_int64 * max(buffer.ndim, 1))(*buffer.shape)
                 keep.append(room)
-                ref.elem_type = CODE_OF_DTYPE[arr.dtype]
-                ref.rank = arr.ndim
+                ref.elem_type = CODE_OF_DTYPE[buffer.dtype]
+                ref.rank = buffer.ndim
                 ref.shape = ctypes.cast(room, ctypes.POINTER(ctypes.c_int64))
-                ref.data_bytes = arr.nbytes
-                ref.data = data_pointer(arr) or None
-                results[k] = arr
+                ref.data_bytes = buffer.nbytes
+                ref.data = data_pointer(buffer) or None
+                results[k] = buffer
             bound_refs = plan.bound
         ro = run_options._native.address if run_options is not None else None
         status = _run_fn(native.address, ro, plan.in_names, refs, plan.n_in, plan.out_names,
