@@ -21,7 +21,7 @@ import numpy as np
 from . import _capi, _providers
 from ._capi import check, lib
 from ._dtypes import CODE_OF_DTYPE, ELEM_TYPES, dtype_of_element_type
-from ._errors import InvalidArgument, MosaicrtError, NotImplementedInRuntime, RuntimeFailure
+from ._errors import ExecutionProviderError, InvalidArgument, MosaicrtError, NotImplementedInRuntime, RuntimeFailure
 from ._ortvalue import IOBinding, OrtValue, data_pointer
 from ._providers import CPU_PROVIDER, EpDevice, ExecutionProviderDevicePolicy
 
@@ -564,7 +564,7 @@ class InferenceSession:
                 requested = [(CPU_PROVIDER, {})]
         try:
             native = self._open(requested)
-        except MosaicrtError as exc:
+        except (ExecutionProviderError, RuntimeFailure) as exc:  # an EP failed; caller mistakes are not retried
             non_cpu = [n for n, _ in requested if n != CPU_PROVIDER]
             if not (explicit and non_cpu and self._enable_fallback):
                 raise
@@ -713,7 +713,8 @@ class InferenceSession:
         self._create(providers, provider_options)
 
     def disable_fallback(self) -> None:
-        """Creating the session with explicit EPs fails instead of retrying with the CPU EP only."""
+        """When an explicitly requested EP fails while the session is created (ExecutionProviderError,
+        RuntimeFailure), raise instead of warning and retrying with the CPU EP only."""
         self._enable_fallback = False
 
     def enable_fallback(self) -> None:
