@@ -81,7 +81,7 @@ def test_copied_session_outlives_the_original(rt: ModuleType) -> None:
     np.testing.assert_array_equal(s2.run(None, {"x": X})[0], _expected(X))
 
 
-def test_copy_then_exit_does_not_crash(rt: ModuleType) -> None:
+def test_copy_then_exit_does_not_crash(rt: ModuleType, tmp_path: Path) -> None:
     """The original crash: two objects owning one native handle (also at interpreter exit)."""
     script = (
         "import copy, gc, numpy as np, sys\n"
@@ -93,7 +93,7 @@ def test_copy_then_exit_does_not_crash(rt: ModuleType) -> None:
         "del s2; gc.collect()\n"
         "print(s3.run(None, {'x': x})[0].sum())\n"
     )
-    model = Path(__import__("tempfile").mkdtemp()) / "m.onnx"
+    model = tmp_path / "m.onnx"
     onnx.save(_add_relu(), str(model))
     done = subprocess.run([sys.executable, "-c", script, str(model)], capture_output=True, text=True, timeout=120,
                           check=False)
@@ -215,6 +215,8 @@ def test_run_options_terminate_from_another_thread(rt: ModuleType) -> None:
     ro = rt.RunOptions()
     ro.logid = "terminated-run"
     assert ro.terminate is False
+    with pytest.raises(AttributeError):
+        ro.terminat = True  # type: ignore[attr-defined]
     timer = threading.Timer(0.05, lambda: setattr(ro, "terminate", True))
     timer.start()
     start = time.perf_counter()
@@ -311,6 +313,12 @@ def test_python_list_feed_takes_the_model_dtype(rt: ModuleType) -> None:
     (y,) = _session(rt, _add_relu()).run(None, {"x": X.tolist()})
     assert y.dtype == np.float32
     np.testing.assert_array_equal(y, _expected(X))
+    ints = _model([helper.make_node("Add", ["a", "a"], ["b"])],
+                  [helper.make_tensor_value_info("a", TensorProto.INT32, [3])],
+                  [helper.make_tensor_value_info("b", TensorProto.INT32, [3])])
+    (b,) = _session(rt, ints).run(None, {"a": [1, 2, 3]})  # numpy would make int64 of these
+    assert b.dtype == np.int32
+    np.testing.assert_array_equal(b, [2, 4, 6])
 
 
 # ---- SessionOptions ----
@@ -327,6 +335,10 @@ def test_session_options_fields_and_typos(rt: ModuleType) -> None:
     opts.execution_mode = rt.ExecutionMode.ORT_SEQUENTIAL
     with pytest.raises(AttributeError, match="intra_op_num_thread"):
         opts.intra_op_num_thread = 4  # type: ignore[attr-defined]
+    opts.add_session_config_entry("session.some_key", "1")
+    assert opts.get_session_config_entry("session.some_key") == "1"
+    with pytest.raises(RuntimeError):
+        opts.get_session_config_entry("session.missing_key")
     _session(rt, _add_relu(), opts).run(None, {"x": X})
 
 
