@@ -444,6 +444,9 @@ def test_optimized_model_loads_in_onnxruntime(rt: ModuleType, tmp_path: Path) ->
         assert [n.op_type for n in optimized.graph.node] == [a.op_type.split("::")[-1]
                                                               for a in s.get_node_assignments()]
         assert "BatchNormalization" not in [n.op_type for n in optimized.graph.node]
+        used = {name for n in optimized.graph.node for name in n.input}
+        assert {t.name for t in optimized.graph.initializer} <= used  # folded parameters are dropped
+        onnx.checker.check_model(optimized)
     oracle = onnxruntime.InferenceSession(str(out), providers=CPU)
     np.testing.assert_allclose(oracle.run(None, {"x": x})[0], y, rtol=1e-5, atol=1e-5)
     reference = onnxruntime.InferenceSession(model.SerializeToString(), providers=CPU).run(None, {"x": x})[0]

@@ -1,6 +1,7 @@
 // ModelProto writer: the inverse of model_decoder.cc for what a session keeps, used to save the
 // optimized graph (SessionOptions.optimized_model_filepath). Field numbers are onnx.proto's.
 #include <cstring>
+#include <set>
 #include <string>
 
 #include "../graph.h"
@@ -120,10 +121,27 @@ void write_node(Writer& w, const Node& n) {
   if (!n.domain.empty()) w.bytes_field(7, n.domain);
 }
 
+// Every value name a graph's nodes (and the subgraphs they hold) read.
+void collect_reads(const Graph& g, std::set<std::string>& reads) {
+  for (const auto& n : g.nodes) {
+    reads.insert(n.inputs.begin(), n.inputs.end());
+    for (const auto& a : n.attributes) {
+      if (a.g) collect_reads(*a.g, reads);
+      for (const auto& sub : a.graphs) collect_reads(*sub, reads);
+    }
+  }
+  for (const auto& o : g.outputs) reads.insert(o.name);
+}
+
 void write_graph(Writer& w, const Graph& g) {
   for (const auto& n : g.nodes) w.message(1, [&](Writer& nw) { write_node(nw, n); });
   w.bytes_field(2, g.name);
-  for (const auto& [name, t] : g.initializers) w.message(5, [&](Writer& tw) { write_tensor(tw, *t, name); });
+  // Initializers the optimizer made obsolete (folded BatchNormalization parameters, ...) are left out.
+  std::set<std::string> reads;
+  collect_reads(g, reads);
+  for (const auto& in : g.inputs) reads.insert(in.name);
+  for (const auto& [name, t] : g.initializers)
+    if (reads.count(name)) w.message(5, [&](Writer& tw) { write_tensor(tw, *t, name); });
   if (!g.doc_string.empty()) w.bytes_field(10, g.doc_string);
   for (const auto& v : g.inputs) w.message(11, [&](Writer& vw) { write_value_info(vw, v); });
   for (const auto& v : g.outputs) w.message(12, [&](Writer& vw) { write_value_info(vw, v); });
