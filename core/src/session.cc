@@ -70,9 +70,10 @@ void override_free_dims(Graph& g, const std::map<std::string, std::string>& conf
     long long v = std::strtoll(value.c_str(), &end, 10);
     if (value.empty() || *end || v < 0)
       fail(MRT_INVALID_ARGUMENT, "free dimension override '", what, "' must be a non-negative integer, got '", value, "'");
-    for (auto& in : g.inputs)
-      for (auto& d : in.dims)
-        if (d.value < 0 && (name ? d.param : d.denotation) == what) d.value = v;
+    for (auto* list : {&g.inputs, &g.outputs, &g.value_info})
+      for (auto& info : *list)
+        for (auto& d : info.dims)
+          if (d.value < 0 && (name ? d.param : d.denotation) == what) d.value = v;
   }
 }
 
@@ -96,9 +97,11 @@ void json_type_shape(std::string& out, const Tensor* t) {
     out += "{}";
     return;
   }
-  out += "{\"";
-  out += dtype_name(t->dtype());
-  out += "\":[";
+  // ONNX's type names ("float", "double"), as onnxruntime's traces spell them
+  std::string type = dtype_name(t->dtype());
+  if (type == "float32") type = "float";
+  if (type == "float64") type = "double";
+  out += "{\"" + type + "\":[";
   for (size_t d = 0; d < t->rank(); ++d) out += (d ? "," : "") + std::to_string(t->dim(d));
   out += "]}";
 }

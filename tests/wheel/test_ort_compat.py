@@ -427,8 +427,8 @@ def test_profiling_one_event_per_executed_node(rt: ModuleType, tmp_path: Path) -
         assert e["ph"] == "X" and e["dur"] >= 0 and e["ts"] >= 0
         assert e["args"]["provider"] == "CPUExecutionProvider"
     conv = next(e for e in nodes if e["args"]["op_name"] == "Conv")
-    assert [next(iter(d.values())) for d in conv["args"]["input_type_shape"]] == [[1, 3, 8, 8], [4, 3, 3, 3], [4]]
-    assert [next(iter(d.values())) for d in conv["args"]["output_type_shape"]] == [[1, 4, 8, 8]]
+    assert conv["args"]["input_type_shape"] == [{"float": [1, 3, 8, 8]}, {"float": [4, 3, 3, 3]}, {"float": [4]}]
+    assert conv["args"]["output_type_shape"] == [{"float": [1, 4, 8, 8]}]
 
 
 def test_optimized_model_loads_in_onnxruntime(rt: ModuleType, tmp_path: Path) -> None:
