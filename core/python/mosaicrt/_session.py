@@ -458,10 +458,12 @@ class _Plan:
     """Prebuilt ctypes arrays for one (feed names, output names) combination, reused by every
     run on one thread: only data pointers and shapes are written per call."""
 
-    __slots__ = ("bound", "bound_arrays", "in_names", "n_in", "n_out", "out_info", "out_names", "outputs", "refs",
-                 "shapes", "static", "static_index")
+    __slots__ = ("bound", "bound_arrays", "in_names", "key", "n_in", "n_out", "out_info", "out_names", "outputs",
+                 "refs", "shapes", "static", "static_index")
 
-    def __init__(self, feed_names: Sequence[str], out_names: Sequence[str] | None, statics: list[Any]) -> None:
+    def __init__(self, key: Any, feed_names: Sequence[str], out_names: Sequence[str] | None,
+                 statics: list[Any]) -> None:
+        self.key = key
         self.n_in = len(feed_names)
         self.in_names = (ctypes.c_char_p * max(self.n_in, 1))(*[n.encode() for n in feed_names])
         self.refs = (_capi.TensorRef * max(self.n_in, 1))()
@@ -724,14 +726,15 @@ class InferenceSession:
     def end_profiling(self) -> str:
         """Stop profiling and write the Chrome-trace JSON (one event per executed node); returns its path
         ("" when profiling was not enabled)."""
-        if not self._profiling_start_ns:
-            return ""
-        events = ctypes.c_char_p()
-        check(lib.MrtSessionEndProfiling(self._native.handle, ctypes.byref(events)))
-        self._profiling_start_ns = 0
+        with _profile_lock:  # the events string lives until the next call
+            if not self._profiling_start_ns:
+                return ""
+            events = ctypes.c_char_p()
+            check(lib.MrtSessionEndProfiling(self._native.handle, ctypes.byref(events)))
+            self._profiling_start_ns = 0
+            body = _text(events.value)
         stamp = datetime.datetime.now().strftime("%Y-%m-%d_%H-%M-%S-%f")
         path = Path(f"{self._sess_options.profile_file_prefix}{stamp}.json")
-        body = _text(events.value)
         path.write_text("[\n" + body + ("\n" if body else "") + "]\n", encoding="utf-8")
         return str(path)
 
@@ -777,7 +780,9 @@ class InferenceSession:
         if plans is None:
             plans = self._tls.plans = {}
         key = (feed_names, out_names, binding)
-        plan = plans.get(key)
+        # Taken out while in use and put back after a successful run, so a run started on this
+        # thread while another is filling the arrays (a signal handler, a finalizer) builds its own.
+        plan = plans.pop(key, None)
         if plan is None:
             if out_names is None:
                 statics = list(self._out_static)
@@ -785,7 +790,7 @@ class InferenceSession:
                 statics = [self._out_static[self._out_index[n]] if n in self._out_index else None for n in out_names]
             if len(plans) >= _MAX_PLANS:
                 plans.clear()
-            plan = plans[key] = _Plan(feed_names, out_names, statics)
+            plan = _Plan(key, feed_names, out_names, statics)
         return plan
 
     def _run_arrays(self, output_names: Sequence[str] | None, input_feed: Mapping[str, Any],
@@ -852,6 +857,9 @@ class InferenceSession:
                 raise InvalidArgument(f"output {k} does not fit its bound buffer of shape {list(results[k].shape)} "
                                       f"and type {results[k].dtype}")
             results[k] = _wrap_output(value, info[k])
+        plans = getattr(self._tls, "plans", None)
+        if plans is not None:
+            plans[plan.key] = plan
         return results
 
     def run(
@@ -908,6 +916,7 @@ def _code_of_type_string(type_str: str) -> int | None:
     return None
 
 
+_profile_lock = threading.Lock()
 _pool_lock = threading.Lock()
 _pool: list[concurrent.futures.ThreadPoolExecutor] = []
 
