@@ -49,10 +49,11 @@ def set_default_logger_severity(severity: int) -> None:
     _logging["default_severity"] = level
 
 
-def _warn(message: str, severity: int) -> None:
-    """Issue a warning unless the session's severity (-1: the default logger's) is above WARNING."""
+def _warn(message: str, severity: int, stacklevel: int) -> None:
+    """Issue a warning unless the session's severity (-1: the default logger's) is above WARNING.
+    `stacklevel` counts from the caller of _warn (1) to the user's line."""
     if (_logging["default_severity"] if severity < 0 else severity) <= 2:
-        warnings.warn(message, UserWarning, stacklevel=4)
+        warnings.warn(message, UserWarning, stacklevel=stacklevel + 1)
 
 
 class GraphOptimizationLevel(enum.IntEnum):
@@ -416,7 +417,7 @@ def _available_only(requested: list[tuple[str, dict[str, Any]]], severity: int) 
     for name, _ in requested:
         if name not in available:
             _warn(f"Specified provider '{name}' is not in available provider names. Available providers: "
-                  f"'{', '.join(available)}'; using the others", severity)
+                  f"'{', '.join(available)}'; using the others", severity, stacklevel=4)
     return kept
 
 
@@ -571,7 +572,7 @@ class InferenceSession:
             if not (explicit and non_cpu and self._enable_fallback):
                 raise
             _warn(f"creating the session with {[n for n, _ in requested]} failed ({exc}); falling back to "
-                  f"['{CPU_PROVIDER}'] and retrying", severity)
+                  f"['{CPU_PROVIDER}'] and retrying", severity, stacklevel=3)
             requested = [(CPU_PROVIDER, {})]
             native = self._open(requested)
         self._native = native
