@@ -2,15 +2,14 @@
 
 #include "function_inliner.h"
 #include "graph_optimizer.h"
+#include "session_extras.h"
 #include "type_inference.h"
 
 #include <algorithm>
-#include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <fstream>
-#include <queue>
 #include <functional>
+#include <queue>
 #include <set>
 #include <thread>
 #include <unordered_map>
@@ -43,67 +42,6 @@ std::string dims_str(const ValueInfo& v) {
     s += v.dims[i].value >= 0 ? std::to_string(v.dims[i].value) : (v.dims[i].param.empty() ? "?" : v.dims[i].param);
   }
   return s + "]";
-}
-
-// add_initializer: the caller's tensors replace the model's initializers of those names.
-void replace_initializers(Graph& g, const std::vector<std::pair<std::string, Tensor>>& replacements) {
-  for (const auto& [name, t] : replacements) {
-    auto it = std::find_if(g.initializers.begin(), g.initializers.end(), [&](const auto& i) { return i.first == name; });
-    if (it == g.initializers.end()) fail(MRT_INVALID_ARGUMENT, "add_initializer: the model has no initializer named '", name, "'");
-    if (it->second->dtype() != t.dtype())
-      fail(MRT_INVALID_ARGUMENT, "add_initializer: '", name, "' is ", it->second->describe(), " in the model but ",
-           t.describe(), " was given");
-    it->second = std::make_shared<Tensor>(t);
-  }
-}
-
-// Free dimension overrides: "session.free_dimension_override_by_name.<dim_param>" and
-// "session.free_dimension_override_by_denotation.<denotation>" config entries fix graph input dims.
-void override_free_dims(Graph& g, const std::map<std::string, std::string>& config) {
-  const std::string by_name = "session.free_dimension_override_by_name.";
-  const std::string by_denotation = "session.free_dimension_override_by_denotation.";
-  for (const auto& [key, value] : config) {
-    bool name = key.rfind(by_name, 0) == 0, denotation = key.rfind(by_denotation, 0) == 0;
-    if (!name && !denotation) continue;
-    std::string what = key.substr((name ? by_name : by_denotation).size());
-    char* end = nullptr;
-    long long v = std::strtoll(value.c_str(), &end, 10);
-    if (value.empty() || *end || v < 0)
-      fail(MRT_INVALID_ARGUMENT, "free dimension override '", what, "' must be a non-negative integer, got '", value, "'");
-    for (auto* list : {&g.inputs, &g.outputs, &g.value_info})
-      for (auto& info : *list)
-        for (auto& d : info.dims)
-          if (d.value < 0 && (name ? d.param : d.denotation) == what) d.value = v;
-  }
-}
-
-void json_escape(std::string& out, const std::string& s) {
-  for (char c : s) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (static_cast<unsigned char>(c) < 0x20) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\u%04x", static_cast<unsigned>(static_cast<unsigned char>(c)));
-      out += buf;
-    } else {
-      out += c;
-    }
-  }
-}
-
-void json_type_shape(std::string& out, const Tensor* t) {
-  if (!t || !t->valid()) {
-    out += "{}";
-    return;
-  }
-  // ONNX's type names ("float", "double"), as onnxruntime's traces spell them
-  std::string type = dtype_name(t->dtype());
-  if (type == "float32") type = "float";
-  if (type == "float64") type = "double";
-  out += "{\"" + type + "\":[";
-  for (size_t d = 0; d < t->rank(); ++d) out += (d ? "," : "") + std::to_string(t->dim(d));
-  out += "]}";
 }
 
 double micros(std::chrono::steady_clock::duration d) {
@@ -488,7 +426,8 @@ std::vector<Tensor> Session::run(const std::vector<std::string>& input_names, co
       if ((*control.bound_outputs)[k].valid()) bound[wanted[k]] = &(*control.bound_outputs)[k];
   }
   std::string events;
-  const std::string tid = profile ? std::to_string(std::hash<std::thread::id>()(std::this_thread::get_id()) % 1000000) : "";
+  const std::string tid =
+      profile ? std::to_string(std::hash<std::thread::id>()(std::this_thread::get_id()) % 1000000) : std::string();
 
   std::vector<Tensor> outs;
   OpContext ctx;
@@ -526,28 +465,9 @@ std::vector<Tensor> Session::run(const std::vector<std::string>& input_names, co
     } catch (const std::exception& e) {
       fail(MRT_RUNTIME_ERROR, s.node->label(), ": ", e.what());
     }
-    if (profile) {
-      const Clock::time_point node_end = Clock::now();
-      events += events.empty() ? "" : ",\n";
-      events += "{\"cat\":\"Node\",\"ph\":\"X\",\"pid\":1,\"tid\":" + tid + ",\"name\":\"";
-      json_escape(events, s.node->name.empty() ? s.node->op_type : s.node->name);
-      events += "\",\"ts\":" + std::to_string(micros(node_start - created_)) +
-                ",\"dur\":" + std::to_string(micros(node_end - node_start)) + ",\"args\":{\"op_name\":\"";
-      json_escape(events, s.node->op_type);
-      events += "\",\"provider\":\"";
-      json_escape(events, s.plugin ? s.plugin->ep->name() : std::string(MRT_CPU_EP_NAME));
-      events += "\",\"input_type_shape\":[";
-      for (size_t i = 0; i < ctx.inputs_.size(); ++i) {
-        events += i ? "," : "";
-        json_type_shape(events, ctx.inputs_[i]);
-      }
-      events += "],\"output_type_shape\":[";
-      for (size_t i = 0; i < outs.size(); ++i) {
-        events += i ? "," : "";
-        json_type_shape(events, &outs[i]);
-      }
-      events += "]}}";
-    }
+    if (profile)
+      append_node_event(events, *s.node, s.plugin ? s.plugin->ep->name() : std::string(MRT_CPU_EP_NAME), tid,
+                        micros(node_start - created_), micros(Clock::now() - node_start), ctx.inputs_, outs);
     for (size_t i = 0; i < s.outputs.size(); ++i)
       if (s.outputs[i] >= 0) values[s.outputs[i]] = std::move(outs[i]);
     for (int id : s.release) values[id] = Tensor();
@@ -577,15 +497,9 @@ std::vector<Tensor> Session::run(const std::vector<std::string>& input_names, co
     if (buf && (!buf->owned || buf.use_count() > 1)) t = t.clone(alloc_.get());
   }
   if (profile) {
-    const Clock::time_point run_end = Clock::now();
-    std::string ev = "{\"cat\":\"Session\",\"ph\":\"X\",\"pid\":1,\"tid\":" + tid + ",\"name\":\"model_run\",\"ts\":" +
-                     std::to_string(micros(run_start - created_)) + ",\"dur\":" +
-                     std::to_string(micros(run_end - run_start)) + ",\"args\":{}}";
+    append_run_event(events, tid, micros(run_start - created_), micros(Clock::now() - run_start));
     std::lock_guard<std::mutex> lock(profile_mutex_);
-    if (profiling_.load()) {
-      profile_events_ += profile_events_.empty() ? "" : ",\n";
-      profile_events_ += events.empty() ? ev : events + ",\n" + ev;
-    }
+    if (profiling_.load()) profile_events_ += (profile_events_.empty() ? "" : ",\n") + events;
   }
   return result;
 }
