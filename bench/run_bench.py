@@ -310,7 +310,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     import mosaicrt
     import onnxruntime as ort
 
-    print(f"mosaicrt {mosaicrt.__version__} ({mosaicrt.get_build_info().get('library', '?')}), "
+    print(f"mosaicrt {mosaicrt.__version__} ({mosaicrt.get_build_details().get('library', '?')}), "
           f"onnxruntime {ort.__version__}, {platform.machine()}, threads={args.threads}, batch={args.batch}, "
           f"repeat={args.repeat}, clock={args.clock}", flush=True)
     results = []

@@ -1,5 +1,7 @@
 // The C ABI: every exported function converts C++ exceptions into an MrtStatus.
+#include <atomic>
 #include <cstring>
+#include <fstream>
 #include <new>
 #include <string>
 #include <mutex>
@@ -26,6 +28,11 @@ std::string g_provider_names;
 }  // namespace
 struct MrtSession {
   std::unique_ptr<mrt::Session> session;
+  std::mutex profile_mutex;
+  std::string last_profile;  // behind the pointer MrtSessionEndProfiling hands out
+};
+struct MrtRunOptions {
+  std::atomic<bool> terminate{false};
 };
 struct MrtValue {
   mrt::Tensor tensor;
@@ -63,9 +70,17 @@ MrtStatus* guarded(F&& f) {
 #define MRT_REQUIRE_ARG(p) \
   if (!(p)) ::mrt::fail(MRT_INVALID_ARGUMENT, #p " must not be NULL")
 
+const std::vector<mrt::ValueInfo>& io_list(const MrtSession* s, MrtIoKind kind) {
+  switch (kind) {
+    case MRT_IO_INPUT: return s->session->inputs();
+    case MRT_IO_OUTPUT: return s->session->outputs();
+    case MRT_IO_OVERRIDABLE_INITIALIZER: return s->session->overridable_initializers();
+  }
+  mrt::fail(MRT_INVALID_ARGUMENT, "invalid io kind ", static_cast<int>(kind));
+}
+
 const mrt::ValueInfo& io_info(const MrtSession* s, MrtIoKind kind, size_t index) {
-  const auto& list = kind == MRT_IO_INPUT ? s->session->inputs() : s->session->outputs();
-  if (kind != MRT_IO_INPUT && kind != MRT_IO_OUTPUT) mrt::fail(MRT_INVALID_ARGUMENT, "invalid io kind");
+  const auto& list = io_list(s, kind);
   if (index >= list.size())
     mrt::fail(MRT_INVALID_ARGUMENT, kind == MRT_IO_INPUT ? "input" : "output", " index ", index, " out of range (",
               list.size(), ")");
@@ -302,7 +317,9 @@ MRT_API MrtStatus* MrtCreateSession(const char* model_path, const MrtSessionOpti
     MRT_REQUIRE_ARG(out);
     mrt::SessionOptions o = options ? options->options : mrt::SessionOptions();
     auto s = mrt::Session::from_path(model_path, o);
-    *out = new MrtSession{std::move(s)};
+    auto* handle = new MrtSession();
+    handle->session = std::move(s);
+    *out = handle;
   });
 }
 
@@ -313,7 +330,9 @@ MRT_API MrtStatus* MrtCreateSessionFromBytes(const void* model_data, size_t mode
     if (!model_data && model_size) mrt::fail(MRT_INVALID_ARGUMENT, "model_data must not be NULL");
     mrt::SessionOptions o = options ? options->options : mrt::SessionOptions();
     auto s = mrt::Session::from_bytes(static_cast<const uint8_t*>(model_data), model_size, o);
-    *out = new MrtSession{std::move(s)};
+    auto* handle = new MrtSession();
+    handle->session = std::move(s);
+    *out = handle;
   });
 }
 MRT_API void MrtReleaseSession(MrtSession* session) { delete session; }
@@ -322,7 +341,7 @@ MRT_API MrtStatus* MrtSessionGetIoCount(const MrtSession* session, MrtIoKind kin
   return guarded([&] {
     MRT_REQUIRE_ARG(session);
     MRT_REQUIRE_ARG(count);
-    *count = kind == MRT_IO_INPUT ? session->session->inputs().size() : session->session->outputs().size();
+    *count = io_list(session, kind).size();
   });
 }
 
@@ -377,6 +396,152 @@ MRT_API MrtStatus* MrtRun(MrtSession* session, const char* const* input_names, c
       throw;
     }
     for (size_t i = 0; i < made.size(); ++i) outputs[i] = made[i];
+  });
+}
+
+MRT_API MrtStatus* MrtCreateRunOptions(MrtRunOptions** out) {
+  return guarded([&] {
+    MRT_REQUIRE_ARG(out);
+    *out = new MrtRunOptions();
+  });
+}
+MRT_API void MrtReleaseRunOptions(MrtRunOptions* run_options) { delete run_options; }
+MRT_API MrtStatus* MrtRunOptionsSetTerminate(MrtRunOptions* run_options, int32_t terminate) {
+  return guarded([&] {
+    MRT_REQUIRE_ARG(run_options);
+    run_options->terminate.store(terminate != 0);
+  });
+}
+
+MRT_API MrtStatus* MrtRunWithOptions(MrtSession* session, const MrtRunOptions* run_options,
+                                     const char* const* input_names, const MrtTensorRef* inputs, size_t n_inputs,
+                                     const char* const* output_names, size_t n_outputs,
+                                     const MrtTensorRef* bound_outputs, MrtValue** outputs, MrtTensorRef* output_info) {
+  return guarded([&] {
+    MRT_REQUIRE_ARG(session);
+    MRT_REQUIRE_ARG(outputs);
+    if (n_inputs && (!input_names || !inputs)) mrt::fail(MRT_INVALID_ARGUMENT, "input arrays must not be NULL");
+    if (n_outputs && !output_names) mrt::fail(MRT_INVALID_ARGUMENT, "output_names must not be NULL");
+    auto borrow = [](const MrtTensorRef& r) {
+      mrt::Shape shape = to_shape(r.shape, r.rank);
+      check_type_and_bytes(r.elem_type, shape, r.data_bytes);
+      if (r.data_bytes && !r.data) mrt::fail(MRT_INVALID_ARGUMENT, "tensor data must not be NULL");
+      return mrt::Tensor::borrow(static_cast<mrt::DType>(r.elem_type), std::move(shape), r.data);
+    };
+    std::vector<std::string> in_names(n_inputs);
+    std::vector<mrt::Tensor> in_values(n_inputs);
+    for (size_t i = 0; i < n_inputs; ++i) {
+      if (!input_names[i]) mrt::fail(MRT_INVALID_ARGUMENT, "input name ", i, " is NULL");
+      in_names[i] = input_names[i];
+      in_values[i] = borrow(inputs[i]);
+    }
+    std::vector<std::string> out_names(n_outputs);
+    for (size_t i = 0; i < n_outputs; ++i) {
+      if (!output_names[i]) mrt::fail(MRT_INVALID_ARGUMENT, "output name ", i, " is NULL");
+      out_names[i] = output_names[i];
+    }
+    size_t n_result = n_outputs ? n_outputs : session->session->outputs().size();
+    std::vector<mrt::Tensor> bound;
+    mrt::RunControl control;
+    if (run_options) control.terminate = &run_options->terminate;
+    if (bound_outputs) {
+      bound.resize(n_result);
+      for (size_t i = 0; i < n_result; ++i)
+        if (bound_outputs[i].data || bound_outputs[i].data_bytes) bound[i] = borrow(bound_outputs[i]);
+      control.bound_outputs = &bound;
+    }
+    std::vector<mrt::Tensor> result = session->session->run(in_names, in_values, out_names, control);
+    std::vector<MrtValue*> made(result.size(), nullptr);
+    try {
+      for (size_t i = 0; i < result.size(); ++i) {
+        bool in_bound = bound_outputs && bound[i].valid() && result[i].raw() == bound[i].raw() &&
+                        result[i].shape() == bound[i].shape() && result[i].dtype() == bound[i].dtype();
+        if (!in_bound) made[i] = new MrtValue{std::move(result[i])};
+      }
+    } catch (...) {
+      for (auto* v : made) delete v;
+      throw;
+    }
+    for (size_t i = 0; i < made.size(); ++i) {
+      outputs[i] = made[i];
+      if (!output_info) continue;
+      const mrt::Tensor& t = made[i] ? made[i]->tensor : result[i];
+      output_info[i] = MrtTensorRef{static_cast<int32_t>(t.dtype()), t.rank(),
+                                    made[i] ? t.shape().data() : bound_outputs[i].shape,
+                                    made[i] ? made[i]->tensor.raw() : bound_outputs[i].data, t.nbytes()};
+    }
+  });
+}
+
+MRT_API MrtStatus* MrtSessionOptionsAddInitializer(MrtSessionOptions* options, const char* name,
+                                                   const MrtValue* value) {
+  return guarded([&] {
+    MRT_REQUIRE_ARG(options);
+    MRT_REQUIRE_ARG(name);
+    MRT_REQUIRE_ARG(value);
+    auto& list = options->options.initializers;
+    for (auto& [n, t] : list)
+      if (n == name) {
+        t = value->tensor.clone();
+        return;
+      }
+    list.emplace_back(name, value->tensor.clone());
+  });
+}
+
+MRT_API MrtStatus* MrtSessionStartProfiling(MrtSession* session) {
+  return guarded([&] {
+    MRT_REQUIRE_ARG(session);
+    session->session->start_profiling();
+  });
+}
+MRT_API MrtStatus* MrtSessionEndProfiling(MrtSession* session, const char** events_json) {
+  return guarded([&] {
+    MRT_REQUIRE_ARG(session);
+    MRT_REQUIRE_ARG(events_json);
+    std::lock_guard<std::mutex> lock(session->profile_mutex);
+    session->last_profile = session->session->end_profiling();
+    *events_json = session->last_profile.c_str();
+  });
+}
+
+MRT_API MrtStatus* MrtSessionSaveOptimizedModel(const MrtSession* session, const char* path) {
+  return guarded([&] {
+    MRT_REQUIRE_ARG(session);
+    MRT_REQUIRE_ARG(path);
+    std::string bytes = mrt::encode_model(session->session->model());
+    std::ofstream out(path, std::ios::binary | std::ios::trunc);
+    if (!out) mrt::fail(MRT_NO_SUCH_FILE, "cannot open '", path, "' for writing the optimized model");
+    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    out.close();
+    if (!out) mrt::fail(MRT_NO_SUCH_FILE, "failed writing the optimized model to '", path, "'");
+  });
+}
+
+MRT_API MrtStatus* MrtSessionGetModelMetadata(const MrtSession* session, const char** producer_name,
+                                              const char** graph_name, const char** domain, const char** description,
+                                              const char** graph_description, int64_t* version,
+                                              size_t* n_custom_metadata) {
+  return guarded([&] {
+    MRT_REQUIRE_ARG(session);
+    const mrt::Model& m = session->session->model();
+    if (producer_name) *producer_name = m.producer_name.c_str();
+    if (graph_name) *graph_name = m.graph.name.c_str();
+    if (domain) *domain = m.domain.c_str();
+    if (description) *description = m.doc_string.c_str();
+    if (graph_description) *graph_description = m.graph.doc_string.c_str();
+    if (version) *version = m.model_version;
+    if (n_custom_metadata) *n_custom_metadata = m.metadata.size();
+  });
+}
+MRT_API MrtStatus* MrtSessionGetCustomMetadata(const MrtSession* session, size_t index, const char** key,
+                                               const char** value) {
+  return guarded([&] {
+    MRT_REQUIRE_ARG(session);
+    const auto& md = session->session->model().metadata;
+    if (index >= md.size()) mrt::fail(MRT_INVALID_ARGUMENT, "metadata index ", index, " out of range (", md.size(), ")");
+    if (key) *key = md[index].first.c_str();
+    if (value) *value = md[index].second.c_str();
   });
 }
 

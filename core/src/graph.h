@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -64,6 +65,7 @@ struct Node {
 struct Dim {
   int64_t value = -1;  // -1 = unknown/dynamic
   std::string param;   // symbolic name, may be empty
+  std::string denotation;  // e.g. "DATA_BATCH", may be empty
 };
 
 struct ValueInfo {
@@ -76,6 +78,7 @@ struct ValueInfo {
 
 struct Graph {
   std::string name;
+  std::string doc_string;
   std::vector<Node> nodes;
   std::vector<ValueInfo> inputs;
   std::vector<ValueInfo> outputs;
@@ -104,10 +107,17 @@ struct Model {
 struct DecodeOptions {
   // Directory that external-data locations are relative to; empty = external data refused.
   std::string model_dir;
+  // Initializers whose data the caller supplies: their external data is not read.
+  std::set<std::string> supplied_initializers;
 };
 
 // Decode ModelProto bytes. Throws INVALID_MODEL with the byte offset and field path on
 // malformed input, NO_SUCH_FILE for missing external data.
 Model decode_model(const uint8_t* data, size_t size, const DecodeOptions& options);
+
+// Encode a model as ModelProto bytes (onnx/model_encoder.cc): the graph as it is now (after
+// optimization), initializers inline as raw_data, model-local functions left out (they are
+// inlined before a session runs). Throws NOT_IMPLEMENTED for what cannot be written back.
+std::string encode_model(const Model& model);
 
 }  // namespace mrt

@@ -12,8 +12,11 @@ const Tensor& OpContext::input(size_t i) const {
 Tensor& OpContext::output(size_t i, DType dtype, Shape shape) {
   if (i >= outputs_->size())
     fail(MRT_INVALID_MODEL, "the node declares ", outputs_->size(), " output(s) but the operator produces at least ", i + 1);
-  (*outputs_)[i] = Tensor(dtype, std::move(shape), alloc_);
-  return (*outputs_)[i];
+  Tensor& slot = (*outputs_)[i];
+  // The session pre-sets the slot to a caller's buffer for bound outputs (IOBinding): write there on a match.
+  if (slot.valid() && slot.dtype() == dtype && slot.shape() == shape) return slot;
+  slot = Tensor(dtype, std::move(shape), alloc_);
+  return slot;
 }
 
 void OpContext::set_output(size_t i, Tensor t) {

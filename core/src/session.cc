@@ -2,12 +2,16 @@
 
 #include "function_inliner.h"
 #include "graph_optimizer.h"
+#include "session_extras.h"
 #include "type_inference.h"
 
 #include <algorithm>
+#include <cstring>
 #include <fstream>
+#include <functional>
 #include <queue>
 #include <set>
+#include <thread>
 #include <unordered_map>
 
 namespace mrt {
@@ -40,12 +44,27 @@ std::string dims_str(const ValueInfo& v) {
   return s + "]";
 }
 
+double micros(std::chrono::steady_clock::duration d) {
+  return std::chrono::duration<double, std::micro>(d).count();
+}
+
 }  // namespace
+
+void Session::start_profiling() { profiling_.store(true); }
+
+std::string Session::end_profiling() {
+  profiling_.store(false);
+  std::lock_guard<std::mutex> lock(profile_mutex_);
+  std::string out;
+  out.swap(profile_events_);
+  return out;
+}
 
 std::unique_ptr<Session> Session::from_path(const std::string& path, const SessionOptions& options) {
   std::string bytes = read_file(path);
   DecodeOptions d;
   d.model_dir = dir_of(path);
+  for (const auto& init : options.initializers) d.supplied_initializers.insert(init.first);
   Model m = decode_model(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), d);
   std::unique_ptr<Session> s(new Session(std::move(m), options));
   s->build();
@@ -54,6 +73,7 @@ std::unique_ptr<Session> Session::from_path(const std::string& path, const Sessi
 
 std::unique_ptr<Session> Session::from_bytes(const uint8_t* data, size_t size, const SessionOptions& options) {
   DecodeOptions d;
+  for (const auto& init : options.initializers) d.supplied_initializers.insert(init.first);
   auto it = options.config.find("session.model_dir");
   if (it != options.config.end()) d.model_dir = it->second;
   Model m = decode_model(data, size, d);
@@ -70,6 +90,8 @@ int Session::value_id(const std::string& name) const {
 }
 
 void Session::build() {
+  replace_initializers(model_.graph, options_.initializers);
+  override_free_dims(model_.graph, options_.config);
   inline_model_functions(model_);
   auto level = options_.config.find("session.graph_optimization_level");
   if (level == options_.config.end() || level->second != "0") optimize_graph(model_);
@@ -102,6 +124,7 @@ void Session::build() {
            ", which is not supported");
     if (is_init) {
       overridable_.push_back(id);
+      overridable_info_.push_back(in);
     } else {
       inputs_.push_back(in);
       input_ids_.push_back(id);
@@ -311,9 +334,11 @@ void Session::partition(const std::vector<size_t>& order, const std::map<std::st
   }
 }
 
-std::vector<Tensor> Session::run(
-const std::vector<std::string>& input_names, const std::vector<Tensor>& input_values,
-                                 const std::vector<std::string>& output_names) {
+std::vector<Tensor> Session::run(const std::vector<std::string>& input_names, const std::vector<Tensor>& input_values,
+                                 const std::vector<std::string>& output_names, const RunControl& control) {
+  using Clock = std::chrono::steady_clock;
+  const bool profile = profiling_.load(std::memory_order_relaxed);
+  const Clock::time_point run_start = profile ? Clock::now() : Clock::time_point();
   if (input_names.size() != input_values.size())
     fail(MRT_INVALID_ARGUMENT, input_names.size(), " input names but ", input_values.size(), " input values");
   // Per-run values: feeds and node outputs. Initializers are read from constants_ in place
@@ -392,11 +417,25 @@ const std::vector<std::string>& input_names, const std::vector<Tensor>& input_va
     }
   }
 
+  // Bound outputs: the producing node writes into the caller's buffer when the shape and type match.
+  std::unordered_map<int, const Tensor*> bound;
+  if (control.bound_outputs) {
+    if (control.bound_outputs->size() != wanted.size())
+      fail(MRT_INVALID_ARGUMENT, control.bound_outputs->size(), " bound outputs for ", wanted.size(), " outputs");
+    for (size_t k = 0; k < wanted.size(); ++k)
+      if ((*control.bound_outputs)[k].valid()) bound[wanted[k]] = &(*control.bound_outputs)[k];
+  }
+  std::string events;
+  const std::string tid =
+      profile ? std::to_string(std::hash<std::thread::id>()(std::this_thread::get_id()) % 1000000) : std::string();
+
   std::vector<Tensor> outs;
   OpContext ctx;
   ctx.pool_ = pool_.get();
   ctx.alloc_ = alloc_.get();
   for (auto& s : steps_) {
+    if (control.terminate && control.terminate->load(std::memory_order_relaxed))
+      fail(MRT_CANCELLED, "the run was terminated before ", s.node->label(), ": RunOptions.terminate is set");
     ctx.node_ = s.node;
     ctx.opset_ = s.opset;
     ctx.inputs_.assign(s.inputs.size(), nullptr);
@@ -404,9 +443,15 @@ const std::vector<std::string>& input_names, const std::vector<Tensor>& input_va
       if (s.inputs[i] >= 0) ctx.inputs_[i] = value_of(s.inputs[i]);
     ctx.constant_ = &s.constant;
     outs.assign(s.outputs.size(), Tensor());
+    if (!bound.empty() && !s.plugin)  // (plugin EPs' outputs are copied in at the end)
+      for (size_t i = 0; i < s.outputs.size(); ++i) {
+        auto b = s.outputs[i] >= 0 ? bound.find(s.outputs[i]) : bound.end();
+        if (b != bound.end()) outs[i] = *b->second;  // OpContext::output hands it out on a match
+      }
     ctx.outputs_ = &outs;
     ctx.output_names_ = &s.node->outputs;
     ctx.cache_ = s.cache.get();
+    const Clock::time_point node_start = profile ? Clock::now() : Clock::time_point();
     try {
       if (s.plugin)
         s.plugin->ep->compute(s.plugin->handle, *s.node, ctx, pool_->size());
@@ -420,6 +465,9 @@ const std::vector<std::string>& input_names, const std::vector<Tensor>& input_va
     } catch (const std::exception& e) {
       fail(MRT_RUNTIME_ERROR, s.node->label(), ": ", e.what());
     }
+    if (profile)
+      append_node_event(events, *s.node, s.plugin ? s.plugin->ep->name() : std::string(MRT_CPU_EP_NAME), tid,
+                        micros(node_start - created_), micros(Clock::now() - node_start), ctx.inputs_, outs);
     for (size_t i = 0; i < s.outputs.size(); ++i)
       if (s.outputs[i] >= 0) values[s.outputs[i]] = std::move(outs[i]);
     for (int id : s.release) values[id] = Tensor();
@@ -434,9 +482,24 @@ const std::vector<std::string>& input_names, const std::vector<Tensor>& input_va
   values.clear();
   // Callers own (and may write to) the outputs: an output that still shares memory with a
   // constant, a caller's input or another output is copied so nothing else can change.
-  for (auto& t : result) {
+  for (size_t k = 0; k < result.size(); ++k) {
+    Tensor& t = result[k];
+    auto b = bound.find(wanted[k]);
+    // The caller's buffer receives the result (copied in when the kernel made its own). When the
+    // result's type or shape differ from the buffer's, it is returned like an unbound output.
+    if (b != bound.end() && b->second->dtype() == t.dtype() && b->second->shape() == t.shape()) {
+      const Tensor& dst = *b->second;
+      if (t.raw() != dst.raw() && t.nbytes()) std::memcpy(Tensor(dst).raw(), t.raw(), t.nbytes());
+      t = dst;
+      continue;
+    }
     const auto& buf = t.buffer();
     if (buf && (!buf->owned || buf.use_count() > 1)) t = t.clone(alloc_.get());
+  }
+  if (profile) {
+    append_run_event(events, tid, micros(run_start - created_), micros(Clock::now() - run_start));
+    std::lock_guard<std::mutex> lock(profile_mutex_);
+    if (profiling_.load()) profile_events_ += (profile_events_.empty() ? "" : ",\n") + events;
   }
   return result;
 }

@@ -1,8 +1,11 @@
 // A loaded model ready to run: validated graph in execution order, kernels resolved,
 // value lifetimes computed, constant tensors and per-node caches kept for the session's life.
 #pragma once
+#include <atomic>
+#include <chrono>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -19,6 +22,16 @@ struct SessionOptions {
   int intra_op_num_threads = 0;  // 0 = one per hardware thread
   std::map<std::string, std::string> config;
   ProviderSelection providers;  // which EPs (explicit list, policy or delegate); default: CPU EP only
+  // Replace the model's initializers of these names before optimization (add_initializer).
+  std::vector<std::pair<std::string, Tensor>> initializers;
+};
+
+// Per-call controls of Session::run.
+struct RunControl {
+  const std::atomic<bool>* terminate = nullptr;  // set from any thread: the run stops before its next node
+  // Per requested output: a valid tensor is the caller's buffer that output is written into
+  // (when the result has its type and shape; otherwise the result is returned as usual).
+  const std::vector<Tensor>* bound_outputs = nullptr;
 };
 
 // Which EP runs a node, and why it fell back to the CPU EP when it did.
@@ -36,10 +49,17 @@ class Session {
   const Model& model() const { return model_; }
   const std::vector<std::string>& providers() const { return provider_names_; }  // claim order, CPU EP last
   const std::vector<NodeAssignment>& assignments() const { return assignments_; }  // execution order
+  // Initializers that are also graph inputs: a feed may override them.
+  const std::vector<ValueInfo>& overridable_initializers() const { return overridable_info_; }
+
+  // Profiling: while on, every run records one Chrome-trace event per executed node.
+  void start_profiling();
+  // Stops profiling and returns the events recorded since it started (JSON objects, comma-joined).
+  std::string end_profiling();
 
   // Runs the graph. output_names empty = all graph outputs in order.
   std::vector<Tensor> run(const std::vector<std::string>& input_names, const std::vector<Tensor>& input_values,
-                          const std::vector<std::string>& output_names);
+                          const std::vector<std::string>& output_names, const RunControl& control = {});
 
  private:
   Session(Model model, const SessionOptions& options);
@@ -72,12 +92,17 @@ class Session {
   std::vector<Tensor> constants_;            // by value id; invalid when not constant
   std::vector<int> input_ids_, output_ids_;  // graph inputs (feedable) and outputs
   std::vector<int> overridable_;             // initializers that are also graph inputs
+  std::vector<ValueInfo> overridable_info_;
   std::vector<std::unique_ptr<PluginEp>> eps_;  // before steps_: kernels are released first
   std::vector<std::string> provider_names_;
   std::vector<NodeAssignment> assignments_;
   std::vector<Step> steps_;
   std::unique_ptr<ThreadPool> pool_;
   std::shared_ptr<Allocator> alloc_;
+  std::atomic<bool> profiling_{false};
+  std::mutex profile_mutex_;
+  std::string profile_events_;
+  std::chrono::steady_clock::time_point created_ = std::chrono::steady_clock::now();
 };
 
 }  // namespace mrt

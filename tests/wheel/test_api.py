@@ -26,7 +26,8 @@ def test_version_and_providers() -> None:
     assert mosaicrt.__version__.count(".") == 2
     assert mosaicrt.get_available_providers()[-1] == "CPUExecutionProvider"
     assert mosaicrt.get_device() in ("CPU", "GPU")
-    info = mosaicrt.get_build_info()
+    info = mosaicrt.get_build_details()
+    assert isinstance(mosaicrt.get_build_info(), str) and info["version"] in mosaicrt.get_build_info()
     assert info["abi"].startswith("1.")
     assert ("", "Conv") in mosaicrt.get_cpu_operators()
 

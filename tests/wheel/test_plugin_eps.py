@@ -229,17 +229,25 @@ def test_kernel_preparation_failure_falls_back_to_cpu(register: Callable[..., st
 
 
 @pytest.mark.parametrize("step", ["capability", "create_ep"])
-def test_ep_setup_failure_is_a_clear_error(register: Callable[..., str], libs: dict[str, Path], step: str) -> None:
+def test_ep_setup_failure_falls_back_or_is_a_clear_error(register: Callable[..., str], libs: dict[str, Path],
+                                                         step: str) -> None:
     tag = register("npu")
+    ep = f"FakeNpu_{tag}"
+    with pytest.warns(UserWarning, match="falling back") as record:  # onnxruntime's fallback to the CPU EP
+        sess = _session([(ep, {"fail": step})])
+    assert sess.get_providers() == ["CPUExecutionProvider"]
+    warning = str(record[0].message)
+    assert ep in warning and str(libs["good"]) in warning
+    sess.disable_fallback()
     with pytest.raises(mosaicrt.MosaicrtError) as info:
-        _session([(f"FakeNpu_{tag}", {"fail": step})])
-    assert f"FakeNpu_{tag}" in str(info.value) and str(libs["good"]) in str(info.value)
+        sess.set_providers([(ep, {"fail": step})])
+    assert ep in str(info.value) and str(libs["good"]) in str(info.value)
 
 
-def test_unknown_provider_lists_available() -> None:
-    with pytest.raises(mosaicrt.ExecutionProviderError,
-                       match=r"'NopeExecutionProvider' is not available.*CPUExecution"):
-        _session(["NopeExecutionProvider"])
+def test_unknown_provider_warns_lists_available_and_falls_back() -> None:
+    with pytest.warns(UserWarning, match=r"'NopeExecutionProvider' is not in available provider names.*CPUExecution"):
+        sess = _session(["NopeExecutionProvider"])
+    assert sess.get_providers() == ["CPUExecutionProvider"]
 
 
 def test_register_twice_and_unregister_while_in_use(libs: dict[str, Path]) -> None:
@@ -287,7 +295,7 @@ def test_not_a_library(tmp_path: Path) -> None:
 
 
 def test_library_for_another_architecture(tmp_path: Path) -> None:
-    machine = mosaicrt.get_build_info().get("arch")
+    machine = mosaicrt.get_build_details().get("arch")
     cross = "arm-linux-gnueabihf-g++" if machine != "armv7" else "aarch64-linux-gnu-g++"
     if shutil.which(cross) is None:
         pytest.skip(f"{cross} not installed: cannot build a plugin for another architecture")

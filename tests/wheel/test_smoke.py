@@ -36,7 +36,7 @@ def test_version_matches_the_wheel() -> None:
 
 
 def test_native_library_loaded_from_the_installed_package() -> None:
-    library = Path(mosaicrt.get_build_info()["library"]).resolve()
+    library = Path(mosaicrt.get_build_details()["library"]).resolve()
     assert library.parent == _package_dir(), f"libmosaicrt loaded from {library}"
     assert library.name.startswith("libmosaicrt")
 

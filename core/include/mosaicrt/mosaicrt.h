@@ -36,7 +36,7 @@ extern "C" {
 #endif
 
 #define MRT_ABI_VERSION_MAJOR 1
-#define MRT_ABI_VERSION_MINOR 1
+#define MRT_ABI_VERSION_MINOR 2
 
 typedef enum MrtErrorCode {
   MRT_OK = 0,
@@ -48,6 +48,7 @@ typedef enum MrtErrorCode {
   MRT_OUT_OF_MEMORY = 6,
   MRT_INTERNAL = 7,         /* a bug in mosaicrt */
   MRT_EP_ERROR = 8,         /* (1.1) an EP library cannot be loaded, is incompatible, or is misused */
+  MRT_CANCELLED = 9,        /* (1.2) the run was stopped by MrtRunOptionsSetTerminate */
 } MrtErrorCode;
 
 typedef struct MrtStatus MrtStatus;
@@ -88,7 +89,11 @@ MRT_API MrtStatus* MrtCreateSessionFromBytes(const void* model_data, size_t mode
                                              const MrtSessionOptions* options, MrtSession** out);
 MRT_API void MrtReleaseSession(MrtSession* session);
 
-typedef enum MrtIoKind { MRT_IO_INPUT = 0, MRT_IO_OUTPUT = 1 } MrtIoKind;
+typedef enum MrtIoKind {
+  MRT_IO_INPUT = 0,
+  MRT_IO_OUTPUT = 1,
+  MRT_IO_OVERRIDABLE_INITIALIZER = 2, /* (1.2) initializers that are also graph inputs (a feed may replace them) */
+} MrtIoKind;
 
 MRT_API MrtStatus* MrtSessionGetIoCount(const MrtSession* session, MrtIoKind kind, size_t* count);
 /* Name, element type and rank of input/output `index`. rank is SIZE_MAX when unknown. */
@@ -181,6 +186,59 @@ MRT_API MrtStatus* MrtSessionGetProvider(const MrtSession* session, size_t index
 MRT_API MrtStatus* MrtSessionGetNodeCount(const MrtSession* session, size_t* count);
 MRT_API MrtStatus* MrtSessionGetNodeAssignment(const MrtSession* session, size_t index, const char** node_name,
                                                const char** op_type, const char** ep_name, const char** note);
+
+/* ---- (1.2) run options, caller-described tensors, profiling, model facts ---- */
+typedef struct MrtRunOptions MrtRunOptions;
+MRT_API MrtStatus* MrtCreateRunOptions(MrtRunOptions** out);
+MRT_API void MrtReleaseRunOptions(MrtRunOptions* run_options);
+/* Any thread may call this while runs use the options: a run sees the flag before its next node and
+ * fails with MRT_CANCELLED. 0 clears it. */
+MRT_API MrtStatus* MrtRunOptionsSetTerminate(MrtRunOptions* run_options, int32_t terminate);
+
+/* A dense tensor in caller memory, described in place (no value object). */
+typedef struct MrtTensorRef {
+  int32_t elem_type;
+  size_t rank;
+  const int64_t* shape;
+  void* data;
+  size_t data_bytes;
+} MrtTensorRef;
+
+/*
+ * MrtRun with run options (may be NULL), inputs described by MrtTensorRef (borrowed for the call)
+ * and, optionally, caller buffers for outputs: bound_outputs is NULL or has one entry per requested
+ * output; an entry with data != NULL is a buffer that output is written into when the result has
+ * its type and shape (nodes write there directly when they can); outputs[i] is then set to NULL.
+ * Every other output (unbound, or not matching its buffer) receives a new value in outputs[i].
+ * output_info (may be NULL) receives each output's type, shape and data (valid while the value,
+ * or the bound buffer, lives).
+ */
+MRT_API MrtStatus* MrtRunWithOptions(MrtSession* session, const MrtRunOptions* run_options,
+                                     const char* const* input_names, const MrtTensorRef* inputs, size_t n_inputs,
+                                     const char* const* output_names, size_t n_outputs,
+                                     const MrtTensorRef* bound_outputs, MrtValue** outputs, MrtTensorRef* output_info);
+
+/* Replace the model's initializer `name` (same element type) with a copy of `value` (add_initializer). */
+MRT_API MrtStatus* MrtSessionOptionsAddInitializer(MrtSessionOptions* options, const char* name,
+                                                   const MrtValue* value);
+
+/* Profiling: while on, each run records one Chrome-trace event ("ph":"X", µs) per executed node
+ * (args: op_name, provider, input_type_shape, output_type_shape) and one per run. End returns
+ * the events since start as comma-joined JSON objects; the string stays valid until the next
+ * MrtSessionEndProfiling on this session. */
+MRT_API MrtStatus* MrtSessionStartProfiling(MrtSession* session);
+MRT_API MrtStatus* MrtSessionEndProfiling(MrtSession* session, const char** events_json);
+
+/* Write the session's graph as it runs (after optimization) as an ONNX model file. */
+MRT_API MrtStatus* MrtSessionSaveOptimizedModel(const MrtSession* session, const char* path);
+
+/* ModelProto facts. Strings live as long as the session. */
+MRT_API MrtStatus* MrtSessionGetModelMetadata(const MrtSession* session, const char** producer_name,
+                                              const char** graph_name, const char** domain, const char** description,
+                                              const char** graph_description, int64_t* version,
+                                              size_t* n_custom_metadata);
+MRT_API MrtStatus* MrtSessionGetCustomMetadata(const MrtSession* session, size_t index, const char** key,
+                                               const char** value);
 
 /* ---- values (dense tensors) ---- */
 /* Copies `data` (data_bytes must equal numel * element size). */

@@ -1,7 +1,9 @@
 """mosaicrt: a multi-execution-provider ONNX inference runtime.
 
-The API follows onnxruntime's: ``InferenceSession``, ``SessionOptions``,
-``get_available_providers``. Everything runs in the native core through its C ABI.
+The API follows onnxruntime's: ``InferenceSession``, ``SessionOptions``, ``RunOptions``,
+``OrtValue``, ``IOBinding``, ``get_available_providers``. Everything runs in the native core
+through its C ABI. onnxruntime's exception classes are importable from
+``mosaicrt.capi.onnxruntime_pybind11_state``.
 """
 
 from __future__ import annotations
@@ -9,21 +11,30 @@ from __future__ import annotations
 from ._capi import lib as _lib
 from ._capi import library_path as _library_path
 from ._errors import (
+    EngineError,
+    EPFail,
     ExecutionProviderError,
+    Fail,
     InternalError,
     InvalidArgument,
+    InvalidGraph,
     InvalidModel,
+    InvalidProtobuf,
     MosaicrtError,
     NoSuchFile,
     NotImplementedInRuntime,
     OutOfMemory,
+    RunCancelled,
+    RuntimeException,
     RuntimeFailure,
 )
+from ._ortvalue import IOBinding, OrtValue
 from ._providers import (
     EpDevice,
     ExecutionProviderDevicePolicy,
     HardwareDevice,
     HardwareDeviceType,
+    get_all_providers,
     get_available_providers,
     get_ep_devices,
     get_ep_discovery_problems,
@@ -32,27 +43,46 @@ from ._providers import (
     unregister_execution_provider_library,
 )
 from ._session import (
+    ExecutionMode,
+    ExecutionOrder,
     GraphOptimizationLevel,
     InferenceSession,
+    ModelMetadata,
     NodeArg,
     NodeAssignment,
+    RunOptions,
     SessionOptions,
     get_device,
+    set_default_logger_severity,
 )
+from .capi import onnxruntime_pybind11_state as _pybind_state  # noqa: F401 - makes capi.<module> reachable
 
-# onnxruntime's spelling of the policy enum
+# onnxruntime's spellings
 OrtExecutionProviderDevicePolicy = ExecutionProviderDevicePolicy
+OrtHardwareDeviceType = HardwareDeviceType
+OrtEpDevice = EpDevice
+OrtHardwareDevice = HardwareDevice
+SessionIOBinding = IOBinding
 
 __version__: str = _lib.MrtGetVersionString().decode()
 
 
-def get_build_info() -> dict[str, str]:
-    """Facts about the native build: version, target arch, SIMD kernels, library path."""
+def get_version_string() -> str:
+    return __version__
+
+
+def get_build_details() -> dict[str, str]:
+    """Facts about the native build: version, target arch, SIMD kernels, library path, C ABI."""
     info = dict(item.split("=", 1) for item in _lib.MrtGetBuildInfo().decode().split(",") if "=" in item)
     info["library"] = _library_path
     abi = _lib.MrtGetAbiVersion()
     info["abi"] = f"{abi >> 16}.{abi & 0xFFFF}"
     return info
+
+
+def get_build_info() -> str:
+    """One line describing the build, like onnxruntime's (get_build_details() has the same facts as a dict)."""
+    return "mosaicrt Build Info: " + ", ".join(f"{k}={v}" for k, v in get_build_details().items())
 
 
 def get_include() -> str:
@@ -77,27 +107,46 @@ def get_cpu_operators() -> list[tuple[str, str]]:
 
 
 __all__ = [
+    "EPFail",
+    "EngineError",
     "EpDevice",
+    "ExecutionMode",
+    "ExecutionOrder",
     "ExecutionProviderDevicePolicy",
     "ExecutionProviderError",
+    "Fail",
     "GraphOptimizationLevel",
     "HardwareDevice",
     "HardwareDeviceType",
+    "IOBinding",
     "InferenceSession",
     "InternalError",
     "InvalidArgument",
+    "InvalidGraph",
     "InvalidModel",
+    "InvalidProtobuf",
+    "ModelMetadata",
     "MosaicrtError",
     "NoSuchFile",
     "NodeArg",
     "NodeAssignment",
     "NotImplementedInRuntime",
+    "OrtEpDevice",
     "OrtExecutionProviderDevicePolicy",
+    "OrtHardwareDevice",
+    "OrtHardwareDeviceType",
+    "OrtValue",
     "OutOfMemory",
+    "RunCancelled",
+    "RunOptions",
+    "RuntimeException",
     "RuntimeFailure",
+    "SessionIOBinding",
     "SessionOptions",
     "__version__",
+    "get_all_providers",
     "get_available_providers",
+    "get_build_details",
     "get_build_info",
     "get_cpu_operators",
     "get_device",
@@ -105,6 +154,8 @@ __all__ = [
     "get_ep_discovery_problems",
     "get_include",
     "get_registered_execution_provider_libraries",
+    "get_version_string",
     "register_execution_provider_library",
+    "set_default_logger_severity",
     "unregister_execution_provider_library",
 ]

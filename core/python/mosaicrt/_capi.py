@@ -15,7 +15,7 @@ from typing import Any
 from ._errors import raise_for_code
 
 ABI_MAJOR = 1  # the C ABI major version this package speaks
-ABI_MINOR = 1  # the newest functions it calls arrived in 1.1
+ABI_MINOR = 2  # the newest functions it calls arrived in 1.2
 
 
 def _library_names() -> list[str]:
@@ -79,10 +79,28 @@ class ValueHandle(ctypes.Structure):
     pass
 
 
+class RunOptionsHandle(ctypes.Structure):
+    pass
+
+
+class TensorRef(ctypes.Structure):
+    """MrtTensorRef (mosaicrt.h): a dense tensor in caller memory."""
+
+    _fields_ = [
+        ("elem_type", ctypes.c_int32),
+        ("rank", ctypes.c_size_t),
+        ("shape", ctypes.POINTER(ctypes.c_int64)),
+        ("data", ctypes.c_void_p),
+        ("data_bytes", ctypes.c_size_t),
+    ]
+
+
 StatusP = ctypes.POINTER(Status)
 SessionOptionsP = ctypes.POINTER(SessionOptionsHandle)
 SessionP = ctypes.POINTER(SessionHandle)
 ValueP = ctypes.POINTER(ValueHandle)
+RunOptionsP = ctypes.POINTER(RunOptionsHandle)
+TensorRefP = ctypes.POINTER(TensorRef)
 EpDeviceInfoP = ctypes.POINTER(EpDeviceInfo)
 # MrtEpSelectionDelegate (ctypes callbacks cannot return pointer types: the status travels as void*)
 SelectionDelegate = ctypes.CFUNCTYPE(ctypes.c_void_p, EpDeviceInfoP, ctypes.c_size_t, ctypes.POINTER(ctypes.c_size_t),
@@ -92,6 +110,7 @@ c_char_pp = ctypes.POINTER(ctypes.c_char_p)
 
 IO_INPUT = 0
 IO_OUTPUT = 1
+IO_OVERRIDABLE_INITIALIZER = 2
 
 
 def _declare(lib: ctypes.CDLL) -> None:
@@ -146,6 +165,19 @@ def _declare(lib: ctypes.CDLL) -> None:
     fn("MrtSessionGetNodeCount", StatusP, SessionP, c_size_p)
     fn("MrtSessionGetNodeAssignment", StatusP, SessionP, ctypes.c_size_t, c_char_pp, c_char_pp, c_char_pp,
        c_char_pp)
+    # ABI 1.2: run options, caller-described tensors, profiling, model facts
+    fn("MrtCreateRunOptions", StatusP, ctypes.POINTER(RunOptionsP))
+    fn("MrtReleaseRunOptions", None, RunOptionsP)
+    fn("MrtRunOptionsSetTerminate", StatusP, RunOptionsP, ctypes.c_int32)
+    fn("MrtRunWithOptions", StatusP, SessionP, RunOptionsP, c_char_pp, TensorRefP, ctypes.c_size_t, c_char_pp,
+       ctypes.c_size_t, TensorRefP, ctypes.POINTER(ValueP), TensorRefP)
+    fn("MrtSessionOptionsAddInitializer", StatusP, SessionOptionsP, ctypes.c_char_p, ValueP)
+    fn("MrtSessionStartProfiling", StatusP, SessionP)
+    fn("MrtSessionEndProfiling", StatusP, SessionP, c_char_pp)
+    fn("MrtSessionSaveOptimizedModel", StatusP, SessionP, ctypes.c_char_p)
+    fn("MrtSessionGetModelMetadata", StatusP, SessionP, c_char_pp, c_char_pp, c_char_pp, c_char_pp, c_char_pp,
+       ctypes.POINTER(ctypes.c_int64), c_size_p)
+    fn("MrtSessionGetCustomMetadata", StatusP, SessionP, ctypes.c_size_t, c_char_pp, c_char_pp)
 
 
 def _load() -> ctypes.CDLL:

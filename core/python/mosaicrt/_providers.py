@@ -23,6 +23,8 @@ from ._errors import ExecutionProviderError, MosaicrtError
 
 ENTRY_POINT_GROUP = "mosaicrt.execution_providers"
 CPU_PROVIDER = "CPUExecutionProvider"
+# EPs this project ships as plugin wheels (mosaicrt-ep-<name>), whether installed or not.
+PROJECT_PROVIDERS = ("CUDAExecutionProvider", "DnnlExecutionProvider")
 
 
 class HardwareDeviceType(enum.IntEnum):
@@ -63,6 +65,9 @@ class EpDevice:
     library_path: str  # "" for the built-in CPU EP
     device: HardwareDevice
     id: int  # identifies the pair in this process
+    # Options the EP applies on this device unless the session gives others. EP ABI 1.x has no
+    # way for a factory to report defaults, so this is empty for every EP today.
+    ep_options: dict[str, str] = field(default_factory=dict, hash=False, compare=False)
 
     @property
     def ep_metadata(self) -> dict[str, str]:
@@ -149,6 +154,13 @@ def get_available_providers() -> list[str]:
     with _lock:
         names = _text(lib.MrtGetAvailableProviders())
     return [n for n in names.split(",") if n]
+
+
+def get_all_providers() -> list[str]:
+    """Every EP name mosaicrt knows of: the ones available now plus the project's plugin EPs that
+    are not installed (onnxruntime's get_all_providers lists the EPs of every build)."""
+    available = get_available_providers()
+    return [p for p in PROJECT_PROVIDERS if p not in available] + available
 
 
 def _device_from_info(info: EpDeviceInfo) -> EpDevice:
@@ -239,7 +251,7 @@ def apply_selection(handle: Any, explicit: list[tuple[str, dict[str, Any]]],
         check(lib.MrtSessionOptionsAppendExecutionProvider(handle, name.encode(), keys, values, n))
     for eps, opts in devices:
         ids = (ctypes.c_uint64 * len(eps))(*[d.id for d in eps])
-        keys, values, n = _options_arrays(opts)
+        keys, values, n = _options_arrays({**eps[0].ep_options, **opts})
         check(lib.MrtSessionOptionsAppendExecutionProviderForDevices(handle, ids, len(eps), keys, values, n))
     if delegate is not None:
         call = _DelegateCall(delegate)

@@ -171,6 +171,7 @@ class Decoder {
           break;
         }
         case 2: r.expect(t, wire::kLengthDelimited, "name"); g.name = r.string(); break;
+        case 10: r.expect(t, wire::kLengthDelimited, "doc_string"); g.doc_string = r.string(); break;
         case 5: {
           r.expect(t, wire::kLengthDelimited, "initializer");
           Reader tr = r.sub(str_cat("initializer[", g.initializers.size(), "]"));
@@ -321,6 +322,7 @@ class Decoder {
               while (d.next(f4, t4)) {
                 if (f4 == 1) { d.expect(t4, wire::kVarint, "dim_value"); dim.value = static_cast<int64_t>(d.varint()); }
                 else if (f4 == 2) { d.expect(t4, wire::kLengthDelimited, "dim_param"); dim.param = d.string(); }
+                else if (f4 == 3) { d.expect(t4, wire::kLengthDelimited, "denotation"); dim.denotation = d.string(); }
                 else d.skip(t4);
               }
               v.dims.push_back(std::move(dim));
@@ -441,6 +443,8 @@ class Decoder {
     uint64_t want_bytes = static_cast<uint64_t>(numel) * esz;
 
     if (external) {
+      // The caller supplies this initializer's data (add_external_initializers): nothing to read.
+      if (name_out && opts_.supplied_initializers.count(name)) return std::make_shared<Tensor>(dt, dims);
       return external_tensor(dt, dims, want_bytes, ext, label);
     }
     if (has_raw) {

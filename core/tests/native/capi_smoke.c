@@ -58,6 +58,27 @@ int main(int argc, char** argv) {
     MrtReleaseValue(out);
   }
 
+  /* 1.2: run with caller-described tensors, an output bound to a caller buffer, run options. */
+  {
+    float y[6] = {0};
+    const int64_t y_shape[2] = {2, 3};
+    MrtTensorRef in_ref = {1, 2, shape, (void*)x, sizeof(x)};
+    MrtTensorRef bound = {1, 2, y_shape, y, sizeof(y)};
+    MrtTensorRef info;
+    MrtValue* made = (MrtValue*)1;
+    MrtRunOptions* ro = NULL;
+    ok(MrtCreateRunOptions(&ro), "run options");
+    if (ok(MrtRunWithOptions(sess, ro, in_names, &in_ref, 1, NULL, 0, &bound, &made, &info), "run with options")) {
+      CHECK(made == NULL && info.data == y && info.rank == 2, "the bound output must be written into the buffer");
+      CHECK(fabsf(y[0] - 4.5f) < 1e-6f && fabsf(y[5] - 4.0f) < 1e-6f, "bound output values");
+    }
+    ok(MrtRunOptionsSetTerminate(ro, 1), "terminate");
+    MrtStatus* cancelled = MrtRunWithOptions(sess, ro, in_names, &in_ref, 1, NULL, 0, NULL, &made, NULL);
+    CHECK(cancelled && MrtStatusGetCode(cancelled) == MRT_CANCELLED, "a terminated run must fail with MRT_CANCELLED");
+    if (cancelled) MrtReleaseStatus(cancelled);
+    MrtReleaseRunOptions(ro);
+  }
+
   /* Error paths: wrong input name, wrong data size, malformed model bytes. */
   const char* bad_names[1] = {"nope"};
   MrtStatus* st = MrtRun(sess, bad_names, ins, 1, NULL, 0, &out);

@@ -1,0 +1,1 @@
+"""Where onnxruntime code imports binding-level names from (``onnxruntime.capi``)."""
