@@ -2,8 +2,11 @@
 
 Per cell: input hash → (up to date? stop) → conan host profile → CMake toolchain →
 scikit-build-core wheel (persistent CMake build dir per cell, ccache when present) →
-auditwheel repair (Linux) → wheel content check → ``dist/<target>/`` → cache state.
+auditwheel repair (Linux) → wheel content check → ``dist/<target>/`` → build record.
 A failing cell is recorded as failed with its log path; the other cells carry on.
+
+(A little over ~400 lines: the per-cell flow and the conan/command plumbing the crosscheck reuses
+read best next to each other; every helper here is small.)
 """
 
 from __future__ import annotations

@@ -11,6 +11,10 @@ Files (all in ``matrix/``):
 - ``sdks.toml``       ``[sdk.<name>]``: how to detect an SDK a component needs, and how to get it
 - ``python.toml``     ``[python] tested = [...]``: the CPython versions wheels are tested on
 - ``policy.toml``     platform policy: Python floor, macOS floor, forbidden os/arch, retired EPs
+
+(Over ~400 lines on purpose: the typed model and its strict loader stay together, so each key's
+type and documentation sit next to its validation — the habit of scikit-build-core's settings model.
+Facts about an os or arch are not here: :mod:`pipeline.platforms` has them.)
 """
 
 from __future__ import annotations

@@ -8,6 +8,9 @@ Two halves, each testable alone:
 - :func:`render` is pure: rows and a :class:`PageHeader` in, one self-contained HTML document out
   (inline CSS, no script, no network; every value escaped; links relative to the page).
 
+(Over ~400 lines: the page's CSS and markup are inline so the file is self-contained; the readers,
+the row model and the renderer are each small.)
+
 A stage file that does not exist means "not run yet"; one that cannot be parsed is shown as
 "unreadable" in the cells it would fill, never an exception. Each file is read by one small
 ``read_*`` function that relies only on these keys, so a change of record format touches one place:

@@ -1,0 +1,437 @@
+"""The wheel suite under qemu-user: an emulated venv around a sysroot's CPython, the run, its test record."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import time
+import xml.etree.ElementTree as ET
+import zipfile
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+from .. import toolchains
+from ..errors import EnvironmentProblem
+from ..hashing import sha256_file
+from ..layout import Layout
+from ..matrix import Target
+from ..records import Counts, Outcome, TestRecord, records_for_sha, write_record
+from ..wheeltest import WheelSuite, clean_env, parse_junit, suite_hash
+from .sysroot import (
+    ABSENT_PLUGIN,
+    PYTHON,
+    Say,
+    Sysroot,
+    prepare_sysroot,
+    read_requirements,
+    sysroot_spec,
+    wheel_requires,
+)
+
+# ------------------------------------------------------------------------------------- toolchain
+
+
+def ensure_toolchains(targets: Sequence[Target], say: Say = print) -> None:
+    """The emulated targets' compilers and qemu, installed from the targets' Debian packages when missing
+    (:func:`pipeline.toolchains.ensure_toolchain`, the crosscheck's installer).
+
+    All of them at once: the suite's plugin tests build a library for the emulated arch (``CXX``)
+    and one for another arch (to check it is refused).
+    """
+    installer = toolchains.system_installer()
+    for target in targets:
+        status = toolchains.ensure_toolchain(target, installer, say)
+        if not status.ok:
+            raise EnvironmentProblem(f"{target.name}: {status.detail}")
+
+
+# ------------------------------------------------------------------------------------ the suite
+
+
+def emulator_command(emulator: Sequence[str], root: Path) -> list[str]:
+    """The matrix target's emulator with its ``-L`` pointed at the sysroot (appended when absent).
+
+    ``["qemu-aarch64", "-cpu", "max", "-L", "/usr/aarch64-linux-gnu"]`` → ``[..., "-L", "<root>"]``:
+    the sysroot holds the target's libc and loader, so the cross compiler's folder is not used.
+    """
+    if not emulator or not Path(emulator[0]).name.startswith("qemu-"):
+        raise EnvironmentProblem(f"the emulated wheel tests need a qemu-user emulator; the target has {list(emulator)}")
+    cmd = list(emulator)
+    for i, arg in enumerate(cmd):
+        if arg == "-L" and i + 1 < len(cmd):
+            cmd[i + 1] = str(root)
+            return cmd
+        if arg.startswith("-L") and len(arg) > 2:
+            cmd[i] = "-L" + str(root)
+            return cmd
+    return [*cmd, "-L", str(root)]
+
+
+def with_cpu_options(emulator: Sequence[str], *options: str) -> list[str]:
+    """The emulator with qemu CPU properties added: ``-cpu max`` + ``sme=off`` → ``-cpu max,sme=off``."""
+    cmd = list(emulator)
+    if "-cpu" in cmd[:-1]:
+        i = cmd.index("-cpu") + 1
+        cmd[i] = ",".join([cmd[i], *options])
+    else:
+        cmd[1:1] = ["-cpu", ",".join(["max", *options])]
+    return cmd
+
+
+def target_tools(target: Target) -> dict[str, str]:
+    """The command names a test may call for "the compiler" → the target's cross compilers."""
+    return {"cc": target.c_compiler, "gcc": target.c_compiler, "c++": target.cxx_compiler, "g++": target.cxx_compiler}
+
+
+@dataclass(frozen=True, kw_only=True)
+class EmulatedVenv:
+    """A venv-shaped folder whose interpreter is the sysroot's CPython under qemu."""
+
+    path: Path
+    python: Path  #: ``bin/python3.11``: a host script that runs the emulated interpreter
+    site_packages: Path
+
+
+def venv_script(emulator: Sequence[str], sysroot: Sysroot, launcher: Path) -> str:
+    """The launcher script: qemu with ``-0 <launcher>`` so the interpreter finds its pyvenv.cfg."""
+    cmd = [*emulator_command(emulator, sysroot.root), "-0", str(launcher), str(sysroot.python)]
+    return "#!/bin/sh\n" + "unset QEMU_LD_PREFIX QEMU_ARGV0 QEMU_SET_ENV QEMU_UNSET_ENV\n" + \
+        f"exec {shlex.join(cmd)} \"$@\"\n"
+
+
+def make_venv(
+    path: Path,
+    sysroot: Sysroot,
+    emulator: Sequence[str],
+    wheels: Sequence[Path],
+    *,
+    tools: Mapping[str, str] | None = None,
+) -> EmulatedVenv:
+    """A fresh emulated venv at ``path`` with ``wheels`` unzipped into its site-packages.
+
+    ``tools`` maps command names to host programs linked into ``bin/`` (first on PATH in
+    :func:`suite_env`): ``cc``/``c++`` → the target's cross compilers, so a test that builds a library
+    with "the C compiler" builds one the emulated process can load, as on a machine of that arch.
+    """
+    shutil.rmtree(path, ignore_errors=True)
+    site_packages = path / "lib" / f"python{PYTHON}" / "site-packages"
+    site_packages.mkdir(parents=True)
+    (path / "pyvenv.cfg").write_text(
+        f"home = {sysroot.python.parent}\ninclude-system-site-packages = false\nversion = {sysroot.python_full}\n",
+        encoding="utf-8",
+    )
+    python = path / "bin" / f"python{PYTHON}"
+    python.parent.mkdir()
+    python.write_text(venv_script(emulator, sysroot, python), encoding="utf-8")
+    python.chmod(0o755)
+    for alias in ("python", "python3"):
+        (python.parent / alias).symlink_to(python.name)
+    for name, program in (tools or {}).items():
+        found = shutil.which(program)
+        if found is None:
+            raise EnvironmentProblem(f"{program} is not on PATH (needed as `{name}` by the emulated wheel tests)")
+        (python.parent / name).symlink_to(found)
+    # the shared test dependencies, after the venv's own site-packages
+    (site_packages / "_mosaicrt_test_deps.pth").write_text(
+        "".join(f"{p}\n" for p in sysroot.paths), encoding="utf-8"
+    )
+    (site_packages / f"{ABSENT_PLUGIN}.py").write_text(_ABSENT_PLUGIN_SOURCE, encoding="utf-8")
+    for wheel in wheels:
+        unpack_wheel(wheel, site_packages)
+    return EmulatedVenv(path=path, python=python, site_packages=site_packages)
+
+
+def unpack_wheel(wheel: Path, site_packages: Path) -> None:
+    """Install a wheel by unzipping it (pip refuses a wheel for another platform): purelib/platlib
+    of ``*.data`` land in site-packages, and the RECORD's files keep their bytes."""
+    with zipfile.ZipFile(wheel) as zf:
+        for info in zf.infolist():
+            name = info.filename
+            parts = name.split("/")
+            if parts[0].endswith(".data"):
+                if len(parts) < 3 or parts[1] not in ("purelib", "platlib"):
+                    continue  # scripts/headers/data: nothing the suite imports
+                name = "/".join(parts[2:])
+            if ".." in parts or name.startswith("/"):
+                raise EnvironmentProblem(f"{wheel.name}: unsafe path {info.filename!r}")
+            dest = site_packages / name
+            if info.is_dir():
+                dest.mkdir(parents=True, exist_ok=True)
+                continue
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            dest.write_bytes(zf.read(info))
+            mode = (info.external_attr >> 16) & 0o777
+            if mode:
+                dest.chmod(mode)
+    with zipfile.ZipFile(wheel) as zf:
+        dist_info = {n.split("/")[0] for n in zf.namelist() if n.split("/")[0].endswith(".dist-info")}
+    for d in dist_info:
+        (site_packages / d / "INSTALLER").write_text("mosaicrt-emulated\n", encoding="utf-8")
+
+
+def suite_command(venv: EmulatedVenv, suite_dir: Path, junit: Path, *, markers: str | None = None) -> list[str]:
+    cmd = [
+        str(venv.python),
+        "-m",
+        "pytest",
+        str(suite_dir),
+        "-c",
+        str(suite_dir / "pytest.ini"),
+        "--rootdir",
+        str(suite_dir),
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        "-p",
+        ABSENT_PLUGIN,
+        f"--junitxml={junit}",
+    ]
+    if markers:
+        cmd += ["-m", markers]
+    return cmd
+
+
+def suite_env(
+    wheel: Path, sysroot: Sysroot, env_extra: Mapping[str, str] | None = None, *, bin_dir: Path | None = None
+) -> dict[str, str]:
+    """The suite's environment: the host test environment without PYTHONPATH/QEMU settings, plus the
+    wheel's identity and the oracles absent for this arch (the suite's plugin skips what needs them).
+    ``bin_dir`` (the venv's ``bin``) goes first on PATH, as an activated venv's does."""
+    env = clean_env(
+        {
+            "MOSAICRT_TEST_WHEEL": str(wheel.resolve()),
+            "MOSAICRT_TEST_WHEEL_SHA256": sha256_file(wheel),
+            "MOSAICRT_ABSENT_ORACLES": json.dumps(dict(sysroot.absent), sort_keys=True),
+            "PYTHONNOUSERSITE": "1",
+            "PYTHONDONTWRITEBYTECODE": "1",
+        }
+    )
+    env = {k: v for k, v in env.items() if not k.startswith("QEMU_")}
+    if bin_dir is not None:
+        env["PATH"] = os.pathsep.join([str(bin_dir), env.get("PATH", os.defpath)])
+    env.update(env_extra or {})
+    return env
+
+
+def run_suite(
+    wheel: Path,
+    sysroot: Sysroot,
+    *,
+    emulator: Sequence[str],
+    suite_dir: Path,
+    log: Path,
+    junit: Path,
+    env_extra: Mapping[str, str] | None = None,
+    companions: Sequence[Path] = (),
+    tools: Mapping[str, str] | None = None,
+    venv_dir: Path | None = None,
+    markers: str | None = None,
+    timeout_s: float = 3600,
+    say: Say = print,
+) -> tuple[int, Counts]:
+    """Run ``suite_dir`` against ``wheel`` in a fresh emulated venv; (pytest's exit code, junit counts).
+
+    ``env_extra`` adds to the environment (the target's cross compiler as ``CXX``, so tests that
+    build a plugin library build one for the emulated arch); ``tools`` are linked into the venv's
+    ``bin`` (see :func:`make_venv`). The venv is made at ``venv_dir`` (default: ``<sysroot>/venv``),
+    outside the source tree, and the suite runs from it.
+    """
+    venv = make_venv(venv_dir or sysroot.base / "venv", sysroot, emulator, [wheel, *companions], tools=tools)
+    for p in (log.parent, junit.parent):
+        p.mkdir(parents=True, exist_ok=True)
+    junit.unlink(missing_ok=True)
+    cmd = suite_command(venv, suite_dir, junit, markers=markers)
+    env = suite_env(wheel, sysroot, env_extra, bin_dir=venv.python.parent)
+    t0 = time.monotonic()
+    say(f"[{wheel.name} {sysroot.arch}] running {suite_dir.name} under {emulator[0]}; log: {log}")
+    with log.open("w", encoding="utf-8") as fh:
+        fh.write(f"# sysroot: {sysroot.describe()}\n# launcher {venv.python}:\n")
+        fh.write("".join(f"#   {line}\n" for line in venv.python.read_text(encoding="utf-8").splitlines()))
+        extra = " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted((env_extra or {}).items()))
+        fh.write(f"\n$ {extra + ' ' if extra else ''}{shlex.join(cmd)}\n")
+        fh.flush()
+        try:
+            rc = subprocess.run(
+                cmd, stdout=fh, stderr=subprocess.STDOUT, env=env, cwd=venv.path, timeout=timeout_s, check=False
+            ).returncode
+        except subprocess.TimeoutExpired:
+            fh.write(f"\n# timed out after {timeout_s:.0f}s\n")
+            rc = 124
+        fh.write(f"\n# exit {rc} after {time.monotonic() - t0:.0f}s\n")
+    counts = parse_junit(junit) if junit.is_file() else Counts()
+    say(
+        f"[{wheel.name} {sysroot.arch}] pytest exit {rc} in {time.monotonic() - t0:.0f}s: {counts.passed} passed,"
+        f" {counts.failures} failed, {counts.errors} errors, {counts.skipped} skipped"
+    )
+    return rc, counts
+
+
+def failed_tests(junit: Path) -> list[str]:
+    """``file::name`` of every test case with a failure or error in a junit file (pytest's classname is
+    the dotted module path, the name carries the parameters)."""
+    out = []
+    for case in ET.parse(junit).getroot().iter("testcase"):
+        if case.find("failure") is not None or case.find("error") is not None:
+            out.append(f"{case.get('classname', '')}::{case.get('name', '')}")
+    return out
+
+
+def outcome_of(rc: int, counts: Counts) -> tuple[Outcome, str | None]:
+    """The record's outcome, decided as for host wheels."""
+    if rc == 0 and counts.tests > 0 and counts.failures == counts.errors == 0:
+        return "passed", None
+    if counts.tests == 0:
+        return "error", f"no tests ran (pytest exit {rc})"
+    return "failed", f"pytest exit {rc}"
+
+
+def emulated_test_record(
+    wheel: Path,
+    target: Target,
+    sysroot: Sysroot,
+    *,
+    root: Path,
+    work: Path,
+    suite: WheelSuite | None = None,
+    emulator: Sequence[str] | None = None,
+    markers: str | None = None,
+    say: Say = print,
+) -> TestRecord:
+    """Test ``wheel`` (built for ``target``) under emulation; the record, stored like a host record.
+
+    ``root`` is the repository (the suite and its hash), ``work`` the folder for logs, junit
+    files and the venv; ``emulator`` replaces the target's (e.g. other ``-cpu`` options, see
+    :func:`with_cpu_options`). Write the result with :func:`pipeline.records.write_record`.
+    """
+    wsuite = suite or WheelSuite()
+    start = time.monotonic()
+    stem = re.sub(r"[^A-Za-z0-9_.-]", "_", wheel.stem)
+    log = work / "logs" / f"test-{stem}-py{PYTHON}-{target.name}.log"
+    junit = work / "junit" / f"{stem}-py{PYTHON}-{target.name}.xml"
+    rc, counts = run_suite(
+        wheel,
+        sysroot,
+        emulator=emulator or target.emulator,
+        suite_dir=root / wsuite.path,
+        log=log,
+        junit=junit,
+        env_extra={"CXX": target.cxx_compiler, "CC": target.c_compiler},
+        companions=wsuite.companions,
+        tools=target_tools(target),
+        venv_dir=work / "venvs" / f"emulated-{target.name}",
+        markers=markers,
+        say=say,
+    )
+    outcome, reason = outcome_of(rc, counts)
+    if outcome == "failed" and junit.is_file():
+        failed = failed_tests(junit)
+        reason = f"{reason}: {', '.join(failed[:5])}" + (f" and {len(failed) - 5} more" if len(failed) > 5 else "")
+    return TestRecord(
+        wheel=wheel.name,
+        sha256=sha256_file(wheel),
+        outcome=outcome,
+        python=PYTHON,
+        python_full=sysroot.python_full,
+        platform=target.name,
+        counts=counts,
+        suite_hash=suite_hash(root, wsuite),
+        created=datetime.now(UTC).isoformat(timespec="seconds"),
+        duration_s=round(time.monotonic() - start, 2),
+        log=str(log),
+        reason=reason,
+    )
+
+
+
+def run_emulated(
+    wheel: Path,
+    target: Target,
+    layout: Layout,
+    *,
+    suite: WheelSuite | None = None,
+    cache_dir: Path | None = None,
+    emulator: Sequence[str] | None = None,
+    force: bool = False,
+    say: Say = print,
+) -> tuple[TestRecord, bool]:
+    """The whole step for one cross wheel, as ``nox -s test -- --target T`` needs it: (record, fresh).
+
+    A passing record of the same bytes, suite and target is reused (``fresh`` False) unless
+    ``force``. Otherwise: the target's toolchain (installed as root when missing), its sysroot
+    (cached under ``cache_dir``, default ``<work>/emulated``), the suite under qemu, and the record
+    written to ``layout.records`` like a host record.
+    """
+    wsuite = suite or WheelSuite()
+    sha = sha256_file(wheel)
+    previous = records_for_sha(layout.records, sha).get(PYTHON)
+    if (
+        previous is not None
+        and not force
+        and previous.outcome == "passed"
+        and previous.platform == target.name
+        and previous.suite_hash == suite_hash(layout.root, wsuite)
+    ):
+        say(f"[{wheel.name} {target.name}] passed before with the same bytes and suite: up to date")
+        return previous, False
+    ensure_toolchains([target], say)
+    spec = sysroot_spec(
+        target,
+        requires=wheel_requires(wheel),
+        suite_requirements=read_requirements(layout.root / wsuite.path / "requirements.txt"),
+    )
+    sysroot = prepare_sysroot(spec, cache_dir or layout.work / "emulated", say)
+    record = emulated_test_record(
+        wheel, target, sysroot, root=layout.root, work=layout.work, suite=wsuite, emulator=emulator, say=say
+    )
+    write_record(layout.records, record)
+    return record, True
+
+
+# A pytest plugin loaded into each emulated run (``-p mosaicrt_absent_oracles``). A test module
+# whose import fails because it imports an oracle that has no wheel for this platform is reported
+# as skipped, with the reason the sysroot recorded, instead of as a collection error. Every other
+# import error stays an error. The decision is made on the exception's module name, not on text.
+_ABSENT_PLUGIN_SOURCE = '''\
+"""Skips test modules that import an oracle absent for this platform (written by pipeline.emulated)."""
+
+import json
+import os
+
+import pytest
+
+ABSENT = json.loads(os.environ.get("MOSAICRT_ABSENT_ORACLES") or "{}")
+
+
+def _missing_oracle(exc):
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        if isinstance(exc, ModuleNotFoundError) and exc.name:
+            top = exc.name.split(".")[0].lower()
+            if top in ABSENT:
+                return top
+        exc = exc.__cause__ or exc.__context__
+    return None
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_make_collect_report(collector):
+    if not ABSENT or not isinstance(collector, pytest.Module):
+        return None
+    try:
+        collector.obj
+    except Exception as exc:  # noqa: BLE001 - inspected, then left to pytest's own report
+        name = _missing_oracle(exc)
+        if name is None:
+            return None
+        reason = f"needs {name}, absent under emulation: {ABSENT[name]}"
+        return pytest.CollectReport(collector.nodeid, "skipped", (str(collector.path), 0, f"Skipped: {reason}"), [])
+    return None
+'''
+
