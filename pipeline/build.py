@@ -372,7 +372,7 @@ def _build_cell(
         d.mkdir(parents=True)
     env = {k: v for k, v in os.environ.items() if k not in ("_PYTHON_HOST_PLATFORM", "MOSAICRT_LIBRARY")}
     env["CMAKE_BUILD_PARALLEL_LEVEL"] = str(jobs)
-    env = toolchains.environment(cell.target, layout.work, env)
+    env = toolchains.environment(cell.target, layout.root, env)
     cross = host is None or host.name != cell.target.name
     if cross:
         env["_PYTHON_HOST_PLATFORM"] = cell.target.python_host_platform

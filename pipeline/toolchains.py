@@ -119,12 +119,13 @@ def cmake_defines(target: Target, work: Path, *, component_toolchain: str = "tar
     ]
 
 
-def environment(target: Target, work: Path, env: dict[str, str]) -> dict[str, str]:
-    """Environment additions for the target's compilers (zig's cache of built libc/libc++ per target)."""
+def environment(target: Target, root: Path, env: dict[str, str]) -> dict[str, str]:
+    """Environment additions for the target's compilers: zig keeps the libc/libc++ it builds per target in
+    ``<root>/build/zig-cache``, one cache for every work folder (the first link of a target builds them)."""
     if target.zig_target:
         env = {**env}
-        env.setdefault("ZIG_GLOBAL_CACHE_DIR", str(work / "zig-cache"))
-        env.setdefault("ZIG_LOCAL_CACHE_DIR", str(work / "zig-cache" / "local"))
+        env.setdefault("ZIG_GLOBAL_CACHE_DIR", str(root / "build" / "zig-cache"))
+        env.setdefault("ZIG_LOCAL_CACHE_DIR", str(root / "build" / "zig-cache" / "local"))
     return env
 
 

@@ -21,7 +21,7 @@ from ..matrix import Cell, Matrix, Target
 def environment(target: Target, layout: Layout, jobs: int) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in ("_PYTHON_HOST_PLATFORM", "MOSAICRT_LIBRARY")}
     env["CMAKE_BUILD_PARALLEL_LEVEL"] = str(jobs)
-    env = toolchains.environment(target, layout.work, env)
+    env = toolchains.environment(target, layout.root, env)
     if shutil.which("ccache"):
         env.setdefault("CCACHE_DIR", str(Layout.default(layout.root).ccache_dir))
         env.setdefault("CCACHE_BASEDIR", str(layout.root))
