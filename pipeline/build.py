@@ -406,6 +406,11 @@ def _build_cell(
     if cell.target.repair == "auditwheel":
         # Libraries the component takes from other wheels at run time (oneDNN, CUDA) stay external.
         excludes = [arg for lib in cell.component.repair_exclude for arg in ("--exclude", lib)]
+        if cell.target.libc == "musl":
+            raw, ldpath = toolchains.musl_wheel(raw, cell.target, cdir, _tool("patchelf"))
+            soname = toolchains.musl_libc_soname(cell.target)
+            runner.commands.append(f"patchelf --replace-needed libc.so {soname} <each library in the wheel>")
+            excludes += ["--ldpaths", str(ldpath)]
         runner.run(
             [sys.executable, "-m", "auditwheel", "repair", "--wheel-dir", fixed_dir, raw, *excludes],
             step="auditwheel repair",

@@ -17,6 +17,8 @@ Missing Debian packages are installed by :func:`ensure_toolchain` (as root; othe
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import importlib.metadata
 import importlib.util
 import os
@@ -24,6 +26,7 @@ import shutil
 import subprocess
 import sys
 import time
+import zipfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -127,6 +130,52 @@ def environment(target: Target, root: Path, env: dict[str, str]) -> dict[str, st
         env.setdefault("ZIG_GLOBAL_CACHE_DIR", str(root / "build" / "zig-cache"))
         env.setdefault("ZIG_LOCAL_CACHE_DIR", str(root / "build" / "zig-cache" / "local"))
     return env
+
+
+def musl_libc_soname(target: Target) -> str:
+    """How musllinux (Alpine-based) systems name musl's libc, which wheels must link (``libc.musl-x86_64.so.1``)."""
+    return f"libc.musl-{target.arch}.so.1"
+
+
+def musl_wheel(raw: Path, target: Target, work: Path, patchelf: str) -> tuple[Path, Path]:
+    """Make a zig-linked musl wheel what musllinux expects, and give auditwheel a path to check it against.
+
+    zig's musl stub has the soname ``libc.so``; musllinux systems (and auditwheel, which decides a library's
+    C library from it) know musl as ``libc.musl-<arch>.so.1``. The wheel's libraries get that name in their
+    NEEDED entries (patchelf), the RECORD is rewritten for the changed bytes, and a folder with that name
+    pointing at the host's musl (Debian ``musl``) is returned for ``auditwheel repair --ldpaths``.
+    Returns (patched wheel, ldpaths folder).
+    """
+    soname = musl_libc_soname(target)
+    host_libc = Path(f"/usr/lib/{target.arch}-linux-musl/libc.so")
+    ldpath = work / "musl-ldpath"
+    ldpath.mkdir(parents=True, exist_ok=True)
+    link = ldpath / soname
+    if not link.is_symlink():
+        link.symlink_to(host_libc)
+    out = work / "musl-wheel" / raw.name
+    out.parent.mkdir(parents=True, exist_ok=True)
+    scratch = work / "musl-wheel" / "patch.so"
+    with zipfile.ZipFile(raw) as src, zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as dst:
+        files = {info.filename: src.read(info) for info in src.infolist()}
+        record_name = next(n for n in files if n.endswith(".dist-info/RECORD"))
+        for name, data in files.items():
+            if data[:4] == b"\x7fELF":
+                scratch.write_bytes(data)
+                subprocess.run([patchelf, "--replace-needed", "libc.so", soname, str(scratch)], check=True)
+                files[name] = scratch.read_bytes()
+        rows = []
+        for name, data in files.items():
+            if name == record_name:
+                continue
+            digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+            rows.append(f"{name},sha256={digest},{len(data)}")
+        rows.append(f"{record_name},,")
+        files[record_name] = ("\n".join(rows) + "\n").encode()
+        for name, data in files.items():
+            dst.writestr(src.getinfo(name), data)
+    scratch.unlink(missing_ok=True)
+    return out, ldpath
 
 
 def max_glibc(target: Target) -> tuple[int, int] | None:
