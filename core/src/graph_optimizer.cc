@@ -1,5 +1,7 @@
 #include "graph_optimizer.h"
 
+#include "type_inference.h"
+
 #include <algorithm>
 #include <cmath>
 #include <map>
@@ -14,12 +16,12 @@ struct GraphIndex {
   std::map<std::string, std::shared_ptr<Tensor>> constants;  // initializers no graph input overrides
   std::set<std::string> names;
 
-  explicit GraphIndex(Graph& g) {
-    std::set<std::string> inputs;
-    for (const auto& v : g.inputs) inputs.insert(v.name);
+  explicit GraphIndex(Model& m) {
+    Graph& g = m.graph;
+    const std::set<std::string> overridable = overridable_initializers(m);
     for (auto& [name, t] : g.initializers) {
       names.insert(name);
-      if (!inputs.count(name)) constants[name] = t;
+      if (!overridable.count(name)) constants[name] = t;
     }
     for (const auto& n : g.nodes) {
       for (const auto& i : n.inputs)
@@ -87,14 +89,67 @@ bool fold_batchnorm(Graph& g, GraphIndex& idx, Node& conv, Node& bn) {
   return true;
 }
 
+bool same_type_and_shape(const ValueInfo* a, const ValueInfo* b) {
+  if (!a || !b || !a->has_shape || !b->has_shape || a->elem_type != b->elem_type || a->dims.size() != b->dims.size())
+    return false;
+  for (size_t i = 0; i < a->dims.size(); ++i) {
+    const Dim &x = a->dims[i], &y = b->dims[i];
+    const bool same = (x.value >= 0 && x.value == y.value) || (x.value < 0 && y.value < 0 && !x.param.empty() &&
+                                                               x.param == y.param);
+    if (!same) return false;
+  }
+  return true;
+}
+
+// add = Add(value, z) or Sum(value, z) (either order), float, where z and the sum have the
+// same shape as `value`: adding z is then exactly FusedConv's residual input.
+bool is_residual_add(const Node& add, const std::string& value, const std::map<std::string, ValueInfo>& shapes) {
+  if (!add.domain.empty() || (add.op_type != "Add" && add.op_type != "Sum") || add.inputs.size() != 2 ||
+      add.outputs.size() != 1 || add.outputs[0].empty() || add.inputs[0] == add.inputs[1])
+    return false;
+  const std::string& z = add.inputs[0] == value ? add.inputs[1] : add.inputs[0];
+  if (z.empty()) return false;
+  auto info = [&](const std::string& name) -> const ValueInfo* {
+    auto it = shapes.find(name);
+    return it == shapes.end() ? nullptr : &it->second;
+  };
+  const ValueInfo* v = info(value);
+  return v && v->elem_type == DType::kFloat && same_type_and_shape(v, info(z)) &&
+         same_type_and_shape(v, info(add.outputs[0]));
+}
+
 }  // namespace
 
-GraphOptimizerStats optimize_graph(Model& model) {
+int optimization_level(const std::map<std::string, std::string>& config) {
+  auto it = config.find("session.graph_optimization_level");
+  if (it == config.end()) return kOptAll;
+  try {
+    return std::stoi(it->second);
+  } catch (const std::exception&) {
+    return kOptAll;
+  }
+}
+
+GraphOptimizerStats optimize_graph(Model& model, int level, ThreadPool& pool) {
   GraphOptimizerStats stats;
+  if (level <= kOptDisabled) return stats;
   Graph& g = model.graph;
   auto onnx_opset = model.opsets.find("");
   if (onnx_opset == model.opsets.end()) return stats;
-  GraphIndex idx(g);
+  stats.folding = fold_constants(model, pool);
+  GraphIndex idx(model);
+  std::map<std::string, ValueInfo> shapes;  // static types/shapes, for fusions that need them
+  if (level >= kOptExtended) {
+    std::vector<size_t> order = topological_order(g);
+    try {
+      std::vector<const Node*> nodes;
+      for (size_t i : order) nodes.push_back(&g.nodes[i]);
+      std::vector<ValueInfo> outs = g.outputs;
+      if (!order.empty()) infer_types(g, nodes, outs, &shapes);
+    } catch (const std::exception&) {
+      shapes.clear();  // the session reports the model's error
+    }
+  }
   std::map<std::string, size_t> consumer;  // meaningful for values with exactly one use
   for (size_t i = 0; i < g.nodes.size(); ++i)
     for (const auto& in : g.nodes[i].inputs)
@@ -115,31 +170,52 @@ GraphOptimizerStats optimize_graph(Model& model) {
         ++stats.batchnorms_folded;
       }
     }
+    if (level < kOptExtended) continue;
+    const Tensor* W = n.inputs.size() > 1 ? idx.constant(n.inputs[1]) : nullptr;
+    if (!W || W->dtype() != DType::kFloat) continue;
+    bool fused = false;
+    // Residual: Conv → Add/Sum(conv, z) with z of exactly the output's shape (no broadcast)
+    // → FusedConv(x, W, B, z): the sum is taken while the Conv's output is in cache.
+    if (Node* add = single_consumer(n.outputs[0]); add && is_residual_add(*add, n.outputs[0], shapes)) {
+      const std::string& z = add->inputs[0] == n.outputs[0] ? add->inputs[1] : add->inputs[0];
+      n.inputs.resize(3);
+      n.inputs.push_back(z);
+      n.outputs[0] = add->outputs[0];
+      removed[add - g.nodes.data()] = true;
+      ++stats.residual_adds_fused;
+      fused = true;
+    }
+    std::string activation;
     if (Node* act = single_consumer(n.outputs[0]);
         act && act->op_type == "Relu" && act->domain.empty() && act->outputs.size() == 1 && !act->outputs[0].empty()) {
-      const Tensor* W = n.inputs.size() > 1 ? idx.constant(n.inputs[1]) : nullptr;
-      if (!W || W->dtype() != DType::kFloat) continue;
-      n.domain = "com.microsoft";
-      n.op_type = "FusedConv";
-      Attribute a;
-      a.name = "activation";
-      a.type = AttrType::kString;
-      a.s = "Relu";
-      n.attributes.push_back(a);
+      activation = "Relu";
       n.outputs[0] = act->outputs[0];
       removed[act - g.nodes.data()] = true;
       ++stats.activations_fused;
+      fused = true;
     }
+    if (!fused) continue;
+    n.domain = "com.microsoft";
+    n.op_type = "FusedConv";
+    Attribute a;
+    a.name = "activation";
+    a.type = AttrType::kString;
+    a.s = activation.empty() ? "Identity" : activation;
+    n.attributes.push_back(a);
   }
-  if (stats.batchnorms_folded == 0 && stats.activations_fused == 0) return stats;
+  if (stats.batchnorms_folded == 0 && stats.activations_fused == 0 && stats.residual_adds_fused == 0) {
+    if (stats.folding.nodes_folded) drop_unread_initializers(g);
+    return stats;
+  }
   std::vector<Node> kept;
   for (size_t i = 0; i < g.nodes.size(); ++i)
     if (!removed[i]) kept.push_back(std::move(g.nodes[i]));
   g.nodes = std::move(kept);
-  if (stats.activations_fused) {
+  if (stats.activations_fused || stats.residual_adds_fused) {
     auto it = model.opsets.find("com.microsoft");
     if (it == model.opsets.end()) model.opsets["com.microsoft"] = 1;
   }
+  drop_unread_initializers(g);  // the weights BatchNormalization folding replaced
   return stats;
 }
 

@@ -1,5 +1,6 @@
 #include "session.h"
 
+#include "constant_folding.h"
 #include "function_inliner.h"
 #include "graph_optimizer.h"
 #include "type_inference.h"
@@ -71,8 +72,9 @@ int Session::value_id(const std::string& name) const {
 
 void Session::build() {
   inline_model_functions(model_);
-  auto level = options_.config.find("session.graph_optimization_level");
-  if (level == options_.config.end() || level->second != "0") optimize_graph(model_);
+  pool_ = std::make_unique<ThreadPool>(options_.intra_op_num_threads);
+  optimize_graph(model_, optimization_level(options_.config), *pool_);
+  const std::set<std::string> overridable = overridable_initializers(model_);
   const Graph& g = model_.graph;
   auto intern = [&](const std::string& name) {
     auto it = ids_.find(name);
@@ -101,7 +103,7 @@ void Session::build() {
       fail(MRT_NOT_IMPLEMENTED, "graph input '", in.name, "' has element type ", dtype_name(in.elem_type),
            ", which is not supported");
     if (is_init) {
-      overridable_.push_back(id);
+      if (overridable.count(in.name)) overridable_.push_back(id);
     } else {
       inputs_.push_back(in);
       input_ids_.push_back(id);
@@ -217,7 +219,6 @@ void Session::build() {
   for (size_t id = 0; id < last_use.size(); ++id)
     if (last_use[id] >= 0 && !constants_[id].valid()) steps_[last_use[id]].release.push_back(static_cast<int>(id));
 
-  pool_ = std::make_unique<ThreadPool>(options_.intra_op_num_threads);
   alloc_ = std::make_shared<Allocator>();
 }
 
@@ -337,6 +338,12 @@ const std::vector<std::string>& input_names, const std::vector<Tensor>& input_va
     if (!info && !overridable) {
       std::string valid;
       for (const auto& v : inputs_) valid += (valid.empty() ? "'" : ", '") + v.name + "'";
+      if (id >= 0 && constants_[id].valid())
+        fail(MRT_INVALID_ARGUMENT, "input '", name, "' is a constant initializer",
+             model_.ir_version < 4 ? " (up to IR version 3 every initializer is listed among the graph inputs; that "
+                                     "does not make it overridable)"
+                                   : "",
+             "; the model's inputs are ", valid.empty() ? "none" : valid);
       fail(MRT_INVALID_ARGUMENT, "unknown input name '", name, "'; the model's inputs are ", valid.empty() ? "none" : valid);
     }
     if (fed[id]) fail(MRT_INVALID_ARGUMENT, "input '", name, "' is given twice");
