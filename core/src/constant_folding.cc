@@ -6,6 +6,7 @@
 #include <unordered_map>
 
 #include "kernel.h"
+#include "static_shapes.h"
 #include "type_inference.h"
 
 namespace mrt {
@@ -104,16 +105,6 @@ int drop_unread_initializers(Graph& g) {
 
 namespace {
 
-bool static_shape(const ValueInfo& v, Shape& out) {
-  if (!v.has_shape || !v.is_tensor) return false;
-  out.clear();
-  for (const auto& d : v.dims) {
-    if (d.value < 0) return false;
-    out.push_back(d.value);
-  }
-  return true;
-}
-
 // Shape (with opset-15 start/end) or Size of a value whose shape is static.
 std::shared_ptr<Tensor> fold_shape_query(const Node& n, const Shape& s) {
   if (n.op_type == "Size") {
@@ -148,7 +139,7 @@ ConstantFoldingStats fold_constants(Model& model, ThreadPool& pool) {
   std::vector<bool> folded(g.nodes.size(), false);
   bool changed = true;
   // Rounds: a fold can make a later shape static (a Reshape whose shape input became
-  // constant), which the next round's inference sees.
+  // constant), which the next round's shape pass sees.
   for (int round = 0; changed && round < 4; ++round) {
     changed = false;
     std::vector<size_t> order = topological_order(g);
@@ -163,6 +154,10 @@ ConstantFoldingStats fold_constants(Model& model, ThreadPool& pool) {
     } catch (const std::exception&) {
       known.clear();  // the session reports the model's error; fold without static shapes
     }
+    const std::map<std::string, Shape> shapes = static_shapes(g, order, [&](const std::string& name) -> const Tensor* {
+      auto c = constants.find(name);
+      return c == constants.end() ? nullptr : c->second.get();
+    });
     for (size_t i : order) {
       if (folded[i]) continue;
       Node& n = g.nodes[i];
@@ -171,10 +166,9 @@ ConstantFoldingStats fold_constants(Model& model, ThreadPool& pool) {
       std::vector<std::shared_ptr<Tensor>> results;
       if ((n.op_type == "Shape" || n.op_type == "Size") && n.inputs.size() == 1 && n.outputs.size() == 1 &&
           !n.inputs[0].empty() && !constants.count(n.inputs[0])) {
-        auto k = known.find(n.inputs[0]);
-        Shape s;
-        if (k == known.end() || !static_shape(k->second, s)) continue;
-        results.push_back(fold_shape_query(n, s));
+        auto k = shapes.find(n.inputs[0]);
+        if (k == shapes.end()) continue;
+        results.push_back(fold_shape_query(n, k->second));
         ++stats.shapes_folded;
       } else {
         bool all_constant = true;
@@ -198,9 +192,9 @@ ConstantFoldingStats fold_constants(Model& model, ThreadPool& pool) {
         bool too_big = false;
         for (const auto& o : n.outputs) {
           auto k = o.empty() ? known.end() : known.find(o);
-          Shape s;
-          if (k != known.end() && k->second.elem_type != DType::kUndefined && static_shape(k->second, s)) {
-            const int64_t bytes = shape_size(s) * static_cast<int64_t>(dtype_size(k->second.elem_type));
+          auto s = o.empty() ? shapes.end() : shapes.find(o);
+          if (k != known.end() && k->second.elem_type != DType::kUndefined && s != shapes.end()) {
+            const int64_t bytes = shape_size(s->second) * static_cast<int64_t>(dtype_size(k->second.elem_type));
             too_big = too_big || (bytes > kMaxFoldedExpansionBytes && bytes > in_bytes);
           }
         }

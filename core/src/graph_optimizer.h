@@ -13,6 +13,7 @@ struct GraphOptimizerStats {
   int batchnorms_folded = 0;
   int activations_fused = 0;
   int residual_adds_fused = 0;
+  int affines_folded = 0;  // Mul/Add by per-channel constants folded into Conv or BatchNormalization
 };
 
 // onnxruntime's GraphOptimizationLevel values, read from the session config entry
@@ -26,6 +27,8 @@ int optimization_level(const std::map<std::string, std::string>& config);
 //    initializers before the rewrites below look at them;
 //  - Conv → BatchNormalization with constant parameters: the BN is folded into new Conv
 //    weights and bias;
+//  - Conv / BatchNormalization → Mul/Add by a per-channel constant: folded into the Conv's
+//    weights and bias or the BN's scale and bias;
 // Extended level and above:
 //  - Conv (→ Add/Sum with a same-shaped value) (→ Relu), each step only where the value
 //    is used once: one com.microsoft FusedConv node with the residual input Z, so the

@@ -176,24 +176,64 @@ def test_large_expansions_are_not_folded() -> None:
     np.testing.assert_allclose(sess.run(None, {"x": np.zeros(1, np.float32)})[0], [float(n)], rtol=1e-6)
 
 
-def test_folded_graph_output_and_failing_node() -> None:
+@pytest.mark.parametrize("reshape_to", [3, 7])
+def test_folded_graph_output_and_failing_node(reshape_to: int) -> None:
     # A graph output computed from constants only becomes a constant output; a node whose kernel fails on
-    # its constant inputs is left in the graph, so the error comes from the run as without folding.
+    # its constant inputs (Reshape of 3 values to 7) is left in the graph, so the run reports the error as
+    # it would without folding.
     nodes = [helper.make_node("Add", ["a", "b"], ["sum"]),
-             helper.make_node("Reshape", ["a", "bad_shape"], ["bad"]),
-             helper.make_node("Add", ["x", "bad"], ["y"])]
+             helper.make_node("Reshape", ["a", "shape"], ["r"]),
+             helper.make_node("Add", ["x", "r"], ["y"])]
     graph = helper.make_graph(
         nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3])],
         [helper.make_tensor_value_info("sum", TensorProto.FLOAT, [3]),
          helper.make_tensor_value_info("y", TensorProto.FLOAT, [3])],
         [_const("a", np.array([1.0, 2.0, 3.0], np.float32)), _const("b", np.array([4.0, 5.0, 6.0], np.float32)),
-         _const("bad_shape", np.array([7], np.int64))])
+         _const("shape", np.array([reshape_to], np.int64))])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     sess = _session(model, Level.ORT_ENABLE_ALL)
-    assert _ops(sess) == ["Reshape", "Add"]
-    with pytest.raises(mosaicrt.MosaicrtError):
-        sess.run(None, {"x": np.zeros(3, np.float32)})
-    sess = _session(model, Level.ORT_ENABLE_ALL)
-    first = sess.run(["sum"], {"x": np.zeros(3, np.float32)})[0]
-    first[:] = 0  # callers own their outputs: the folded constant must not change
-    np.testing.assert_array_equal(sess.run(["sum"], {"x": np.zeros(3, np.float32)})[0], [5.0, 7.0, 9.0])
+    x = np.ones(3, np.float32)
+    if reshape_to == 7:
+        assert _ops(sess) == ["Reshape", "Add"]
+        with pytest.raises(mosaicrt.InvalidArgument, match="Reshape"):
+            sess.run(None, {"x": x})
+        return
+    assert _ops(sess) == ["Add"]
+    total, y = sess.run(None, {"x": x})
+    np.testing.assert_array_equal(y, [2.0, 3.0, 4.0])
+    total[:] = 0  # callers own their outputs: the folded constant must not change
+    np.testing.assert_array_equal(sess.run(None, {"x": x})[0], [5.0, 7.0, 9.0])
+
+
+@pytest.mark.parametrize("const_shape", [(4, 1, 1), (1, 4, 1, 1), (1,), (4,)])
+def test_per_channel_mul_add_folding(const_shape: tuple[int, ...]) -> None:
+    # Conv → Mul → Add and BatchNormalization → Mul → Add with constants per channel fold into the Conv's
+    # weights/bias and the BN's scale/bias. A [4] constant broadcasts along the last axis (width 4 here),
+    # not the channels: it must not fold.
+    rng = np.random.default_rng(11)
+    inits = [_const("w", rng.standard_normal((4, 3, 3, 3)).astype(np.float32)),
+             _const("b", rng.standard_normal(4).astype(np.float32)),
+             _const("s", rng.uniform(0.5, 2, 4).astype(np.float32)),
+             _const("sh", rng.standard_normal(4).astype(np.float32)),
+             _const("m", rng.standard_normal(4).astype(np.float32)),
+             _const("v", rng.uniform(0.5, 2, 4).astype(np.float32))]
+    for i in range(4):
+        inits.append(_const(f"c{i}", rng.uniform(0.5, 2, const_shape).astype(np.float32)))
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], pads=[1, 1, 1, 1]),
+             helper.make_node("Mul", ["c", "c0"], ["cm"]),
+             helper.make_node("Add", ["c1", "cm"], ["ca"]),
+             helper.make_node("BatchNormalization", ["ca", "s", "sh", "m", "v"], ["n"]),
+             helper.make_node("Mul", ["n", "c2"], ["nm"]),
+             helper.make_node("Add", ["nm", "c3"], ["y"])]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 4, 4])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    feed = {"x": _x((2, 3, 4, 4))}
+    base = _session(model, Level.ORT_DISABLE_ALL).run(None, feed)[0]
+    sess = _session(model, Level.ORT_ENABLE_BASIC)
+    ops = _ops(sess)
+    if const_shape == (4,):
+        assert ops.count("Mul") == 2 and ops.count("Add") == 2, ops
+    else:
+        assert ops == ["Conv"], ops
+    np.testing.assert_allclose(sess.run(None, feed)[0], base, rtol=1e-4, atol=1e-4)
