@@ -225,6 +225,7 @@ struct OperandB {
   int64_t ld = 0;
   bool trans = false;
   const PackedB* packed = nullptr;
+  const PanelSourceB* source = nullptr;
 };
 
 // C[0,:] = alpha * a . op(B) + beta * C[0,:] for M == 1 (matrix-vector), without packing.
@@ -308,11 +309,11 @@ void gemm_driver(const SgemmKernel& kr, int64_t M, int64_t N, int64_t K, float a
     scale_c(M, N, beta, C, ldc);
     return;
   }
-  if (M == 1 && !A.packed && !B.packed) {
+  if (M == 1 && !A.packed && !B.packed && !B.source) {
     gemv_row(N, K, alpha, A.p, A.trans ? A.ld : 1, B, beta, C, pool);
     return;
   }
-  if (N == 1 && !A.packed && !B.packed) {
+  if (N == 1 && !A.packed && !B.packed && !B.source) {
     gemv_col(M, K, alpha, A, B.p, B.trans ? 1 : B.ld, beta, C, ldc, pool);
     return;
   }
@@ -363,6 +364,9 @@ void gemm_driver(const SgemmKernel& kr, int64_t M, int64_t N, int64_t K, float a
           const float* bp;
           if (B.packed) {
             bp = B.packed->data.data() + (q * K + pc) * nr;
+          } else if (B.source) {
+            B.source->fill(B.source->ctx, pc, kc, j, n, static_cast<int>(nr), own_b);
+            bp = own_b;
           } else {
             pack_b(kr, B.trans, B.p, B.ld, pc, kc, 0, N, q, q + 1, own_b, kc * nr);
             bp = own_b;
@@ -482,6 +486,17 @@ void sgemm_packed_a(const PackedA& A, bool trans_b, int64_t N, float alpha, cons
   b.p = B;
   b.ld = ldb;
   b.trans = trans_b;
+  gemm_driver(*A.kernel, A.M, N, A.K, alpha, a, b, beta, C, ldc, pool);
+}
+
+void sgemm_packed_a_source(const PackedA& A, int64_t N, float alpha, const PanelSourceB& source, float beta, float* C,
+                           int64_t ldc, ThreadPool* pool) {
+  MRT_ENFORCE(A.kernel != nullptr && source.fill != nullptr, MRT_INTERNAL,
+              "sgemm_packed_a_source: operand was not packed or has no source");
+  OperandA a;
+  a.packed = &A;
+  OperandB b;
+  b.source = &source;
   gemm_driver(*A.kernel, A.M, N, A.K, alpha, a, b, beta, C, ldc, pool);
 }
 

@@ -41,6 +41,18 @@ PackedB sgemm_pack_b(bool trans_b, int64_t K, int64_t N, const float* B, int64_t
 // C[M,N] = alpha * A * op(B) + beta * C with A pre-packed (M, K taken from it).
 void sgemm_packed_a(const PackedA& A, bool trans_b, int64_t N, float alpha, const float* B, int64_t ldb, float beta,
                     float* C, int64_t ldc, ThreadPool* pool);
+// A B operand produced panel by panel by the caller instead of read from memory (Conv's
+// im2col written straight into the panel layout, so the column matrix never exists).
+// fill(ctx, k0, kc, j0, n, nr, dst) writes B[k0:k0+kc, j0:j0+n] as kc groups of nr values
+// (dst[k*nr + j]), the columns n..nr-1 zero. Called from several threads at once.
+struct PanelSourceB {
+  void (*fill)(const void* ctx, int64_t k0, int64_t kc, int64_t j0, int64_t n, int nr, float* dst) = nullptr;
+  const void* ctx = nullptr;
+};
+// C[M,N] = alpha * A * B + beta * C with A pre-packed and B from `source` (K from A).
+void sgemm_packed_a_source(const PackedA& A, int64_t N, float alpha, const PanelSourceB& source, float beta, float* C,
+                           int64_t ldc, ThreadPool* pool);
+
 // C[M,N] = alpha * op(A) * B + beta * C with B pre-packed (K, N taken from it).
 void sgemm_packed_b(bool trans_a, int64_t M, float alpha, const float* A, int64_t lda, const PackedB& B, float beta,
                     float* C, int64_t ldc, ThreadPool* pool);

@@ -219,6 +219,56 @@ void col2im_2d(const T* col, int64_t channels, const Window& g, int64_t p0, int6
     body(0, channels);
 }
 
+// im2col straight into SGEMM B panels (PanelSourceB): the rows k0..k0+kc of the column
+// matrix, for the positions p0+j0 .. p0+j0+n, as kc groups of nr values. 2-D windows only.
+struct Im2colPanels {
+  const float* img;  // the group's input channels
+  const Window* g;
+  int64_t p0;        // first output position of the band
+};
+
+void im2col_fill_panel(const void* ctx, int64_t k0, int64_t kc, int64_t j0, int64_t n, int nr, float* dst) {
+  const Im2colPanels& s = *static_cast<const Im2colPanels*>(ctx);
+  const Window& g = *s.g;
+  const int64_t H = g.in[0], W = g.in[1], KH = g.kernel[0], KW = g.kernel[1];
+  const int64_t OW = g.out[1], sh = g.stride[0], sw = g.stride[1];
+  const int64_t dh = g.dilation[0], dw = g.dilation[1], ph = g.pad_begin[0], pw = g.pad_begin[1];
+  const int64_t P0 = s.p0 + j0, P1 = P0 + n;
+  int64_t c = k0 / (KH * KW), kh = (k0 % (KH * KW)) / KW, kw = k0 % KW;
+  for (int64_t k = 0; k < kc; ++k) {
+    float* d = dst + k * nr;
+    const float* x = s.img + c * H * W;
+    const int64_t off_w = kw * dw - pw;
+    int64_t lo, hi;
+    nn::valid_range(OW, sw, off_w, W, lo, hi);
+    for_each_row_piece(P0, P1, OW, [&](int64_t oh, int64_t a, int64_t b, int64_t at) {
+      float* out = d + at - a;  // out[ow] for ow in [a, b)
+      const int64_t ih = oh * sh - ph + kh * dh;
+      if (ih < 0 || ih >= H) {
+        for (int64_t ow = a; ow < b; ++ow) out[ow] = 0.f;
+        return;
+      }
+      const float* src = x + ih * W + off_w;
+      const int64_t l = std::min(std::max(lo, a), b), h = std::max(std::min(hi, b), l);
+      for (int64_t ow = a; ow < l; ++ow) out[ow] = 0.f;
+      if (sw == 1) {
+        std::memcpy(out + l, src + l, static_cast<size_t>(h - l) * sizeof(float));
+      } else {
+        for (int64_t ow = l; ow < h; ++ow) out[ow] = src[ow * sw];
+      }
+      for (int64_t ow = h; ow < b; ++ow) out[ow] = 0.f;
+    });
+    for (int64_t j = n; j < nr; ++j) d[j] = 0.f;
+    if (++kw == KW) {
+      kw = 0;
+      if (++kh == KH) {
+        kh = 0;
+        ++c;
+      }
+    }
+  }
+}
+
 template <class T>
 void im2col(const T* img, int64_t channels, const Window& g, int64_t p0, int64_t p1, T* col, int64_t ld,
             ThreadPool* pool) {
@@ -424,6 +474,23 @@ inline void filter_gemm(const PackedFilters*, int64_t, bool ta, int64_t M, int64
   gemm(ta, false, M, N, K, A, lda, B, ldb, beta, C, ldc, pool);
 }
 
+// C = A_g x im2col(x)[:, p0:p0+N] (+ beta C) with the columns generated inside the GEMM's
+// B panels; false when not available (double, unpacked filters, N-D windows).
+inline bool filter_gemm_image(const PackedFilters* packed, int64_t grp, const Window& g, const float* x, int64_t p0,
+                              int64_t N, float beta, float* C, int64_t ldc, ThreadPool* pool) {
+  if (!packed || g.nsp != 2) return false;
+  Im2colPanels src{x, &g, p0};
+  PanelSourceB source;
+  source.fill = im2col_fill_panel;
+  source.ctx = &src;
+  sgemm_packed_a_source(packed->groups[static_cast<size_t>(grp)], N, 1.f, source, beta, C, ldc, pool);
+  return true;
+}
+inline bool filter_gemm_image(const PackedFilters*, int64_t, const Window&, const double*, int64_t, int64_t, double,
+                              double*, int64_t, ThreadPool*) {
+  return false;
+}
+
 bool conv_is_depthwise(const ConvPlan& p) { return p.Cg == 1 && p.group > 1 && p.g.nsp == 2; }
 
 template <class T>
@@ -456,7 +523,10 @@ void conv_run(const ConvPlan& p, const T* x, const T* w, const T* bias, T* y, Th
   // and runs a single-threaded GEMM on it: one parallel region per Conv. Otherwise the
   // bands run in order and the GEMM itself is parallel.
   const int64_t row = g.out[g.nsp - 1];
-  int64_t band = pointwise ? out_size : band_cols(K, out_size, row, sizeof(T), kColBufferBytes);
+  // Packed float filters on 2-D windows: im2col happens inside the GEMM's B panels, there is
+  // no column buffer to bound.
+  const bool direct = std::is_same<T, float>::value && packed && g.nsp == 2;
+  int64_t band = pointwise || direct ? out_size : band_cols(K, out_size, row, sizeof(T), kColBufferBytes);
   bool tiled = false;
   if (threads > 1) {
     const int64_t want_bands = (2 * threads + tasks - 1) / tasks;  // bands per task for 2 items per thread
@@ -485,6 +555,8 @@ void conv_run(const ConvPlan& p, const T* x, const T* w, const T* bias, T* y, Th
     }
     if (pointwise) {
       filter_gemm(packed, grp, false, p.Mg, cols, K, wg, K, xg + p0, in_size, beta, yg, out_size, gemm_pool);
+    } else if (direct && filter_gemm_image(packed, grp, g, xg, p0, cols, beta, yg, out_size, gemm_pool)) {
+      // columns generated in the GEMM's panels
     } else {
       im2col(xg, p.Cg, g, p0, p1, col, cols, gemm_pool);
       filter_gemm(packed, grp, false, p.Mg, cols, K, wg, K, col, cols, beta, yg, out_size, gemm_pool);
@@ -493,7 +565,7 @@ void conv_run(const ConvPlan& p, const T* x, const T* w, const T* bias, T* y, Th
       for (int64_t m = 0; m < p.Mg; ++m) apply_epilogue(epi, yg + m * out_size, (yg - y) + m * out_size, cols);
   };
 
-  const int64_t col_elems = pointwise ? 0 : K * band;
+  const int64_t col_elems = pointwise || direct ? 0 : K * band;
   if (tiled) {
     pool.parallel_for(tasks * bands, 1, [&](int64_t b, int64_t e) {
       T* col = col_scratch<T>(col_elems);
