@@ -302,11 +302,13 @@ void gemv_col(int64_t M, int64_t K, float alpha, const OperandA& A, const float*
 }
 
 void gemm_driver(const SgemmKernel& kr, int64_t M, int64_t N, int64_t K, float alpha, const OperandA& A,
-                 const OperandB& B, float beta, float* C, int64_t ldc, ThreadPool* pool) {
+                 const OperandB& B, float beta, float* C, int64_t ldc, ThreadPool* pool,
+                 const TileEpilogue* epilogue = nullptr) {
   MRT_ENFORCE(M >= 0 && N >= 0 && K >= 0, MRT_INTERNAL, "sgemm: negative size M=", M, " N=", N, " K=", K);
   if (M == 0 || N == 0) return;
   if (K == 0 || alpha == 0.f) {
     scale_c(M, N, beta, C, ldc);
+    if (epilogue) epilogue->apply(epilogue->ctx, 0, M, 0, N, C, ldc);
     return;
   }
   if (M == 1 && !A.packed && !B.packed && !B.source) {
@@ -378,6 +380,16 @@ void gemm_driver(const SgemmKernel& kr, int64_t M, int64_t N, int64_t K, float a
                                        : abuf + r * kc * mr;
             kr.rows[m](kc, ap, bp, C + i * ldc + j, ldc, n, alpha, beta_k);
           }
+          // Output stage one panel behind (the previous panel's stores have retired; both
+          // panels of the M block are still in L2).
+          if (epilogue && pc + kc >= K && q > q0) {
+            const int64_t jp = j - nr;
+            epilogue->apply(epilogue->ctx, ic, mcb, jp, nr, C + ic * ldc + jp, ldc);
+          }
+        }
+        if (epilogue && pc + kc >= K && q1 > q0) {
+          const int64_t jl = (q1 - 1) * nr;
+          epilogue->apply(epilogue->ctx, ic, mcb, jl, std::min(nr, N - jl), C + ic * ldc + jl, ldc);
         }
       }
     }
@@ -478,7 +490,7 @@ PackedB sgemm_pack_b(bool trans_b, int64_t K, int64_t N, const float* B, int64_t
 }
 
 void sgemm_packed_a(const PackedA& A, bool trans_b, int64_t N, float alpha, const float* B, int64_t ldb, float beta,
-                    float* C, int64_t ldc, ThreadPool* pool) {
+                    float* C, int64_t ldc, ThreadPool* pool, const TileEpilogue* epilogue) {
   MRT_ENFORCE(A.kernel != nullptr, MRT_INTERNAL, "sgemm_packed_a: operand was not packed");
   OperandA a;
   a.packed = &A;
@@ -486,18 +498,18 @@ void sgemm_packed_a(const PackedA& A, bool trans_b, int64_t N, float alpha, cons
   b.p = B;
   b.ld = ldb;
   b.trans = trans_b;
-  gemm_driver(*A.kernel, A.M, N, A.K, alpha, a, b, beta, C, ldc, pool);
+  gemm_driver(*A.kernel, A.M, N, A.K, alpha, a, b, beta, C, ldc, pool, epilogue);
 }
 
 void sgemm_packed_a_source(const PackedA& A, int64_t N, float alpha, const PanelSourceB& source, float beta, float* C,
-                           int64_t ldc, ThreadPool* pool) {
+                           int64_t ldc, ThreadPool* pool, const TileEpilogue* epilogue) {
   MRT_ENFORCE(A.kernel != nullptr && source.fill != nullptr, MRT_INTERNAL,
               "sgemm_packed_a_source: operand was not packed or has no source");
   OperandA a;
   a.packed = &A;
   OperandB b;
   b.source = &source;
-  gemm_driver(*A.kernel, A.M, N, A.K, alpha, a, b, beta, C, ldc, pool);
+  gemm_driver(*A.kernel, A.M, N, A.K, alpha, a, b, beta, C, ldc, pool, epilogue);
 }
 
 void sgemm_packed_b(bool trans_a, int64_t M, float alpha, const float* A, int64_t lda, const PackedB& B, float beta,

@@ -460,34 +460,82 @@ struct PackedFilters {
 };
 
 // C = A_g x B (+ beta C), with A_g the group's filter matrix, packed when available.
+// `tile` (packed filters only) runs on each finished tile of C.
 inline void filter_gemm(const PackedFilters* packed, int64_t grp, bool ta, int64_t M, int64_t N, int64_t K,
                         const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc,
-                        ThreadPool* pool) {
+                        ThreadPool* pool, const TileEpilogue* tile = nullptr) {
   if (packed)
-    sgemm_packed_a(packed->groups[static_cast<size_t>(grp)], false, N, 1.f, B, ldb, beta, C, ldc, pool);
+    sgemm_packed_a(packed->groups[static_cast<size_t>(grp)], false, N, 1.f, B, ldb, beta, C, ldc, pool, tile);
   else
     sgemm(ta, false, M, N, K, 1.f, A, lda, B, ldb, beta, C, ldc, pool);
 }
 inline void filter_gemm(const PackedFilters*, int64_t, bool ta, int64_t M, int64_t N, int64_t K, const double* A,
                         int64_t lda, const double* B, int64_t ldb, double beta, double* C, int64_t ldc,
-                        ThreadPool* pool) {
+                        ThreadPool* pool, const TileEpilogue* = nullptr) {
   gemm(ta, false, M, N, K, A, lda, B, ldb, beta, C, ldc, pool);
+}
+
+// Conv's output stage on one finished GEMM tile (float, packed filters): bias, then the
+// FusedConv epilogue (residual, activation), while the tile is in cache.
+struct ConvTileStage {
+  const float* bias = nullptr;  // the group's biases, or nullptr
+  const Epilogue* epi = nullptr;
+  int64_t base = 0;             // offset of the GEMM's C in the output tensor
+};
+
+template <bool kBias, bool kZ, bool kRelu>
+void tile_rows(const ConvTileStage& t, int64_t i, int64_t m, int64_t j, int64_t n, float* c, int64_t ldc) {
+  for (int64_t r = 0; r < m; ++r) {
+    float* __restrict row = c + r * ldc;
+    const float b = kBias ? t.bias[i + r] : 0.f;
+    const float* __restrict z = kZ ? static_cast<const float*>(t.epi->z) + t.base + (i + r) * ldc + j : nullptr;
+    for (int64_t k = 0; k < n; ++k) {
+      float v = row[k];
+      if (kBias) v += b;
+      if (kZ) v += z[k];
+      if (kRelu) v = v > 0.f ? v : 0.f;
+      row[k] = v;
+    }
+  }
+}
+
+void conv_tile_stage(const void* ctx, int64_t i, int64_t m, int64_t j, int64_t n, float* c, int64_t ldc) {
+  const ConvTileStage& t = *static_cast<const ConvTileStage*>(ctx);
+  const bool z = t.epi && t.epi->z, relu = t.epi && t.epi->act == Epilogue::kRelu;
+  const bool other = t.epi && t.epi->act != Epilogue::kNone && !relu;
+  if (t.bias) {
+    if (z)
+      relu ? tile_rows<true, true, true>(t, i, m, j, n, c, ldc) : tile_rows<true, true, false>(t, i, m, j, n, c, ldc);
+    else
+      relu ? tile_rows<true, false, true>(t, i, m, j, n, c, ldc) : tile_rows<true, false, false>(t, i, m, j, n, c, ldc);
+  } else {
+    if (z)
+      relu ? tile_rows<false, true, true>(t, i, m, j, n, c, ldc) : tile_rows<false, true, false>(t, i, m, j, n, c, ldc);
+    else if (relu)
+      tile_rows<false, false, true>(t, i, m, j, n, c, ldc);
+  }
+  if (other) {  // activations other than Relu: their own pass over the (cached) rows
+    Epilogue act = *t.epi;
+    act.z = nullptr;
+    for (int64_t r = 0; r < m; ++r) apply_epilogue(&act, c + r * ldc, 0, n);
+  }
 }
 
 // C = A_g x im2col(x)[:, p0:p0+N] (+ beta C) with the columns generated inside the GEMM's
 // B panels; false when not available (double, unpacked filters, N-D windows).
 inline bool filter_gemm_image(const PackedFilters* packed, int64_t grp, const Window& g, const float* x, int64_t p0,
-                              int64_t N, float beta, float* C, int64_t ldc, ThreadPool* pool) {
+                              int64_t N, float beta, float* C, int64_t ldc, ThreadPool* pool,
+                              const TileEpilogue* tile) {
   if (!packed || g.nsp != 2) return false;
   Im2colPanels src{x, &g, p0};
   PanelSourceB source;
   source.fill = im2col_fill_panel;
   source.ctx = &src;
-  sgemm_packed_a_source(packed->groups[static_cast<size_t>(grp)], N, 1.f, source, beta, C, ldc, pool);
+  sgemm_packed_a_source(packed->groups[static_cast<size_t>(grp)], N, 1.f, source, beta, C, ldc, pool, tile);
   return true;
 }
 inline bool filter_gemm_image(const PackedFilters*, int64_t, const Window&, const double*, int64_t, int64_t, double,
-                              double*, int64_t, ThreadPool*) {
+                              double*, int64_t, ThreadPool*, const TileEpilogue*) {
   return false;
 }
 
@@ -549,19 +597,33 @@ void conv_run(const ConvPlan& p, const T* x, const T* w, const T* bias, T* y, Th
     const T* wg = w + grp * p.Mg * K;
     T* yg = y + (n * p.M + grp * p.Mg) * out_size + p0;
     T beta = T(0);
-    if (bias) {
+    // Packed float filters: bias and epilogue run on each GEMM tile as it is finished.
+    TileEpilogue tile;
+    ConvTileStage stage;
+    if constexpr (std::is_same<T, float>::value) {
+      if (packed) {
+        stage.bias = bias ? bias + grp * p.Mg : nullptr;
+        stage.epi = epi;
+        stage.base = yg - y;
+        tile.apply = conv_tile_stage;
+        tile.ctx = &stage;
+      }
+    }
+    const TileEpilogue* tile_stage = tile.apply ? &tile : nullptr;
+    if (bias && !tile_stage) {
       for (int64_t m = 0; m < p.Mg; ++m) std::fill(yg + m * out_size, yg + m * out_size + cols, bias[grp * p.Mg + m]);
       beta = T(1);
     }
     if (pointwise) {
-      filter_gemm(packed, grp, false, p.Mg, cols, K, wg, K, xg + p0, in_size, beta, yg, out_size, gemm_pool);
-    } else if (direct && filter_gemm_image(packed, grp, g, xg, p0, cols, beta, yg, out_size, gemm_pool)) {
+      filter_gemm(packed, grp, false, p.Mg, cols, K, wg, K, xg + p0, in_size, beta, yg, out_size, gemm_pool,
+                  tile_stage);
+    } else if (direct && filter_gemm_image(packed, grp, g, xg, p0, cols, beta, yg, out_size, gemm_pool, tile_stage)) {
       // columns generated in the GEMM's panels
     } else {
       im2col(xg, p.Cg, g, p0, p1, col, cols, gemm_pool);
-      filter_gemm(packed, grp, false, p.Mg, cols, K, wg, K, col, cols, beta, yg, out_size, gemm_pool);
+      filter_gemm(packed, grp, false, p.Mg, cols, K, wg, K, col, cols, beta, yg, out_size, gemm_pool, tile_stage);
     }
-    if (epi)
+    if (epi && !tile_stage)
       for (int64_t m = 0; m < p.Mg; ++m) apply_epilogue(epi, yg + m * out_size, (yg - y) + m * out_size, cols);
   };
 
