@@ -237,3 +237,50 @@ def test_per_channel_mul_add_folding(const_shape: tuple[int, ...]) -> None:
     else:
         assert ops == ["Conv"], ops
     np.testing.assert_allclose(sess.run(None, feed)[0], base, rtol=1e-4, atol=1e-4)
+
+
+CONV_CASES = [
+    # (in channels, out channels, size, kernel, stride, pad, dilation, group)
+    (3, 20, 17, 3, 1, 1, 1, 1),
+    (8, 40, 15, 3, 2, 1, 1, 1),
+    (6, 13, 12, 1, 2, 0, 1, 1),
+    (5, 7, 9, 5, 1, 2, 2, 1),
+    (8, 16, 11, 3, 1, 0, 1, 2),
+    (4, 300, 7, 3, 1, 1, 1, 1),  # more output channels than one GEMM M block
+    (16, 24, 10, 1, 1, 0, 1, 1),
+]
+
+
+@pytest.mark.parametrize("case", CONV_CASES)
+@pytest.mark.parametrize("threads", [1, 2])
+def test_conv_with_constant_filters_matches_fed_filters(case: tuple[int, ...], threads: int) -> None:
+    # Constant filters take the packed path (im2col inside the GEMM panels, bias/residual/Relu per GEMM
+    # block); filters fed at run time take the plain im2col + GEMM path. Both must agree, with and
+    # without the fused residual Add and Relu.
+    c, m, size, k, stride, pad, dilation, group = case
+    rng = np.random.default_rng(sum(case))
+    w = rng.standard_normal((m, c // group, k, k)).astype(np.float32)
+    b = rng.standard_normal(m).astype(np.float32)
+    out = (size + 2 * pad - dilation * (k - 1) - 1) // stride + 1
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], strides=[stride, stride], pads=[pad] * 4,
+                              dilations=[dilation, dilation], group=group),
+             helper.make_node("Add", ["c", "z"], ["s"]),
+             helper.make_node("Relu", ["s"], ["y"])]
+
+    def model(filters_are_inputs: bool) -> onnx.ModelProto:
+        inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, c, size, size]),
+                  helper.make_tensor_value_info("z", TensorProto.FLOAT, [2, m, out, out])]
+        if filters_are_inputs:
+            inputs.append(helper.make_tensor_value_info("w", TensorProto.FLOAT, list(w.shape)))
+        graph = helper.make_graph(nodes, "conv", inputs, [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                                  [_const("w", w), _const("b", b)])
+        return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+    feed = {"x": _x((2, c, size, size), seed=1), "z": _x((2, m, out, out), seed=2)}
+    opts = mosaicrt.SessionOptions()
+    opts.intra_op_num_threads = threads
+    fused = mosaicrt.InferenceSession(model(False).SerializeToString(), sess_options=opts)
+    assert _ops(fused) == ["com.microsoft::FusedConv"]
+    plain = mosaicrt.InferenceSession(model(True).SerializeToString(), sess_options=opts)
+    assert "Add" in _ops(plain)
+    np.testing.assert_allclose(fused.run(None, feed)[0], plain.run(None, {**feed, "w": w})[0], rtol=1e-4, atol=1e-4)
