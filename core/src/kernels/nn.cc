@@ -221,6 +221,8 @@ void col2im_2d(const T* col, int64_t channels, const Window& g, int64_t p0, int6
 
 // im2col straight into SGEMM B panels (PanelSourceB): the rows k0..k0+kc of the column
 // matrix, for the positions p0+j0 .. p0+j0+n, as kc groups of nr values. 2-D windows only.
+constexpr int kSgemmPanelPieces = 2 * 64 + 2;  // row pieces of one B panel (nr <= 64 positions)
+
 struct Im2colPanels {
   const float* img;  // the group's input channels
   const Window* g;
@@ -233,20 +235,39 @@ void im2col_fill_panel(const void* ctx, int64_t k0, int64_t kc, int64_t j0, int6
   const int64_t H = g.in[0], W = g.in[1], KH = g.kernel[0], KW = g.kernel[1];
   const int64_t OW = g.out[1], sh = g.stride[0], sw = g.stride[1];
   const int64_t dh = g.dilation[0], dw = g.dilation[1], ph = g.pad_begin[0], pw = g.pad_begin[1];
-  const int64_t P0 = s.p0 + j0, P1 = P0 + n;
+  // The panel's positions as pieces of output rows, and each kernel column's valid output
+  // columns: both independent of k, so the divisions happen once per panel.
+  struct Piece {
+    int64_t oh, a, b, at;
+  };
+  Piece pieces[kSgemmPanelPieces];
+  int np = 0;
+  for_each_row_piece(s.p0 + j0, s.p0 + j0 + n, OW, [&](int64_t oh, int64_t a, int64_t b, int64_t at) {
+    pieces[np++] = Piece{oh, a, b, at};
+  });
+  constexpr int64_t kMaxKw = 16;
+  int64_t lo_kw[kMaxKw], hi_kw[kMaxKw];
+  for (int64_t kw = 0; kw < std::min(KW, kMaxKw); ++kw)
+    nn::valid_range(OW, sw, kw * dw - pw, W, lo_kw[kw], hi_kw[kw]);
   int64_t c = k0 / (KH * KW), kh = (k0 % (KH * KW)) / KW, kw = k0 % KW;
   for (int64_t k = 0; k < kc; ++k) {
     float* d = dst + k * nr;
     const float* x = s.img + c * H * W;
     const int64_t off_w = kw * dw - pw;
     int64_t lo, hi;
-    nn::valid_range(OW, sw, off_w, W, lo, hi);
-    for_each_row_piece(P0, P1, OW, [&](int64_t oh, int64_t a, int64_t b, int64_t at) {
-      float* out = d + at - a;  // out[ow] for ow in [a, b)
-      const int64_t ih = oh * sh - ph + kh * dh;
+    if (kw < kMaxKw) {
+      lo = lo_kw[kw];
+      hi = hi_kw[kw];
+    } else {
+      nn::valid_range(OW, sw, off_w, W, lo, hi);
+    }
+    for (int pi = 0; pi < np; ++pi) {
+      const int64_t a = pieces[pi].a, b = pieces[pi].b;
+      float* out = d + pieces[pi].at - a;  // out[ow] for ow in [a, b)
+      const int64_t ih = pieces[pi].oh * sh - ph + kh * dh;
       if (ih < 0 || ih >= H) {
         for (int64_t ow = a; ow < b; ++ow) out[ow] = 0.f;
-        return;
+        continue;
       }
       const float* src = x + ih * W + off_w;
       const int64_t l = std::min(std::max(lo, a), b), h = std::max(std::min(hi, b), l);
@@ -257,7 +278,7 @@ void im2col_fill_panel(const void* ctx, int64_t k0, int64_t kc, int64_t j0, int6
         for (int64_t ow = l; ow < h; ++ow) out[ow] = src[ow * sw];
       }
       for (int64_t ow = h; ow < b; ++ow) out[ow] = 0.f;
-    });
+    }
     for (int64_t j = n; j < nr; ++j) d[j] = 0.f;
     if (++kw == KW) {
       kw = 0;
