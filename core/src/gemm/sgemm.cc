@@ -210,6 +210,47 @@ void scale_c(int64_t M, int64_t N, float beta, float* C, int64_t ldc) {
   }
 }
 
+// The parallel split of C into M blocks (mc rows, a multiple of mr, at most max_mc) times
+// nsplit groups of B panels, chosen by cost: the pool hands the tasks out in order to
+// whichever thread is free, a task costs its panels x (its rows + the packing of its B
+// panels, which every M block repeats, and of its A rows, which every panel group
+// repeats), and the split with the shortest simulated
+// schedule wins (fewer tasks on a tie). Uneven splits (3 tasks on 2 threads, a lone
+// 4-column panel group) lose to balanced ones.
+void choose_split(int64_t M, int64_t npanels, int64_t mr, int64_t max_mc, int threads, bool a_packed, bool b_packed,
+                  int64_t& mc_out, int64_t& nsplit_out) {
+  const int64_t row_panels = ceil_div(M, mr);
+  const double pack_rows = b_packed ? 0.0 : 4.0;     // packing one B panel, in rows computed against it
+  const double pack_panels = a_packed ? 0.0 : 0.5;  // packing one row of A, in panels computed against it
+  const int64_t min_blocks = ceil_div(M, max_mc);
+  const int64_t max_blocks = std::min(row_panels, std::max<int64_t>(min_blocks, 2 * threads));
+  const int64_t max_split = std::min<int64_t>(npanels, 4 * threads);
+  double best = -1;
+  std::vector<double> load(static_cast<size_t>(threads));
+  int64_t last_mc = -1;
+  for (int64_t nb = min_blocks; nb <= max_blocks; ++nb) {
+    const int64_t mc = std::min(max_mc, ceil_div(ceil_div(M, nb), mr) * mr);
+    if (mc == last_mc) continue;
+    last_mc = mc;
+    const int64_t blocks = ceil_div(M, mc);
+    for (int64_t ns = 1; ns <= max_split; ++ns) {
+      std::fill(load.begin(), load.end(), 0.0);
+      for (int64_t t = 0; t < blocks * ns; ++t) {
+        const int64_t rows = std::min(mc, M - (t / ns) * mc), js = t % ns;
+        const int64_t panels = (js + 1) * npanels / ns - js * npanels / ns;
+        *std::min_element(load.begin(), load.end()) +=
+            static_cast<double>(panels) * (static_cast<double>(rows) + pack_rows) + static_cast<double>(rows) * pack_panels;
+      }
+      const double span = *std::max_element(load.begin(), load.end());
+      if (best < 0 || span < best * 0.999) {
+        best = span;
+        mc_out = mc;
+        nsplit_out = ns;
+      }
+    }
+  }
+}
+
 // Below ~2 MFLOP (a few microseconds) waking the workers costs more than it saves.
 bool use_threads(ThreadPool* pool, double flops) { return pool != nullptr && pool->size() > 1 && flops >= 2.0e6; }
 
@@ -323,22 +364,14 @@ void gemm_driver(const SgemmKernel& kr, int64_t M, int64_t N, int64_t K, float a
   const int threads = pool ? pool->size() : 1;
   const bool parallel = use_threads(pool, 2.0 * M * N * K);
 
-  // Even out the M blocks: n_mblocks blocks of mc rows (a multiple of mr, at most kr.mc).
-  int64_t n_mb = ceil_div(M, kr.mc);
   const int64_t npanels = ceil_div(N, nr);
-  // Too few B panels to share out (small N): split M so that every thread gets an equal
-  // share of the rows.
-  if (parallel && npanels / 2 < threads && ceil_div(M, mr) >= threads)
-    n_mb = ceil_div(n_mb, threads) * threads;
-  const int64_t mc = std::min(kr.mc, ceil_div(ceil_div(M, n_mb), mr) * mr);
-  const int64_t n_mblocks = ceil_div(M, mc);
-  // Split the B panels among tasks when there are too few M blocks to keep every thread
-  // busy (a few tasks per thread so that a slow thread does not hold up the others).
-  int64_t nsplit = 1;
+  int64_t mc, nsplit = 1;
   if (parallel) {
-    const int64_t want = 4 * static_cast<int64_t>(threads);
-    if (n_mblocks < want) nsplit = std::max<int64_t>(1, std::min(ceil_div(want, n_mblocks), npanels / 2));
+    choose_split(M, npanels, mr, kr.mc, threads, A.packed != nullptr, B.packed != nullptr, mc, nsplit);
+  } else {  // even out the M blocks: blocks of mc rows (a multiple of mr, at most kr.mc)
+    mc = std::min(kr.mc, ceil_div(ceil_div(M, ceil_div(M, kr.mc)), mr) * mr);
   }
+  const int64_t n_mblocks = ceil_div(M, mc);
   const int64_t ntasks = n_mblocks * nsplit;
   const int64_t a_panels = ceil_div(M, mr);  // pre-packed A: kc blocks of a_panels panels each
   const int64_t kcs = kc_step(A.packed ? packed_a_kc(kr) : kr.kc, K);

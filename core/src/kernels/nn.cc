@@ -597,7 +597,11 @@ void conv_run(const ConvPlan& p, const T* x, const T* w, const T* bias, T* y, Th
   const bool direct = std::is_same<T, float>::value && packed && g.nsp == 2;
   int64_t band = pointwise || direct ? out_size : band_cols(K, out_size, row, sizeof(T), kColBufferBytes);
   bool tiled = false;
-  if (threads > 1) {
+  if (threads > 1 && direct) {
+    // No column buffer to keep small: whole tasks per worker when they share out evenly,
+    // otherwise the GEMM splits each task's output by cost.
+    tiled = tasks % threads == 0 || tasks >= 4 * threads;
+  } else if (threads > 1) {
     const int64_t want_bands = (2 * threads + tasks - 1) / tasks;  // bands per task for 2 items per thread
     int64_t tband = pointwise ? out_size : band_cols(K, out_size, row, sizeof(T), kTileColBytes);
     tband = std::min(tband, (out_size + want_bands - 1) / want_bands);
