@@ -524,6 +524,14 @@ void conv_tile_stage(const void* ctx, int64_t i, int64_t m, int64_t j, int64_t n
   const ConvTileStage& t = *static_cast<const ConvTileStage*>(ctx);
   const bool z = t.epi && t.epi->z, relu = t.epi && t.epi->act == Epilogue::kRelu;
   const bool other = t.epi && t.epi->act != Epilogue::kNone && !relu;
+#if defined(MOSAICRT_X86_SIMD)
+  if (cpu_has_avx2() && !other) {
+    for (int64_t r = 0; r < m; ++r)
+      nn::conv_stage_row_avx2(c + r * ldc, z ? static_cast<const float*>(t.epi->z) + t.base + (i + r) * ldc + j : nullptr,
+                              t.bias ? t.bias[i + r] : 0.f, n, relu);
+    return;
+  }
+#endif
   if (t.bias) {
     if (z)
       relu ? tile_rows<true, true, true>(t, i, m, j, n, c, ldc) : tile_rows<true, true, false>(t, i, m, j, n, c, ldc);
