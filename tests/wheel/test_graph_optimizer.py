@@ -284,3 +284,31 @@ def test_conv_with_constant_filters_matches_fed_filters(case: tuple[int, ...], t
     plain = mosaicrt.InferenceSession(model(True).SerializeToString(), sess_options=opts)
     assert "Add" in _ops(plain)
     np.testing.assert_allclose(fused.run(None, feed)[0], plain.run(None, {**feed, "w": w})[0], rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("spatial", [(19,), (5, 6, 7)])
+def test_conv_1d_and_3d_with_constant_filters(spatial: tuple[int, ...]) -> None:
+    # 1-D convolutions take the 2-D panel path (promoted), 3-D ones the N-D im2col path; both with
+    # the per-block output stage. Compared with the same model whose filters are fed at run time.
+    rng = np.random.default_rng(len(spatial))
+    nsp = len(spatial)
+    w = rng.standard_normal((14, 3) + (3,) * nsp).astype(np.float32)
+    b = rng.standard_normal(14).astype(np.float32)
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], pads=[1] * (2 * nsp), strides=[2] + [1] * (nsp - 1)),
+             helper.make_node("Relu", ["c"], ["y"])]
+
+    def model(fed: bool) -> onnx.ModelProto:
+        inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, *spatial])]
+        if fed:
+            inputs.append(helper.make_tensor_value_info("w", TensorProto.FLOAT, list(w.shape)))
+        graph = helper.make_graph(nodes, "conv", inputs, [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                                  [_const("w", w), _const("b", b)])
+        return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+    x = _x((2, 3, *spatial), seed=4)
+    fused = _session(model(False), Level.ORT_ENABLE_ALL)
+    assert _ops(fused) == ["com.microsoft::FusedConv"]
+    got = fused.run(None, {"x": x})[0]
+    expected = _session(model(True), Level.ORT_ENABLE_ALL).run(None, {"x": x, "w": w})[0]
+    assert np.std(expected) > 0.1
+    np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-4)
