@@ -217,10 +217,9 @@ void scale_c(int64_t M, int64_t N, float beta, float* C, int64_t ldc) {
 // repeats), and the split with the shortest simulated
 // schedule wins (fewer tasks on a tie). Uneven splits (3 tasks on 2 threads, a lone
 // 4-column panel group) lose to balanced ones.
-void choose_split(int64_t M, int64_t npanels, int64_t mr, int64_t max_mc, int threads, bool a_packed, bool b_packed,
-                  int64_t& mc_out, int64_t& nsplit_out) {
+void choose_split(int64_t M, int64_t npanels, int64_t mr, int64_t max_mc, int threads, bool a_packed,
+                  double pack_rows, int64_t& mc_out, int64_t& nsplit_out) {
   const int64_t row_panels = ceil_div(M, mr);
-  const double pack_rows = b_packed ? 0.0 : 4.0;     // packing one B panel, in rows computed against it
   const double pack_panels = a_packed ? 0.0 : 0.5;  // packing one row of A, in panels computed against it
   const int64_t min_blocks = ceil_div(M, max_mc);
   const int64_t max_blocks = std::min(row_panels, std::max<int64_t>(min_blocks, 2 * threads));
@@ -365,11 +364,17 @@ void gemm_driver(const SgemmKernel& kr, int64_t M, int64_t N, int64_t K, float a
   const bool parallel = use_threads(pool, 2.0 * M * N * K);
 
   const int64_t npanels = ceil_div(N, nr);
+  // B panels produced by a source (Conv's im2col) cost more to remake for every M block
+  // than a copy: taller blocks (a pre-packed A block streams from L2 either way).
+  const int64_t max_mc = B.source && A.packed ? 2 * kr.mc : kr.mc;
   int64_t mc, nsplit = 1;
   if (parallel) {
-    choose_split(M, npanels, mr, kr.mc, threads, A.packed != nullptr, B.packed != nullptr, mc, nsplit);
-  } else {  // even out the M blocks: blocks of mc rows (a multiple of mr, at most kr.mc)
-    mc = std::min(kr.mc, ceil_div(ceil_div(M, ceil_div(M, kr.mc)), mr) * mr);
+    // Making one B panel, in rows computed against it: none when pre-packed, a copy, or
+    // Conv's im2col (dearer).
+    const double pack_rows = B.packed ? 0.0 : B.source ? 8.0 : 4.0;
+    choose_split(M, npanels, mr, max_mc, threads, A.packed != nullptr, pack_rows, mc, nsplit);
+  } else {  // even out the M blocks: blocks of mc rows (a multiple of mr, at most max_mc)
+    mc = std::min(max_mc, ceil_div(ceil_div(M, ceil_div(M, max_mc)), mr) * mr);
   }
   const int64_t n_mblocks = ceil_div(M, mc);
   const int64_t ntasks = n_mblocks * nsplit;
