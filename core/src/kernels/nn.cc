@@ -20,6 +20,10 @@
 #include "../gemm/sgemm.h"
 #include "nn_geometry.h"
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
 namespace mrt {
 namespace {
 
@@ -229,6 +233,28 @@ struct Im2colPanels {
   int64_t p0;        // first output position of the band
 };
 
+// dst[0, n) = src[0, n): the pieces are short (at most one panel row), where a library
+// call costs more than the copy.
+inline void copy_floats(float* dst, const float* src, int64_t n) {
+  int64_t i = 0;
+#if defined(__SSE2__)
+  for (; i + 4 <= n; i += 4) _mm_storeu_ps(dst + i, _mm_loadu_ps(src + i));
+#endif
+  for (; i < n; ++i) dst[i] = src[i];
+}
+
+// dst[i] = src[2 * i] for i in [0, n) (stride-2 windows).
+inline void copy_even_floats(float* dst, const float* src, int64_t n) {
+  int64_t i = 0;
+#if defined(__SSE2__)
+  for (; i + 4 <= n; i += 4) {
+    const __m128 a = _mm_loadu_ps(src + 2 * i), b = _mm_loadu_ps(src + 2 * i + 4);
+    _mm_storeu_ps(dst + i, _mm_shuffle_ps(a, b, _MM_SHUFFLE(2, 0, 2, 0)));
+  }
+#endif
+  for (; i < n; ++i) dst[i] = src[2 * i];
+}
+
 void im2col_fill_panel(const void* ctx, int64_t k0, int64_t kc, int64_t j0, int64_t n, int nr, float* dst) {
   const Im2colPanels& s = *static_cast<const Im2colPanels*>(ctx);
   const Window& g = *s.g;
@@ -273,7 +299,9 @@ void im2col_fill_panel(const void* ctx, int64_t k0, int64_t kc, int64_t j0, int6
       const int64_t l = std::min(std::max(lo, a), b), h = std::max(std::min(hi, b), l);
       for (int64_t ow = a; ow < l; ++ow) out[ow] = 0.f;
       if (sw == 1) {
-        std::memcpy(out + l, src + l, static_cast<size_t>(h - l) * sizeof(float));
+        copy_floats(out + l, src + l, h - l);
+      } else if (sw == 2) {
+        copy_even_floats(out + l, src + 2 * l, h - l);
       } else {
         for (int64_t ow = l; ow < h; ++ow) out[ow] = src[ow * sw];
       }
