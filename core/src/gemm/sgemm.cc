@@ -2,6 +2,7 @@
 //
 // Loop structure (row-major C = alpha * op(A) * op(B) + beta * C):
 //   parallel over tasks (an M block of mc rows x a share of the nr-wide B panels):
+//    for each chunk of the task's panels  (its C block stays in L2 over the K steps)
 //     for pc over K in steps of kc          one rank-kc update (beta applies on the first)
 //       pack op(A)[ic:ic+mc, pc:pc+kc] into mr-high panels (per thread, stays in L2)
 //       for each B panel of the task: pack it (kc x nr, stays in L1)
@@ -23,6 +24,9 @@ namespace mrt {
 namespace {
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// Bytes of C one task keeps in cache across the K steps (a share of L2).
+constexpr int64_t kCBlockBytes = int64_t{192} << 10;
 
 int64_t packed_a_kc(const SgemmKernel& kr) { return kr.kc_packed_a > 0 ? kr.kc_packed_a : kr.kc; }
 
@@ -394,40 +398,47 @@ void gemm_driver(const SgemmKernel& kr, int64_t M, int64_t N, int64_t K, float a
       const int64_t ic = ib * mc;
       const int64_t mcb = std::min(mc, M - ic);
       const int64_t q0 = js * npanels / nsplit, q1 = (js + 1) * npanels / nsplit;
-      for (int64_t pc = 0; pc < K; pc += kcs) {
-        const int64_t kc = std::min(kcs, K - pc);
-        const float beta_k = pc == 0 ? beta : 1.f;
-        if (!A.packed) pack_a(kr, A.trans, A.p, A.ld, ic, mcb, pc, kc, abuf, kc * mr);
-        for (int64_t q = q0; q < q1; ++q) {
-          const int64_t j = q * nr;
-          const int64_t n = std::min(nr, N - j);
-          const float* bp;
-          if (B.packed) {
-            bp = B.packed->data.data() + (q * K + pc) * nr;
-          } else if (B.source) {
-            B.source->fill(B.source->ctx, pc, kc, j, n, static_cast<int>(nr), own_b);
-            bp = own_b;
-          } else {
-            pack_b(kr, B.trans, B.p, B.ld, pc, kc, 0, N, q, q + 1, own_b, kc * nr);
-            bp = own_b;
+      // The task's panels in chunks whose C block (mcb x chunk columns) stays in L2 over
+      // all the K steps, instead of the whole C row block going out to memory and back
+      // once per K step when N is large.
+      const int64_t chunk = std::max<int64_t>(1, kCBlockBytes / (mcb * nr * static_cast<int64_t>(sizeof(float))));
+      for (int64_t g0 = q0; g0 < q1; g0 += chunk) {
+        const int64_t g1 = std::min(q1, g0 + chunk);
+        for (int64_t pc = 0; pc < K; pc += kcs) {
+          const int64_t kc = std::min(kcs, K - pc);
+          const float beta_k = pc == 0 ? beta : 1.f;
+          if (!A.packed) pack_a(kr, A.trans, A.p, A.ld, ic, mcb, pc, kc, abuf, kc * mr);
+          for (int64_t q = g0; q < g1; ++q) {
+            const int64_t j = q * nr;
+            const int64_t n = std::min(nr, N - j);
+            const float* bp;
+            if (B.packed) {
+              bp = B.packed->data.data() + (q * K + pc) * nr;
+            } else if (B.source) {
+              B.source->fill(B.source->ctx, pc, kc, j, n, static_cast<int>(nr), own_b);
+              bp = own_b;
+            } else {
+              pack_b(kr, B.trans, B.p, B.ld, pc, kc, 0, N, q, q + 1, own_b, kc * nr);
+              bp = own_b;
+            }
+            for (int64_t r = 0; r * mr < mcb; ++r) {
+              const int64_t i = ic + r * mr;
+              const int64_t m = std::min(mr, M - i);
+              const float* ap = A.packed ? A.packed->data.data() + pc * a_panels * mr + (i / mr) * kc * mr
+                                         : abuf + r * kc * mr;
+              kr.rows[m](kc, ap, bp, C + i * ldc + j, ldc, n, alpha, beta_k);
+            }
+            // Output stage one panel behind (the previous panel's stores have retired;
+            // both panels of the M block are still in cache).
+            if (epilogue && pc + kc >= K && q > g0) {
+              const int64_t jp = j - nr;
+              epilogue->apply(epilogue->ctx, ic, mcb, jp, nr, C + ic * ldc + jp, ldc);
+            }
           }
-          for (int64_t r = 0; r * mr < mcb; ++r) {
-            const int64_t i = ic + r * mr;
-            const int64_t m = std::min(mr, M - i);
-            const float* ap = A.packed ? A.packed->data.data() + pc * a_panels * mr + (i / mr) * kc * mr
-                                       : abuf + r * kc * mr;
-            kr.rows[m](kc, ap, bp, C + i * ldc + j, ldc, n, alpha, beta_k);
+          if (epilogue && pc + kc >= K) {
+            const int64_t jl = (g1 - 1) * nr;
+            epilogue->apply(epilogue->ctx, ic, mcb, jl, std::min(nr, N - jl), C + ic * ldc + jl, ldc);
           }
-          // Output stage one panel behind (the previous panel's stores have retired; both
-          // panels of the M block are still in L2).
-          if (epilogue && pc + kc >= K && q > q0) {
-            const int64_t jp = j - nr;
-            epilogue->apply(epilogue->ctx, ic, mcb, jp, nr, C + ic * ldc + jp, ldc);
-          }
-        }
-        if (epilogue && pc + kc >= K && q1 > q0) {
-          const int64_t jl = (q1 - 1) * nr;
-          epilogue->apply(epilogue->ctx, ic, mcb, jl, std::min(nr, N - jl), C + ic * ldc + jl, ldc);
         }
       }
     }
