@@ -248,14 +248,17 @@ CONV_CASES = [
     (8, 16, 11, 3, 1, 0, 1, 2),
     (4, 300, 7, 3, 1, 1, 1, 1),  # more output channels than one GEMM M block
     (16, 24, 10, 1, 1, 0, 1, 1),
+    (16, 128, 6, 1, 1, 0, 1, 2),  # few positions, many channels: computed transposed (pointwise, groups)
+    (32, 96, 13, 3, 2, 1, 1, 1),  # few positions after a stride (transposed, with im2col)
 ]
 
 
 @pytest.mark.parametrize("case", CONV_CASES)
 @pytest.mark.parametrize("threads", [1, 2])
 def test_conv_with_constant_filters_matches_fed_filters(case: tuple[int, ...], threads: int) -> None:
-    # Constant filters take the packed path (im2col inside the GEMM panels, bias/residual/Relu per GEMM
-    # block); filters fed at run time take the plain im2col + GEMM path. Both must agree, with and
+    # Constant filters take the packed paths (im2col inside the GEMM panels, bias/residual/Relu per GEMM
+    # block; outputs of few positions computed transposed); filters fed at run time take the plain
+    # im2col + GEMM path. Both must agree, with and
     # without the fused residual Add and Relu.
     c, m, size, k, stride, pad, dilation, group = case
     rng = np.random.default_rng(sum(case))

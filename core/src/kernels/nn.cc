@@ -15,6 +15,7 @@
 #include <cstring>
 #include <limits>
 #include <memory>
+#include <mutex>
 #include <type_traits>
 
 #include "../gemm/sgemm.h"
@@ -506,7 +507,28 @@ void conv_depthwise_2d(const ConvPlan& p, const T* x, const T* w, const T* bias,
 // Constant Conv/ConvTranspose filters packed once per group for the SGEMM micro-kernel.
 struct PackedFilters {
   std::vector<PackedA> groups;
+  // Filters transposed (K x Mg) and packed as the GEMM's B, for outputs of few positions
+  // (see conv_few_positions); built on first use.
+  std::vector<PackedB> transposed;
+  std::once_flag transposed_once;
 };
+
+// Convolutions with few output positions (a 7x7 map: 49) and many output channels waste
+// much of the SGEMM's 32-wide column tiles on positions (49 = 32 + 17 of 64). Computed
+// transposed instead, positions as GEMM rows (12-high tiles: 49 = 4 x 12 + 1) and channels
+// as columns: Y^T[N, Mg] = im2col(X)^T W_g^T, then transposed into place with the bias and
+// epilogue.
+constexpr int64_t kFewPositions = 64;
+bool conv_few_positions(int64_t positions, int64_t out_channels) {
+  return positions <= kFewPositions && out_channels >= 64;
+}
+
+// Grow-only per-thread buffers of the transposed path: 0 = columns, 1 = transposed output.
+float* few_positions_scratch(int which, int64_t n) {
+  thread_local std::vector<float> buf[2];
+  if (buf[which].size() < static_cast<size_t>(n)) buf[which].resize(static_cast<size_t>(n));
+  return buf[which].data();
+}
 
 // C = A_g x B (+ beta C), with A_g the group's filter matrix, packed when available.
 // `tile` (packed filters only) runs on each finished tile of C.
@@ -658,6 +680,28 @@ void conv_run(const ConvPlan& p, const T* x, const T* w, const T* bias, T* y, Th
     const T* wg = w + grp * p.Mg * K;
     T* yg = y + (n * p.M + grp * p.Mg) * out_size + p0;
     T beta = T(0);
+    if constexpr (std::is_same<T, float>::value) {
+      if (packed && !packed->transposed.empty() && cols == out_size && conv_few_positions(out_size, p.Mg)) {
+        const float* a = xg;  // A[position, k] = columns^T
+        int64_t lda = in_size;
+        if (!pointwise) {
+          float* cols_t = few_positions_scratch(0, K * out_size);
+          im2col(xg, p.Cg, g, 0, out_size, cols_t, out_size, gemm_pool);
+          a = cols_t;
+          lda = out_size;
+        }
+        float* yt = few_positions_scratch(1, out_size * p.Mg);  // [position, channel]
+        sgemm_packed_b(true, out_size, 1.f, a, lda, packed->transposed[static_cast<size_t>(grp)], 0.f, yt, p.Mg,
+                       gemm_pool);
+        for (int64_t m = 0; m < p.Mg; ++m) {
+          float* row = yg + m * out_size;
+          const float b = bias ? bias[grp * p.Mg + m] : 0.f;
+          for (int64_t q = 0; q < out_size; ++q) row[q] = yt[q * p.Mg + m] + b;
+          apply_epilogue(epi, row, (yg - y) + m * out_size, out_size);
+        }
+        return;
+      }
+    }
     // Packed float filters: bias and epilogue run on each GEMM tile as it is finished.
     TileEpilogue tile;
     ConvTileStage stage;
@@ -715,6 +759,14 @@ void conv_compute(OpContext& ctx, const Epilogue* epi) {
         pf->groups.push_back(sgemm_pack_a(false, p.Mg, K, W.data<float>() + grp * p.Mg * K, K));
       return pf;
     });
+    const int64_t positions = shape_size(p.out_shape) / std::max<int64_t>(p.N * p.M, 1);
+    if (conv_few_positions(positions, p.Mg)) {
+      std::call_once(packed->transposed_once, [&] {
+        const int64_t K = W.numel() / std::max<int64_t>(p.M, 1);
+        for (int64_t grp = 0; grp < p.group; ++grp)
+          packed->transposed.push_back(sgemm_pack_b(true, K, p.Mg, W.data<float>() + grp * p.Mg * K, K));
+      });
+    }
   }
   if (X.dtype() == DType::kFloat16 || X.dtype() == DType::kBFloat16) {
     // 16-bit floats: computed in float32 and rounded once at the end.
