@@ -315,3 +315,27 @@ def test_conv_1d_and_3d_with_constant_filters(spatial: tuple[int, ...]) -> None:
     expected = _session(model(True), Level.ORT_ENABLE_ALL).run(None, {"x": x, "w": w})[0]
     assert np.std(expected) > 0.1
     np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize(("c", "mult", "size", "k", "stride", "pad", "dilation"),
+                         [(8, 1, 9, 3, 1, 1, 1), (6, 2, 10, 3, 2, 1, 1), (4, 1, 11, 3, 1, 2, 2), (5, 1, 12, 5, 2, 2, 1)])
+def test_depthwise_conv_matches_onnxruntime(c: int, mult: int, size: int, k: int, stride: int, pad: int,
+                                            dilation: int) -> None:
+    # Depthwise convolutions (3x3 windows unrolled, other sizes generic) with the fused Relu.
+    import onnxruntime
+
+    rng = np.random.default_rng(c * 100 + size)
+    w = rng.standard_normal((c * mult, 1, k, k)).astype(np.float32)
+    b = rng.standard_normal(c * mult).astype(np.float32)
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], group=c, strides=[stride, stride], pads=[pad] * 4,
+                              dilations=[dilation, dilation]),
+             helper.make_node("Relu", ["c"], ["y"])]
+    graph = helper.make_graph(nodes, "dw", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, c, size, size])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                              [_const("w", w), _const("b", b)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    x = _x((2, c, size, size), seed=6)
+    expected = onnxruntime.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(
+        None, {"x": x})[0]
+    np.testing.assert_allclose(_session(model, Level.ORT_ENABLE_ALL).run(None, {"x": x})[0], expected, rtol=1e-4,
+                               atol=1e-4)
