@@ -132,8 +132,6 @@ ConstantFoldingStats fold_constants(Model& model, ThreadPool& pool) {
   std::map<std::string, std::shared_ptr<Tensor>> constants;
   for (auto& [name, t] : g.initializers)
     if (!overridable.count(name) && t) constants[name] = t;
-  std::set<std::string> graph_outputs;
-  for (const auto& o : g.outputs) graph_outputs.insert(o.name);
 
   const KernelRegistry& reg = KernelRegistry::cpu();
   std::vector<bool> folded(g.nodes.size(), false);
@@ -168,7 +166,11 @@ ConstantFoldingStats fold_constants(Model& model, ThreadPool& pool) {
           !n.inputs[0].empty() && !constants.count(n.inputs[0])) {
         auto k = shapes.find(n.inputs[0]);
         if (k == shapes.end()) continue;
-        results.push_back(fold_shape_query(n, k->second));
+        try {
+          results.push_back(fold_shape_query(n, k->second));
+        } catch (const std::exception&) {
+          continue;  // e.g. a Size that overflows: the run reports it
+        }
         ++stats.shapes_folded;
       } else {
         bool all_constant = true;
@@ -194,8 +196,15 @@ ConstantFoldingStats fold_constants(Model& model, ThreadPool& pool) {
           auto k = o.empty() ? known.end() : known.find(o);
           auto s = o.empty() ? shapes.end() : shapes.find(o);
           if (k != known.end() && k->second.elem_type != DType::kUndefined && s != shapes.end()) {
-            const int64_t bytes = shape_size(s->second) * static_cast<int64_t>(dtype_size(k->second.elem_type));
-            too_big = too_big || (bytes > kMaxFoldedExpansionBytes && bytes > in_bytes);
+            int64_t elems = 0;
+            try {
+              elems = shape_size(s->second);
+            } catch (const std::exception&) {
+              too_big = true;  // overflows int64: certainly not folded
+              continue;
+            }
+            const double bytes = static_cast<double>(elems) * static_cast<double>(dtype_size(k->second.elem_type));
+            too_big = too_big || (bytes > static_cast<double>(kMaxFoldedExpansionBytes) && bytes > in_bytes);
           }
         }
         const KernelDef* kernel = too_big ? nullptr : reg.find(n.domain, n.op_type, opset->second);

@@ -95,6 +95,19 @@ bool infer(const Node& n, const std::vector<const Shape*>& in, const Lookup& con
       if (s) present.push_back(s);
     return !present.empty() && broadcast(present, out);
   }
+  if (op == "ConstantOfShape" || op == "Expand") {  // shape values from a constant input
+    const size_t at = op == "Expand" ? 1 : 0;
+    const Tensor* s = n.inputs.size() > at ? constant(n.inputs[at]) : nullptr;
+    if (!s || (op == "Expand" && !have(0))) return false;
+    Shape dims = s->to_int64_vector();
+    for (int64_t d : dims)
+      if (d < 0) return false;
+    if (op == "ConstantOfShape") {
+      out = dims;
+      return true;
+    }
+    return broadcast({in[0], &dims}, out);
+  }
   if (op == "Conv") return have(0) && have(1) && window_shape(n, *in[0], in[1], out);
   if (op == "MaxPool" || op == "AveragePool" || op == "LpPool") return have(0) && window_shape(n, *in[0], nullptr, out);
   if (op == "GlobalAveragePool" || op == "GlobalMaxPool") {
