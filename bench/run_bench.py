@@ -280,8 +280,34 @@ def format_table(results: Sequence[Result]) -> str:
     return "\n".join(lines)
 
 
+LIGHT_MODELS = ("resnet50", "inception_v1", "densenet121", "squeezenet", "shufflenet")
+
+
+def light_models() -> dict[str, models.ModelSpec]:
+    """The onnx package's light models (`light_<name>.onnx`: real architectures whose weights are computed by
+    ConstantOfShape, so outputs are uniform: they time the runtime, they prove nothing about accuracy)."""
+    import onnx
+
+    folder = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
+
+    def spec(name: str) -> models.ModelSpec:
+        path = folder / f"light_{name}.onnx"
+
+        def feed(batch: int, rng: np.random.Generator) -> dict[str, np.ndarray[Any, Any]]:
+            model = onnx.load(str(path))
+            inits = {t.name for t in model.graph.initializer}
+            (inp,) = [i for i in model.graph.input if i.name not in inits]
+            dims = [d.dim_value or batch for d in inp.type.tensor_type.shape.dim]
+            dims[0] = batch
+            return {inp.name: rng.standard_normal(dims).astype(np.float32)}
+
+        return models.ModelSpec(f"light_{name}", lambda: onnx.load(str(path)), feed)
+
+    return {f"light_{n}": spec(n) for n in LIGHT_MODELS if (folder / f"light_{n}.onnx").exists()}
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    available = models.benchmark_models()
+    available = {**light_models(), **models.benchmark_models()}
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--threads", type=int, default=2, help="intra-op threads for both runtimes (default 2)")
     parser.add_argument("--models", default=",".join(available),

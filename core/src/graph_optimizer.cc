@@ -1,5 +1,7 @@
 #include "graph_optimizer.h"
 
+#include "static_shapes.h"
+
 #include <algorithm>
 #include <cmath>
 #include <map>
@@ -14,12 +16,12 @@ struct GraphIndex {
   std::map<std::string, std::shared_ptr<Tensor>> constants;  // initializers no graph input overrides
   std::set<std::string> names;
 
-  explicit GraphIndex(Graph& g) {
-    std::set<std::string> inputs;
-    for (const auto& v : g.inputs) inputs.insert(v.name);
+  explicit GraphIndex(Model& m) {
+    Graph& g = m.graph;
+    const std::set<std::string> overridable = overridable_initializers(m);
     for (auto& [name, t] : g.initializers) {
       names.insert(name);
-      if (!inputs.count(name)) constants[name] = t;
+      if (!overridable.count(name)) constants[name] = t;
     }
     for (const auto& n : g.nodes) {
       for (const auto& i : n.inputs)
@@ -87,14 +89,145 @@ bool fold_batchnorm(Graph& g, GraphIndex& idx, Node& conv, Node& bn) {
   return true;
 }
 
+// The per-channel values of a constant that a Mul/Add applies to an [N, C, spatial...]
+// tensor of rank `rank` along its channels only (shape [C,1,..], [1,C,1,..], [1] or
+// scalar: every other dim 1, never more dims than the tensor); empty when it is not one.
+std::vector<float> per_channel(const Tensor* t, int64_t channels, size_t rank) {
+  if (!t || t->dtype() != DType::kFloat || t->rank() > rank) return {};
+  const size_t k = t->rank();
+  for (size_t i = 0; i < k; ++i) {
+    const bool channel_axis = k + 1 >= rank && i == k - (rank - 1);
+    if (t->dim(i) != 1 && !(channel_axis && t->dim(i) == channels)) return {};
+  }
+  const float* v = t->data<float>();
+  if (t->numel() == 1) return std::vector<float>(static_cast<size_t>(channels), v[0]);
+  return std::vector<float>(v, v + channels);
+}
+
+// The constant operand of a binary Mul/Add node reading `value` (nullptr otherwise).
+const Tensor* other_constant(const Node& op, const std::string& value, const GraphIndex& idx) {
+  if (!op.domain.empty() || op.inputs.size() != 2 || op.outputs.size() != 1 || op.outputs[0].empty() ||
+      op.inputs[0] == op.inputs[1])
+    return nullptr;
+  return idx.constant(op.inputs[0] == value ? op.inputs[1] : op.inputs[0]);
+}
+
+std::shared_ptr<Tensor> float_vector(const std::vector<float>& v) {
+  auto t = std::make_shared<Tensor>(DType::kFloat, Shape{static_cast<int64_t>(v.size())});
+  std::copy(v.begin(), v.end(), t->data<float>());
+  return t;
+}
+
+// Conv(W, B?) → Mul(c)/Add(c) with c per output channel: W rows scaled / B shifted.
+bool fold_conv_affine(Graph& g, GraphIndex& idx, Node& conv, Node& op) {
+  if (op.op_type != "Mul" && op.op_type != "Add") return false;
+  const Tensor* W = conv.inputs.size() > 1 ? idx.constant(conv.inputs[1]) : nullptr;
+  if (!W || W->dtype() != DType::kFloat || W->rank() < 3) return false;
+  const int64_t M = W->dim(0);
+  std::vector<float> c = per_channel(other_constant(op, conv.outputs[0], idx), M, W->rank());
+  if (c.empty()) return false;
+  const bool has_b = conv.inputs.size() > 2 && !conv.inputs[2].empty();
+  const Tensor* B = has_b ? idx.constant(conv.inputs[2]) : nullptr;
+  if (has_b && !is_float_vector(B, M)) return false;
+  std::vector<float> b(static_cast<size_t>(M), 0.f);
+  if (B) std::copy(B->data<float>(), B->data<float>() + M, b.begin());
+  std::string base = conv.name.empty() ? "conv" : conv.name;
+  if (op.op_type == "Mul") {
+    auto W2 = std::make_shared<Tensor>(DType::kFloat, W->shape());
+    const int64_t per = W->numel() / M;
+    for (int64_t m = 0; m < M; ++m) {
+      for (int64_t k = 0; k < per; ++k) W2->data<float>()[m * per + k] = W->data<float>()[m * per + k] * c[m];
+      b[m] *= c[m];
+    }
+    std::string wn = idx.fresh(conv.inputs[1]);
+    g.initializers.emplace_back(wn, W2);
+    idx.constants[wn] = W2;
+    conv.inputs[1] = wn;
+  } else {
+    for (int64_t m = 0; m < M; ++m) b[m] += c[m];
+  }
+  if (op.op_type == "Add" || has_b) {
+    auto B2 = float_vector(b);
+    std::string bname = idx.fresh(base + "/bias");
+    g.initializers.emplace_back(bname, B2);
+    idx.constants[bname] = B2;
+    conv.inputs.resize(3);
+    conv.inputs[2] = bname;
+  }
+  conv.outputs[0] = op.outputs[0];
+  return true;
+}
+
+// BatchNormalization (inference form, constant scale/bias, input of rank `rank`) →
+// Mul(c)/Add(c) per channel: folded into the BN's scale and bias.
+bool fold_bn_affine(Graph& g, GraphIndex& idx, Node& bn, Node& op, size_t rank) {
+  if ((op.op_type != "Mul" && op.op_type != "Add") || rank < 2) return false;
+  if (bn.inputs.size() != 5 || bn.attr_int("training_mode", 0) != 0 ||
+      !std::all_of(bn.outputs.begin() + 1, bn.outputs.end(), [](const std::string& s) { return s.empty(); }))
+    return false;
+  const Tensor* scale = idx.constant(bn.inputs[1]);
+  const Tensor* bias = idx.constant(bn.inputs[2]);
+  if (!scale || !is_float_vector(scale, scale->numel()) || !is_float_vector(bias, scale->numel())) return false;
+  const int64_t C = scale->numel();
+  std::vector<float> c = per_channel(other_constant(op, bn.outputs[0], idx), C, rank);
+  if (c.empty()) return false;
+  std::vector<float> s(scale->data<float>(), scale->data<float>() + C), b(bias->data<float>(), bias->data<float>() + C);
+  for (int64_t i = 0; i < C; ++i) {
+    if (op.op_type == "Mul") {
+      s[i] *= c[i];
+      b[i] *= c[i];
+    } else {
+      b[i] += c[i];
+    }
+  }
+  std::string base = bn.name.empty() ? "batchnorm" : bn.name;
+  std::string sn = idx.fresh(base + "/scale"), bname = idx.fresh(base + "/bias");
+  auto S2 = float_vector(s), B2 = float_vector(b);
+  g.initializers.emplace_back(sn, S2);
+  g.initializers.emplace_back(bname, B2);
+  idx.constants[sn] = S2;
+  idx.constants[bname] = B2;
+  bn.inputs[1] = sn;
+  bn.inputs[2] = bname;
+  bn.outputs[0] = op.outputs[0];
+  return true;
+}
+
+// add = Add(value, z) or Sum(value, z) (either order) where z and the sum have the same
+// static shape as `value`: adding z is then exactly FusedConv's residual input.
+bool is_residual_add(const Node& add, const std::string& value, const std::map<std::string, Shape>& shapes) {
+  if (!add.domain.empty() || (add.op_type != "Add" && add.op_type != "Sum") || add.inputs.size() != 2 ||
+      add.outputs.size() != 1 || add.outputs[0].empty() || add.inputs[0] == add.inputs[1])
+    return false;
+  const std::string& z = add.inputs[0] == value ? add.inputs[1] : add.inputs[0];
+  auto v = shapes.find(value), zs = shapes.find(z), out = shapes.find(add.outputs[0]);
+  return !z.empty() && v != shapes.end() && zs != shapes.end() && out != shapes.end() && v->second == zs->second &&
+         v->second == out->second;
+}
+
 }  // namespace
 
-GraphOptimizerStats optimize_graph(Model& model) {
+int optimization_level(const std::map<std::string, std::string>& config) {
+  auto it = config.find("session.graph_optimization_level");
+  if (it == config.end()) return kOptAll;
+  try {
+    return std::stoi(it->second);
+  } catch (const std::exception&) {
+    return kOptAll;
+  }
+}
+
+GraphOptimizerStats optimize_graph(Model& model, int level, ThreadPool& pool) {
   GraphOptimizerStats stats;
+  if (level <= kOptDisabled) return stats;
   Graph& g = model.graph;
   auto onnx_opset = model.opsets.find("");
   if (onnx_opset == model.opsets.end()) return stats;
-  GraphIndex idx(g);
+  stats.folding = fold_constants(model, pool);
+  GraphIndex idx(model);
+  // Static shapes, for the rewrites that need ranks or equal shapes.
+  const std::map<std::string, Shape> shapes =
+      static_shapes(g, topological_order(g), [&](const std::string& name) { return idx.constant(name); });
   std::map<std::string, size_t> consumer;  // meaningful for values with exactly one use
   for (size_t i = 0; i < g.nodes.size(); ++i)
     for (const auto& in : g.nodes[i].inputs)
@@ -108,38 +241,74 @@ GraphOptimizerStats optimize_graph(Model& model) {
   };
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     Node& n = g.nodes[i];
-    if (removed[i] || n.op_type != "Conv" || !n.domain.empty() || n.outputs.size() != 1) continue;
-    if (Node* bn = single_consumer(n.outputs[0]); bn && bn->op_type == "BatchNormalization" && bn->domain.empty()) {
-      if (fold_batchnorm(g, idx, n, *bn)) {
-        removed[bn - g.nodes.data()] = true;
-        ++stats.batchnorms_folded;
-      }
+    if (removed[i] || n.op_type != "BatchNormalization" || !n.domain.empty() || n.outputs.empty()) continue;
+    auto x = shapes.find(n.inputs.empty() ? std::string() : n.inputs[0]);
+    while (Node* op = single_consumer(n.outputs[0])) {
+      if (x == shapes.end() || !fold_bn_affine(g, idx, n, *op, x->second.size())) break;
+      removed[op - g.nodes.data()] = true;
+      ++stats.affines_folded;
     }
+  }
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    Node& n = g.nodes[i];
+    if (removed[i] || n.op_type != "Conv" || !n.domain.empty() || n.outputs.size() != 1) continue;
+    // BN and per-channel Mul/Add in any order: fold until the next consumer is neither.
+    while (Node* next = single_consumer(n.outputs[0])) {
+      if (next->op_type == "BatchNormalization" && next->domain.empty() && fold_batchnorm(g, idx, n, *next)) {
+        ++stats.batchnorms_folded;
+      } else if (fold_conv_affine(g, idx, n, *next)) {
+        ++stats.affines_folded;
+      } else {
+        break;
+      }
+      removed[next - g.nodes.data()] = true;
+    }
+    if (level < kOptExtended) continue;
+    const Tensor* W = n.inputs.size() > 1 ? idx.constant(n.inputs[1]) : nullptr;
+    if (!W || W->dtype() != DType::kFloat) continue;
+    bool fused = false;
+    // Residual: Conv → Add/Sum(conv, z) with z of exactly the output's shape (no broadcast)
+    // → FusedConv(x, W, B, z): the sum is taken while the Conv's output is in cache.
+    if (Node* add = single_consumer(n.outputs[0]); add && is_residual_add(*add, n.outputs[0], shapes)) {
+      const std::string& z = add->inputs[0] == n.outputs[0] ? add->inputs[1] : add->inputs[0];
+      n.inputs.resize(3);
+      n.inputs.push_back(z);
+      n.outputs[0] = add->outputs[0];
+      removed[add - g.nodes.data()] = true;
+      ++stats.residual_adds_fused;
+      fused = true;
+    }
+    std::string activation;
     if (Node* act = single_consumer(n.outputs[0]);
         act && act->op_type == "Relu" && act->domain.empty() && act->outputs.size() == 1 && !act->outputs[0].empty()) {
-      const Tensor* W = n.inputs.size() > 1 ? idx.constant(n.inputs[1]) : nullptr;
-      if (!W || W->dtype() != DType::kFloat) continue;
-      n.domain = "com.microsoft";
-      n.op_type = "FusedConv";
-      Attribute a;
-      a.name = "activation";
-      a.type = AttrType::kString;
-      a.s = "Relu";
-      n.attributes.push_back(a);
+      activation = "Relu";
       n.outputs[0] = act->outputs[0];
       removed[act - g.nodes.data()] = true;
       ++stats.activations_fused;
+      fused = true;
     }
+    if (!fused) continue;
+    n.domain = "com.microsoft";
+    n.op_type = "FusedConv";
+    Attribute a;
+    a.name = "activation";
+    a.type = AttrType::kString;
+    a.s = activation.empty() ? "Identity" : activation;
+    n.attributes.push_back(a);
   }
-  if (stats.batchnorms_folded == 0 && stats.activations_fused == 0) return stats;
+  if (stats.batchnorms_folded + stats.activations_fused + stats.residual_adds_fused + stats.affines_folded == 0) {
+    if (stats.folding.nodes_folded) drop_unread_initializers(g);
+    return stats;
+  }
   std::vector<Node> kept;
   for (size_t i = 0; i < g.nodes.size(); ++i)
     if (!removed[i]) kept.push_back(std::move(g.nodes[i]));
   g.nodes = std::move(kept);
-  if (stats.activations_fused) {
+  if (stats.activations_fused || stats.residual_adds_fused) {
     auto it = model.opsets.find("com.microsoft");
     if (it == model.opsets.end()) model.opsets["com.microsoft"] = 1;
   }
+  drop_unread_initializers(g);  // the weights BatchNormalization folding replaced
   return stats;
 }
 

@@ -1,19 +1,39 @@
 #pragma once
+#include <map>
+#include <string>
+
+#include "constant_folding.h"
 #include "graph.h"
+#include "threadpool.h"
 
 namespace mrt {
 
 struct GraphOptimizerStats {
+  ConstantFoldingStats folding;
   int batchnorms_folded = 0;
   int activations_fused = 0;
+  int residual_adds_fused = 0;
+  int affines_folded = 0;  // Mul/Add by per-channel constants folded into Conv or BatchNormalization
 };
 
-// Inference-time rewrites that keep results within float rounding of the original graph:
+// onnxruntime's GraphOptimizationLevel values, read from the session config entry
+// "session.graph_optimization_level" (absent or unparsable: all).
+enum OptimizationLevel : int { kOptDisabled = 0, kOptBasic = 1, kOptExtended = 2, kOptAll = 99 };
+int optimization_level(const std::map<std::string, std::string>& config);
+
+// Inference-time rewrites that keep results within float rounding of the original graph.
+// Basic level:
+//  - constant folding (constant_folding.h), so weights computed from constants are
+//    initializers before the rewrites below look at them;
 //  - Conv → BatchNormalization with constant parameters: the BN is folded into new Conv
 //    weights and bias;
-//  - Conv → Relu (Conv output used only there): one com.microsoft FusedConv node, so the
-//    activation runs while the output is still in cache.
+//  - Conv / BatchNormalization → Mul/Add by a per-channel constant: folded into the Conv's
+//    weights and bias or the BN's scale and bias;
+// Extended level and above:
+//  - Conv (→ Add/Sum with a same-shaped value) (→ Relu), each step only where the value
+//    is used once: one com.microsoft FusedConv node with the residual input Z, so the
+//    sum and the activation run while the output is still in cache.
 // Only constant initializers (not overridable by a graph input) are folded.
-GraphOptimizerStats optimize_graph(Model& model);
+GraphOptimizerStats optimize_graph(Model& model, int level, ThreadPool& pool);
 
 }  // namespace mrt

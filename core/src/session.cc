@@ -1,5 +1,6 @@
 #include "session.h"
 
+#include "constant_folding.h"
 #include "function_inliner.h"
 #include "graph_optimizer.h"
 #include "session_extras.h"
@@ -93,8 +94,9 @@ void Session::build() {
   replace_initializers(model_.graph, options_.initializers);
   override_free_dims(model_.graph, options_.config);
   inline_model_functions(model_);
-  auto level = options_.config.find("session.graph_optimization_level");
-  if (level == options_.config.end() || level->second != "0") optimize_graph(model_);
+  pool_ = std::make_unique<ThreadPool>(options_.intra_op_num_threads);
+  optimize_graph(model_, optimization_level(options_.config), *pool_);
+  const std::set<std::string> overridable = overridable_initializers(model_);
   const Graph& g = model_.graph;
   auto intern = [&](const std::string& name) {
     auto it = ids_.find(name);
@@ -123,8 +125,10 @@ void Session::build() {
       fail(MRT_NOT_IMPLEMENTED, "graph input '", in.name, "' has element type ", dtype_name(in.elem_type),
            ", which is not supported");
     if (is_init) {
-      overridable_.push_back(id);
-      overridable_info_.push_back(in);
+      if (overridable.count(in.name)) {
+        overridable_.push_back(id);
+        overridable_info_.push_back(in);
+      }
     } else {
       inputs_.push_back(in);
       input_ids_.push_back(id);
@@ -240,7 +244,6 @@ void Session::build() {
   for (size_t id = 0; id < last_use.size(); ++id)
     if (last_use[id] >= 0 && !constants_[id].valid()) steps_[last_use[id]].release.push_back(static_cast<int>(id));
 
-  pool_ = std::make_unique<ThreadPool>(options_.intra_op_num_threads);
   alloc_ = std::make_shared<Allocator>();
 }
 
@@ -362,6 +365,12 @@ std::vector<Tensor> Session::run(const std::vector<std::string>& input_names, co
     if (!info && !overridable) {
       std::string valid;
       for (const auto& v : inputs_) valid += (valid.empty() ? "'" : ", '") + v.name + "'";
+      if (id >= 0 && constants_[id].valid())
+        fail(MRT_INVALID_ARGUMENT, "input '", name, "' is a constant initializer",
+             model_.ir_version < 4 ? " (up to IR version 3 every initializer is listed among the graph inputs; that "
+                                     "does not make it overridable)"
+                                   : "",
+             "; the model's inputs are ", valid.empty() ? "none" : valid);
       fail(MRT_INVALID_ARGUMENT, "unknown input name '", name, "'; the model's inputs are ", valid.empty() ? "none" : valid);
     }
     if (fed[id]) fail(MRT_INVALID_ARGUMENT, "input '", name, "' is given twice");

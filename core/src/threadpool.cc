@@ -45,7 +45,11 @@ bool spin_until(Pred pred) {
 }  // namespace
 
 // Workers wait for a "job" (a chunked range); each participant (workers + caller)
-// grabs chunk indices from an atomic counter until the range is exhausted.
+// grabs chunk indices from an atomic counter until the range is exhausted. The caller
+// waits only for the chunks to be done, never for a worker to show up: a worker the OS
+// has not scheduled yet (a loaded machine, another session's pool on the same cores)
+// finds the range exhausted when it wakes and does nothing, instead of holding up the
+// caller until it runs.
 struct ThreadPool::Impl {
   std::vector<std::thread> workers;
   std::mutex mutex;
@@ -55,18 +59,22 @@ struct ThreadPool::Impl {
   std::atomic<bool> stop{false};
   std::atomic<uint64_t> generation{0};
 
-  // current job
+  // Current job. Its fields are written only while `open` is false and no worker is
+  // inside (`inside` == 0); a worker enters by incrementing `inside` and then checking
+  // `open`.
   const std::function<void(int64_t, int64_t)>* fn = nullptr;
   int64_t n = 0, chunk = 1, chunks = 0;
+  std::atomic<bool> open{false};
+  std::atomic<int> inside{0};
   std::atomic<int64_t> next{0};
-  std::atomic<int> active{0};
+  std::atomic<int64_t> completed{0};
   std::exception_ptr error;
   std::mutex error_mutex;
 
   void run_chunks() {
     t_in_parallel = true;
     for (;;) {
-      int64_t c = next.fetch_add(1);
+      int64_t c = next.fetch_add(1, std::memory_order_acq_rel);
       if (c >= chunks) break;
       int64_t b = c * chunk, e = std::min(n, b + chunk);
       try {
@@ -74,6 +82,10 @@ struct ThreadPool::Impl {
       } catch (...) {
         std::lock_guard<std::mutex> lock(error_mutex);
         if (!error) error = std::current_exception();
+      }
+      if (completed.fetch_add(1, std::memory_order_acq_rel) + 1 == chunks) {
+        std::lock_guard<std::mutex> lock(mutex);  // the caller may be blocked in done.wait
+        done.notify_all();
       }
     }
     t_in_parallel = false;
@@ -91,11 +103,9 @@ struct ThreadPool::Impl {
       }
       if (stop.load(std::memory_order_acquire)) return;
       seen = generation.load(std::memory_order_acquire);
-      run_chunks();
-      if (active.fetch_sub(1, std::memory_order_acq_rel) == 1) {
-        std::lock_guard<std::mutex> lock(mutex);  // the caller may be blocked in done.wait
-        done.notify_all();
-      }
+      inside.fetch_add(1, std::memory_order_acq_rel);
+      if (open.load(std::memory_order_acquire)) run_chunks();
+      inside.fetch_sub(1, std::memory_order_acq_rel);
     }
   }
 };
@@ -126,25 +136,31 @@ void ThreadPool::parallel_for(int64_t n, int64_t grain, const std::function<void
   // One job at a time per pool; concurrent Run() calls on a session serialize here.
   std::unique_lock<std::mutex> job_lock(job_mutex_);
   Impl& im = *impl_;
+  // A worker still inside from an earlier job (it woke late and found nothing to do)
+  // leaves before the fields change.
+  while (im.inside.load(std::memory_order_acquire) != 0) std::this_thread::yield();
   int64_t target_chunks = std::min<int64_t>(max_chunks, static_cast<int64_t>(threads_) * 4);
   im.chunk = (n + target_chunks - 1) / target_chunks;
   im.chunks = (n + im.chunk - 1) / im.chunk;
   im.n = n;
   im.fn = &fn;
-  im.next.store(0);
+  im.next.store(0, std::memory_order_relaxed);
+  im.completed.store(0, std::memory_order_relaxed);
   im.error = nullptr;
   {
     std::lock_guard<std::mutex> lock(im.mutex);
-    im.active.store(static_cast<int>(im.workers.size()), std::memory_order_relaxed);
+    im.open.store(true, std::memory_order_release);
     im.generation.fetch_add(1, std::memory_order_release);  // publishes the job fields
   }
   im.wake.notify_all();
   im.run_chunks();
-  auto finished = [&] { return im.active.load(std::memory_order_acquire) == 0; };
+  const int64_t chunks = im.chunks;
+  auto finished = [&] { return im.completed.load(std::memory_order_acquire) == chunks; };
   if (!spin_until(finished)) {
     std::unique_lock<std::mutex> lock(im.mutex);
     im.done.wait(lock, finished);
   }
+  im.open.store(false, std::memory_order_release);
   im.fn = nullptr;
   if (im.error) std::rethrow_exception(im.error);
 }

@@ -2,6 +2,7 @@
 //
 // Loop structure (row-major C = alpha * op(A) * op(B) + beta * C):
 //   parallel over tasks (an M block of mc rows x a share of the nr-wide B panels):
+//    for each chunk of the task's panels  (its C block stays in L2 over the K steps)
 //     for pc over K in steps of kc          one rank-kc update (beta applies on the first)
 //       pack op(A)[ic:ic+mc, pc:pc+kc] into mr-high panels (per thread, stays in L2)
 //       for each B panel of the task: pack it (kc x nr, stays in L1)
@@ -23,6 +24,9 @@ namespace mrt {
 namespace {
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// Bytes of C one task keeps in cache across the K steps (a share of L2).
+constexpr int64_t kCBlockBytes = int64_t{192} << 10;
 
 int64_t packed_a_kc(const SgemmKernel& kr) { return kr.kc_packed_a > 0 ? kr.kc_packed_a : kr.kc; }
 
@@ -210,6 +214,46 @@ void scale_c(int64_t M, int64_t N, float beta, float* C, int64_t ldc) {
   }
 }
 
+// The parallel split of C into M blocks (mc rows, a multiple of mr, at most max_mc) times
+// nsplit groups of B panels, chosen by cost: the pool hands the tasks out in order to
+// whichever thread is free, a task costs its panels x (its rows + the packing of its B
+// panels, which every M block repeats, and of its A rows, which every panel group
+// repeats), and the split with the shortest simulated
+// schedule wins (fewer tasks on a tie). Uneven splits (3 tasks on 2 threads, a lone
+// 4-column panel group) lose to balanced ones.
+void choose_split(int64_t M, int64_t npanels, int64_t mr, int64_t max_mc, int threads, bool a_packed,
+                  double pack_rows, int64_t& mc_out, int64_t& nsplit_out) {
+  const int64_t row_panels = ceil_div(M, mr);
+  const double pack_panels = a_packed ? 0.0 : 0.5;  // packing one row of A, in panels computed against it
+  const int64_t min_blocks = ceil_div(M, max_mc);
+  const int64_t max_blocks = std::min(row_panels, std::max<int64_t>(min_blocks, 2 * threads));
+  const int64_t max_split = std::min<int64_t>(npanels, 4 * threads);
+  double best = -1;
+  std::vector<double> load(static_cast<size_t>(threads));
+  int64_t last_mc = -1;
+  for (int64_t nb = min_blocks; nb <= max_blocks; ++nb) {
+    const int64_t mc = std::min(max_mc, ceil_div(ceil_div(M, nb), mr) * mr);
+    if (mc == last_mc) continue;
+    last_mc = mc;
+    const int64_t blocks = ceil_div(M, mc);
+    for (int64_t ns = 1; ns <= max_split; ++ns) {
+      std::fill(load.begin(), load.end(), 0.0);
+      for (int64_t t = 0; t < blocks * ns; ++t) {
+        const int64_t rows = std::min(mc, M - (t / ns) * mc), js = t % ns;
+        const int64_t panels = (js + 1) * npanels / ns - js * npanels / ns;
+        *std::min_element(load.begin(), load.end()) +=
+            static_cast<double>(panels) * (static_cast<double>(rows) + pack_rows) + static_cast<double>(rows) * pack_panels;
+      }
+      const double span = *std::max_element(load.begin(), load.end());
+      if (best < 0 || span < best * 0.999) {
+        best = span;
+        mc_out = mc;
+        nsplit_out = ns;
+      }
+    }
+  }
+}
+
 // Below ~2 MFLOP (a few microseconds) waking the workers costs more than it saves.
 bool use_threads(ThreadPool* pool, double flops) { return pool != nullptr && pool->size() > 1 && flops >= 2.0e6; }
 
@@ -225,6 +269,7 @@ struct OperandB {
   int64_t ld = 0;
   bool trans = false;
   const PackedB* packed = nullptr;
+  const PanelSourceB* source = nullptr;
 };
 
 // C[0,:] = alpha * a . op(B) + beta * C[0,:] for M == 1 (matrix-vector), without packing.
@@ -301,18 +346,20 @@ void gemv_col(int64_t M, int64_t K, float alpha, const OperandA& A, const float*
 }
 
 void gemm_driver(const SgemmKernel& kr, int64_t M, int64_t N, int64_t K, float alpha, const OperandA& A,
-                 const OperandB& B, float beta, float* C, int64_t ldc, ThreadPool* pool) {
+                 const OperandB& B, float beta, float* C, int64_t ldc, ThreadPool* pool,
+                 const TileEpilogue* epilogue = nullptr) {
   MRT_ENFORCE(M >= 0 && N >= 0 && K >= 0, MRT_INTERNAL, "sgemm: negative size M=", M, " N=", N, " K=", K);
   if (M == 0 || N == 0) return;
   if (K == 0 || alpha == 0.f) {
     scale_c(M, N, beta, C, ldc);
+    if (epilogue) epilogue->apply(epilogue->ctx, 0, M, 0, N, C, ldc);
     return;
   }
-  if (M == 1 && !A.packed && !B.packed) {
+  if (M == 1 && !A.packed && !B.packed && !B.source) {
     gemv_row(N, K, alpha, A.p, A.trans ? A.ld : 1, B, beta, C, pool);
     return;
   }
-  if (N == 1 && !A.packed && !B.packed) {
+  if (N == 1 && !A.packed && !B.packed && !B.source) {
     gemv_col(M, K, alpha, A, B.p, B.trans ? 1 : B.ld, beta, C, ldc, pool);
     return;
   }
@@ -320,22 +367,20 @@ void gemm_driver(const SgemmKernel& kr, int64_t M, int64_t N, int64_t K, float a
   const int threads = pool ? pool->size() : 1;
   const bool parallel = use_threads(pool, 2.0 * M * N * K);
 
-  // Even out the M blocks: n_mblocks blocks of mc rows (a multiple of mr, at most kr.mc).
-  int64_t n_mb = ceil_div(M, kr.mc);
   const int64_t npanels = ceil_div(N, nr);
-  // Too few B panels to share out (small N): split M so that every thread gets an equal
-  // share of the rows.
-  if (parallel && npanels / 2 < threads && ceil_div(M, mr) >= threads)
-    n_mb = ceil_div(n_mb, threads) * threads;
-  const int64_t mc = std::min(kr.mc, ceil_div(ceil_div(M, n_mb), mr) * mr);
-  const int64_t n_mblocks = ceil_div(M, mc);
-  // Split the B panels among tasks when there are too few M blocks to keep every thread
-  // busy (a few tasks per thread so that a slow thread does not hold up the others).
-  int64_t nsplit = 1;
+  // B panels produced by a source (Conv's im2col) cost more to remake for every M block
+  // than a copy: taller blocks (a pre-packed A block streams from L2 either way).
+  const int64_t max_mc = B.source && A.packed ? 2 * kr.mc : kr.mc;
+  int64_t mc, nsplit = 1;
   if (parallel) {
-    const int64_t want = 4 * static_cast<int64_t>(threads);
-    if (n_mblocks < want) nsplit = std::max<int64_t>(1, std::min(ceil_div(want, n_mblocks), npanels / 2));
+    // Making one B panel, in rows computed against it: none when pre-packed, a copy, or
+    // Conv's im2col (dearer).
+    const double pack_rows = B.packed ? 0.0 : B.source ? 8.0 : 4.0;
+    choose_split(M, npanels, mr, max_mc, threads, A.packed != nullptr, pack_rows, mc, nsplit);
+  } else {  // even out the M blocks: blocks of mc rows (a multiple of mr, at most max_mc)
+    mc = std::min(max_mc, ceil_div(ceil_div(M, ceil_div(M, max_mc)), mr) * mr);
   }
+  const int64_t n_mblocks = ceil_div(M, mc);
   const int64_t ntasks = n_mblocks * nsplit;
   const int64_t a_panels = ceil_div(M, mr);  // pre-packed A: kc blocks of a_panels panels each
   const int64_t kcs = kc_step(A.packed ? packed_a_kc(kr) : kr.kc, K);
@@ -353,26 +398,46 @@ void gemm_driver(const SgemmKernel& kr, int64_t M, int64_t N, int64_t K, float a
       const int64_t ic = ib * mc;
       const int64_t mcb = std::min(mc, M - ic);
       const int64_t q0 = js * npanels / nsplit, q1 = (js + 1) * npanels / nsplit;
-      for (int64_t pc = 0; pc < K; pc += kcs) {
-        const int64_t kc = std::min(kcs, K - pc);
-        const float beta_k = pc == 0 ? beta : 1.f;
-        if (!A.packed) pack_a(kr, A.trans, A.p, A.ld, ic, mcb, pc, kc, abuf, kc * mr);
-        for (int64_t q = q0; q < q1; ++q) {
-          const int64_t j = q * nr;
-          const int64_t n = std::min(nr, N - j);
-          const float* bp;
-          if (B.packed) {
-            bp = B.packed->data.data() + (q * K + pc) * nr;
-          } else {
-            pack_b(kr, B.trans, B.p, B.ld, pc, kc, 0, N, q, q + 1, own_b, kc * nr);
-            bp = own_b;
+      // The task's panels in chunks whose C block (mcb x chunk columns) stays in L2 over
+      // all the K steps, instead of the whole C row block going out to memory and back
+      // once per K step when N is large.
+      const int64_t chunk = std::max<int64_t>(1, kCBlockBytes / (mcb * nr * static_cast<int64_t>(sizeof(float))));
+      for (int64_t g0 = q0; g0 < q1; g0 += chunk) {
+        const int64_t g1 = std::min(q1, g0 + chunk);
+        for (int64_t pc = 0; pc < K; pc += kcs) {
+          const int64_t kc = std::min(kcs, K - pc);
+          const float beta_k = pc == 0 ? beta : 1.f;
+          if (!A.packed) pack_a(kr, A.trans, A.p, A.ld, ic, mcb, pc, kc, abuf, kc * mr);
+          for (int64_t q = g0; q < g1; ++q) {
+            const int64_t j = q * nr;
+            const int64_t n = std::min(nr, N - j);
+            const float* bp;
+            if (B.packed) {
+              bp = B.packed->data.data() + (q * K + pc) * nr;
+            } else if (B.source) {
+              B.source->fill(B.source->ctx, pc, kc, j, n, static_cast<int>(nr), own_b);
+              bp = own_b;
+            } else {
+              pack_b(kr, B.trans, B.p, B.ld, pc, kc, 0, N, q, q + 1, own_b, kc * nr);
+              bp = own_b;
+            }
+            for (int64_t r = 0; r * mr < mcb; ++r) {
+              const int64_t i = ic + r * mr;
+              const int64_t m = std::min(mr, M - i);
+              const float* ap = A.packed ? A.packed->data.data() + pc * a_panels * mr + (i / mr) * kc * mr
+                                         : abuf + r * kc * mr;
+              kr.rows[m](kc, ap, bp, C + i * ldc + j, ldc, n, alpha, beta_k);
+            }
+            // Output stage one panel behind (the previous panel's stores have retired;
+            // both panels of the M block are still in cache).
+            if (epilogue && pc + kc >= K && q > g0) {
+              const int64_t jp = j - nr;
+              epilogue->apply(epilogue->ctx, ic, mcb, jp, nr, C + ic * ldc + jp, ldc);
+            }
           }
-          for (int64_t r = 0; r * mr < mcb; ++r) {
-            const int64_t i = ic + r * mr;
-            const int64_t m = std::min(mr, M - i);
-            const float* ap = A.packed ? A.packed->data.data() + pc * a_panels * mr + (i / mr) * kc * mr
-                                       : abuf + r * kc * mr;
-            kr.rows[m](kc, ap, bp, C + i * ldc + j, ldc, n, alpha, beta_k);
+          if (epilogue && pc + kc >= K) {
+            const int64_t jl = (g1 - 1) * nr;
+            epilogue->apply(epilogue->ctx, ic, mcb, jl, std::min(nr, N - jl), C + ic * ldc + jl, ldc);
           }
         }
       }
@@ -474,7 +539,7 @@ PackedB sgemm_pack_b(bool trans_b, int64_t K, int64_t N, const float* B, int64_t
 }
 
 void sgemm_packed_a(const PackedA& A, bool trans_b, int64_t N, float alpha, const float* B, int64_t ldb, float beta,
-                    float* C, int64_t ldc, ThreadPool* pool) {
+                    float* C, int64_t ldc, ThreadPool* pool, const TileEpilogue* epilogue) {
   MRT_ENFORCE(A.kernel != nullptr, MRT_INTERNAL, "sgemm_packed_a: operand was not packed");
   OperandA a;
   a.packed = &A;
@@ -482,7 +547,18 @@ void sgemm_packed_a(const PackedA& A, bool trans_b, int64_t N, float alpha, cons
   b.p = B;
   b.ld = ldb;
   b.trans = trans_b;
-  gemm_driver(*A.kernel, A.M, N, A.K, alpha, a, b, beta, C, ldc, pool);
+  gemm_driver(*A.kernel, A.M, N, A.K, alpha, a, b, beta, C, ldc, pool, epilogue);
+}
+
+void sgemm_packed_a_source(const PackedA& A, int64_t N, float alpha, const PanelSourceB& source, float beta, float* C,
+                           int64_t ldc, ThreadPool* pool, const TileEpilogue* epilogue) {
+  MRT_ENFORCE(A.kernel != nullptr && source.fill != nullptr, MRT_INTERNAL,
+              "sgemm_packed_a_source: operand was not packed or has no source");
+  OperandA a;
+  a.packed = &A;
+  OperandB b;
+  b.source = &source;
+  gemm_driver(*A.kernel, A.M, N, A.K, alpha, a, b, beta, C, ldc, pool, epilogue);
 }
 
 void sgemm_packed_b(bool trans_a, int64_t M, float alpha, const float* A, int64_t lda, const PackedB& B, float beta,

@@ -13,6 +13,14 @@ namespace mrt {
 class ThreadPool;
 struct SgemmKernel;
 
+// Called once per finished block of C (rows i..i+m, columns j..j+n, at c with row stride
+// ldc: an M block by one B panel) while it is still in cache: fused output stages (bias,
+// residual, activation). Called from several threads at once, each element exactly once.
+struct TileEpilogue {
+  void (*apply)(const void* ctx, int64_t i, int64_t m, int64_t j, int64_t n, float* c, int64_t ldc) = nullptr;
+  const void* ctx = nullptr;
+};
+
 void sgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
            const float* B, int64_t ldb, float beta, float* C, int64_t ldc, ThreadPool* pool);
 
@@ -40,7 +48,19 @@ PackedB sgemm_pack_b(bool trans_b, int64_t K, int64_t N, const float* B, int64_t
 
 // C[M,N] = alpha * A * op(B) + beta * C with A pre-packed (M, K taken from it).
 void sgemm_packed_a(const PackedA& A, bool trans_b, int64_t N, float alpha, const float* B, int64_t ldb, float beta,
-                    float* C, int64_t ldc, ThreadPool* pool);
+                    float* C, int64_t ldc, ThreadPool* pool, const TileEpilogue* epilogue = nullptr);
+// A B operand produced panel by panel by the caller instead of read from memory (Conv's
+// im2col written straight into the panel layout, so the column matrix never exists).
+// fill(ctx, k0, kc, j0, n, nr, dst) writes B[k0:k0+kc, j0:j0+n] as kc groups of nr values
+// (dst[k*nr + j]), the columns n..nr-1 zero. Called from several threads at once.
+struct PanelSourceB {
+  void (*fill)(const void* ctx, int64_t k0, int64_t kc, int64_t j0, int64_t n, int nr, float* dst) = nullptr;
+  const void* ctx = nullptr;
+};
+// C[M,N] = alpha * A * B + beta * C with A pre-packed and B from `source` (K from A).
+void sgemm_packed_a_source(const PackedA& A, int64_t N, float alpha, const PanelSourceB& source, float beta, float* C,
+                           int64_t ldc, ThreadPool* pool, const TileEpilogue* epilogue = nullptr);
+
 // C[M,N] = alpha * op(A) * B + beta * C with B pre-packed (K, N taken from it).
 void sgemm_packed_b(bool trans_a, int64_t M, float alpha, const float* A, int64_t lda, const PackedB& B, float beta,
                     float* C, int64_t ldc, ThreadPool* pool);

@@ -15,10 +15,15 @@
 #include <cstring>
 #include <limits>
 #include <memory>
+#include <mutex>
 #include <type_traits>
 
 #include "../gemm/sgemm.h"
 #include "nn_geometry.h"
+
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 namespace mrt {
 namespace {
@@ -219,6 +224,101 @@ void col2im_2d(const T* col, int64_t channels, const Window& g, int64_t p0, int6
     body(0, channels);
 }
 
+// im2col straight into SGEMM B panels (PanelSourceB): the rows k0..k0+kc of the column
+// matrix, for the positions p0+j0 .. p0+j0+n, as kc groups of nr values. 2-D windows only.
+constexpr int kSgemmPanelPieces = 2 * 64 + 2;  // row pieces of one B panel (nr <= 64 positions)
+
+struct Im2colPanels {
+  const float* img;  // the group's input channels
+  const Window* g;
+  int64_t p0;        // first output position of the band
+};
+
+// dst[0, n) = src[0, n): the pieces are short (at most one panel row), where a library
+// call costs more than the copy.
+inline void copy_floats(float* dst, const float* src, int64_t n) {
+  int64_t i = 0;
+#if defined(__SSE2__)
+  for (; i + 4 <= n; i += 4) _mm_storeu_ps(dst + i, _mm_loadu_ps(src + i));
+#endif
+  for (; i < n; ++i) dst[i] = src[i];
+}
+
+// dst[i] = src[2 * i] for i in [0, n) (stride-2 windows).
+inline void copy_even_floats(float* dst, const float* src, int64_t n) {
+  int64_t i = 0;
+#if defined(__SSE2__)
+  for (; i + 4 <= n; i += 4) {
+    const __m128 a = _mm_loadu_ps(src + 2 * i), b = _mm_loadu_ps(src + 2 * i + 4);
+    _mm_storeu_ps(dst + i, _mm_shuffle_ps(a, b, _MM_SHUFFLE(2, 0, 2, 0)));
+  }
+#endif
+  for (; i < n; ++i) dst[i] = src[2 * i];
+}
+
+void im2col_fill_panel(const void* ctx, int64_t k0, int64_t kc, int64_t j0, int64_t n, int nr, float* dst) {
+  const Im2colPanels& s = *static_cast<const Im2colPanels*>(ctx);
+  const Window& g = *s.g;
+  const int64_t H = g.in[0], W = g.in[1], KH = g.kernel[0], KW = g.kernel[1];
+  const int64_t OW = g.out[1], sh = g.stride[0], sw = g.stride[1];
+  const int64_t dh = g.dilation[0], dw = g.dilation[1], ph = g.pad_begin[0], pw = g.pad_begin[1];
+  // The panel's positions as pieces of output rows, and each kernel column's valid output
+  // columns: both independent of k, so the divisions happen once per panel.
+  struct Piece {
+    int64_t oh, a, b, at;
+  };
+  Piece pieces[kSgemmPanelPieces];
+  int np = 0;
+  for_each_row_piece(s.p0 + j0, s.p0 + j0 + n, OW, [&](int64_t oh, int64_t a, int64_t b, int64_t at) {
+    pieces[np++] = Piece{oh, a, b, at};
+  });
+  constexpr int64_t kMaxKw = 16;
+  int64_t lo_kw[kMaxKw], hi_kw[kMaxKw];
+  for (int64_t kw = 0; kw < std::min(KW, kMaxKw); ++kw)
+    nn::valid_range(OW, sw, kw * dw - pw, W, lo_kw[kw], hi_kw[kw]);
+  int64_t c = k0 / (KH * KW), kh = (k0 % (KH * KW)) / KW, kw = k0 % KW;
+  for (int64_t k = 0; k < kc; ++k) {
+    float* d = dst + k * nr;
+    const float* x = s.img + c * H * W;
+    const int64_t off_w = kw * dw - pw;
+    int64_t lo, hi;
+    if (kw < kMaxKw) {
+      lo = lo_kw[kw];
+      hi = hi_kw[kw];
+    } else {
+      nn::valid_range(OW, sw, off_w, W, lo, hi);
+    }
+    for (int pi = 0; pi < np; ++pi) {
+      const int64_t a = pieces[pi].a, b = pieces[pi].b;
+      float* out = d + pieces[pi].at - a;  // out[ow] for ow in [a, b)
+      const int64_t ih = pieces[pi].oh * sh - ph + kh * dh;
+      if (ih < 0 || ih >= H) {
+        for (int64_t ow = a; ow < b; ++ow) out[ow] = 0.f;
+        continue;
+      }
+      const float* src = x + ih * W + off_w;
+      const int64_t l = std::min(std::max(lo, a), b), h = std::max(std::min(hi, b), l);
+      for (int64_t ow = a; ow < l; ++ow) out[ow] = 0.f;
+      if (sw == 1) {
+        copy_floats(out + l, src + l, h - l);
+      } else if (sw == 2) {
+        copy_even_floats(out + l, src + 2 * l, h - l);
+      } else {
+        for (int64_t ow = l; ow < h; ++ow) out[ow] = src[ow * sw];
+      }
+      for (int64_t ow = h; ow < b; ++ow) out[ow] = 0.f;
+    }
+    for (int64_t j = n; j < nr; ++j) d[j] = 0.f;
+    if (++kw == KW) {
+      kw = 0;
+      if (++kh == KH) {
+        kh = 0;
+        ++c;
+      }
+    }
+  }
+}
+
 template <class T>
 void im2col(const T* img, int64_t channels, const Window& g, int64_t p0, int64_t p1, T* col, int64_t ld,
             ThreadPool* pool) {
@@ -407,21 +507,115 @@ void conv_depthwise_2d(const ConvPlan& p, const T* x, const T* w, const T* bias,
 // Constant Conv/ConvTranspose filters packed once per group for the SGEMM micro-kernel.
 struct PackedFilters {
   std::vector<PackedA> groups;
+  // Filters transposed (K x Mg) and packed as the GEMM's B, for outputs of few positions
+  // (see conv_few_positions); built on first use.
+  std::vector<PackedB> transposed;
+  std::once_flag transposed_once;
 };
 
+// Convolutions with few output positions (a 7x7 map: 49) and many output channels waste
+// much of the SGEMM's 32-wide column tiles on positions (49 = 32 + 17 of 64). Computed
+// transposed instead, positions as GEMM rows (12-high tiles: 49 = 4 x 12 + 1) and channels
+// as columns: Y^T[N, Mg] = im2col(X)^T W_g^T, then transposed into place with the bias and
+// epilogue.
+constexpr int64_t kFewPositions = 64;
+bool conv_few_positions(int64_t positions, int64_t out_channels) {
+  return positions <= kFewPositions && out_channels >= 64;
+}
+
+// Grow-only per-thread buffers of the transposed path: 0 = columns, 1 = transposed output.
+float* few_positions_scratch(int which, int64_t n) {
+  thread_local std::vector<float> buf[2];
+  if (buf[which].size() < static_cast<size_t>(n)) buf[which].resize(static_cast<size_t>(n));
+  return buf[which].data();
+}
+
 // C = A_g x B (+ beta C), with A_g the group's filter matrix, packed when available.
+// `tile` (packed filters only) runs on each finished tile of C.
 inline void filter_gemm(const PackedFilters* packed, int64_t grp, bool ta, int64_t M, int64_t N, int64_t K,
                         const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc,
-                        ThreadPool* pool) {
+                        ThreadPool* pool, const TileEpilogue* tile = nullptr) {
   if (packed)
-    sgemm_packed_a(packed->groups[static_cast<size_t>(grp)], false, N, 1.f, B, ldb, beta, C, ldc, pool);
+    sgemm_packed_a(packed->groups[static_cast<size_t>(grp)], false, N, 1.f, B, ldb, beta, C, ldc, pool, tile);
   else
     sgemm(ta, false, M, N, K, 1.f, A, lda, B, ldb, beta, C, ldc, pool);
 }
 inline void filter_gemm(const PackedFilters*, int64_t, bool ta, int64_t M, int64_t N, int64_t K, const double* A,
                         int64_t lda, const double* B, int64_t ldb, double beta, double* C, int64_t ldc,
-                        ThreadPool* pool) {
+                        ThreadPool* pool, const TileEpilogue* = nullptr) {
   gemm(ta, false, M, N, K, A, lda, B, ldb, beta, C, ldc, pool);
+}
+
+// Conv's output stage on one finished GEMM tile (float, packed filters): bias, then the
+// FusedConv epilogue (residual, activation), while the tile is in cache.
+struct ConvTileStage {
+  const float* bias = nullptr;  // the group's biases, or nullptr
+  const Epilogue* epi = nullptr;
+  int64_t base = 0;             // offset of the GEMM's C in the output tensor
+};
+
+template <bool kBias, bool kZ, bool kRelu>
+void tile_rows(const ConvTileStage& t, int64_t i, int64_t m, int64_t j, int64_t n, float* c, int64_t ldc) {
+  for (int64_t r = 0; r < m; ++r) {
+    float* __restrict row = c + r * ldc;
+    const float b = kBias ? t.bias[i + r] : 0.f;
+    const float* __restrict z = kZ ? static_cast<const float*>(t.epi->z) + t.base + (i + r) * ldc + j : nullptr;
+    for (int64_t k = 0; k < n; ++k) {
+      float v = row[k];
+      if (kBias) v += b;
+      if (kZ) v += z[k];
+      if (kRelu) v = v > 0.f ? v : 0.f;
+      row[k] = v;
+    }
+  }
+}
+
+void conv_tile_stage(const void* ctx, int64_t i, int64_t m, int64_t j, int64_t n, float* c, int64_t ldc) {
+  const ConvTileStage& t = *static_cast<const ConvTileStage*>(ctx);
+  const bool z = t.epi && t.epi->z, relu = t.epi && t.epi->act == Epilogue::kRelu;
+  const bool other = t.epi && t.epi->act != Epilogue::kNone && !relu;
+#if defined(MOSAICRT_X86_SIMD)
+  if (cpu_has_avx2() && !other) {
+    for (int64_t r = 0; r < m; ++r)
+      nn::conv_stage_row_avx2(c + r * ldc, z ? static_cast<const float*>(t.epi->z) + t.base + (i + r) * ldc + j : nullptr,
+                              t.bias ? t.bias[i + r] : 0.f, n, relu);
+    return;
+  }
+#endif
+  if (t.bias) {
+    if (z)
+      relu ? tile_rows<true, true, true>(t, i, m, j, n, c, ldc) : tile_rows<true, true, false>(t, i, m, j, n, c, ldc);
+    else
+      relu ? tile_rows<true, false, true>(t, i, m, j, n, c, ldc) : tile_rows<true, false, false>(t, i, m, j, n, c, ldc);
+  } else {
+    if (z)
+      relu ? tile_rows<false, true, true>(t, i, m, j, n, c, ldc) : tile_rows<false, true, false>(t, i, m, j, n, c, ldc);
+    else if (relu)
+      tile_rows<false, false, true>(t, i, m, j, n, c, ldc);
+  }
+  if (other) {  // activations other than Relu: their own pass over the (cached) rows
+    Epilogue act = *t.epi;
+    act.z = nullptr;
+    for (int64_t r = 0; r < m; ++r) apply_epilogue(&act, c + r * ldc, 0, n);
+  }
+}
+
+// C = A_g x im2col(x)[:, p0:p0+N] (+ beta C) with the columns generated inside the GEMM's
+// B panels; false when not available (double, unpacked filters, N-D windows).
+inline bool filter_gemm_image(const PackedFilters* packed, int64_t grp, const Window& g, const float* x, int64_t p0,
+                              int64_t N, float beta, float* C, int64_t ldc, ThreadPool* pool,
+                              const TileEpilogue* tile) {
+  if (!packed || g.nsp != 2) return false;
+  Im2colPanels src{x, &g, p0};
+  PanelSourceB source;
+  source.fill = im2col_fill_panel;
+  source.ctx = &src;
+  sgemm_packed_a_source(packed->groups[static_cast<size_t>(grp)], N, 1.f, source, beta, C, ldc, pool, tile);
+  return true;
+}
+inline bool filter_gemm_image(const PackedFilters*, int64_t, const Window&, const double*, int64_t, int64_t, double,
+                              double*, int64_t, ThreadPool*, const TileEpilogue*) {
+  return false;
 }
 
 bool conv_is_depthwise(const ConvPlan& p) { return p.Cg == 1 && p.group > 1 && p.g.nsp == 2; }
@@ -456,9 +650,16 @@ void conv_run(const ConvPlan& p, const T* x, const T* w, const T* bias, T* y, Th
   // and runs a single-threaded GEMM on it: one parallel region per Conv. Otherwise the
   // bands run in order and the GEMM itself is parallel.
   const int64_t row = g.out[g.nsp - 1];
-  int64_t band = pointwise ? out_size : band_cols(K, out_size, row, sizeof(T), kColBufferBytes);
+  // Packed float filters on 2-D windows: im2col happens inside the GEMM's B panels, there is
+  // no column buffer to bound.
+  const bool direct = std::is_same<T, float>::value && packed && g.nsp == 2;
+  int64_t band = pointwise || direct ? out_size : band_cols(K, out_size, row, sizeof(T), kColBufferBytes);
   bool tiled = false;
-  if (threads > 1) {
+  if (threads > 1 && direct) {
+    // No column buffer to keep small: whole tasks per worker when they share out evenly,
+    // otherwise the GEMM splits each task's output by cost.
+    tiled = tasks % threads == 0 || tasks >= 4 * threads;
+  } else if (threads > 1) {
     const int64_t want_bands = (2 * threads + tasks - 1) / tasks;  // bands per task for 2 items per thread
     int64_t tband = pointwise ? out_size : band_cols(K, out_size, row, sizeof(T), kTileColBytes);
     tband = std::min(tband, (out_size + want_bands - 1) / want_bands);
@@ -479,21 +680,59 @@ void conv_run(const ConvPlan& p, const T* x, const T* w, const T* bias, T* y, Th
     const T* wg = w + grp * p.Mg * K;
     T* yg = y + (n * p.M + grp * p.Mg) * out_size + p0;
     T beta = T(0);
-    if (bias) {
+    if constexpr (std::is_same<T, float>::value) {
+      if (packed && !packed->transposed.empty() && cols == out_size && conv_few_positions(out_size, p.Mg)) {
+        const float* a = xg;  // A[position, k] = columns^T
+        int64_t lda = in_size;
+        if (!pointwise) {
+          float* cols_t = few_positions_scratch(0, K * out_size);
+          im2col(xg, p.Cg, g, 0, out_size, cols_t, out_size, gemm_pool);
+          a = cols_t;
+          lda = out_size;
+        }
+        float* yt = few_positions_scratch(1, out_size * p.Mg);  // [position, channel]
+        sgemm_packed_b(true, out_size, 1.f, a, lda, packed->transposed[static_cast<size_t>(grp)], 0.f, yt, p.Mg,
+                       gemm_pool);
+        for (int64_t m = 0; m < p.Mg; ++m) {
+          float* row = yg + m * out_size;
+          const float b = bias ? bias[grp * p.Mg + m] : 0.f;
+          for (int64_t q = 0; q < out_size; ++q) row[q] = yt[q * p.Mg + m] + b;
+          apply_epilogue(epi, row, (yg - y) + m * out_size, out_size);
+        }
+        return;
+      }
+    }
+    // Packed float filters: bias and epilogue run on each GEMM tile as it is finished.
+    TileEpilogue tile;
+    ConvTileStage stage;
+    if constexpr (std::is_same<T, float>::value) {
+      if (packed) {
+        stage.bias = bias ? bias + grp * p.Mg : nullptr;
+        stage.epi = epi;
+        stage.base = yg - y;
+        tile.apply = conv_tile_stage;
+        tile.ctx = &stage;
+      }
+    }
+    const TileEpilogue* tile_stage = tile.apply ? &tile : nullptr;
+    if (bias && !tile_stage) {
       for (int64_t m = 0; m < p.Mg; ++m) std::fill(yg + m * out_size, yg + m * out_size + cols, bias[grp * p.Mg + m]);
       beta = T(1);
     }
     if (pointwise) {
-      filter_gemm(packed, grp, false, p.Mg, cols, K, wg, K, xg + p0, in_size, beta, yg, out_size, gemm_pool);
+      filter_gemm(packed, grp, false, p.Mg, cols, K, wg, K, xg + p0, in_size, beta, yg, out_size, gemm_pool,
+                  tile_stage);
+    } else if (direct && filter_gemm_image(packed, grp, g, xg, p0, cols, beta, yg, out_size, gemm_pool, tile_stage)) {
+      // columns generated in the GEMM's panels
     } else {
       im2col(xg, p.Cg, g, p0, p1, col, cols, gemm_pool);
-      filter_gemm(packed, grp, false, p.Mg, cols, K, wg, K, col, cols, beta, yg, out_size, gemm_pool);
+      filter_gemm(packed, grp, false, p.Mg, cols, K, wg, K, col, cols, beta, yg, out_size, gemm_pool, tile_stage);
     }
-    if (epi)
+    if (epi && !tile_stage)
       for (int64_t m = 0; m < p.Mg; ++m) apply_epilogue(epi, yg + m * out_size, (yg - y) + m * out_size, cols);
   };
 
-  const int64_t col_elems = pointwise ? 0 : K * band;
+  const int64_t col_elems = pointwise || direct ? 0 : K * band;
   if (tiled) {
     pool.parallel_for(tasks * bands, 1, [&](int64_t b, int64_t e) {
       T* col = col_scratch<T>(col_elems);
@@ -520,6 +759,14 @@ void conv_compute(OpContext& ctx, const Epilogue* epi) {
         pf->groups.push_back(sgemm_pack_a(false, p.Mg, K, W.data<float>() + grp * p.Mg * K, K));
       return pf;
     });
+    const int64_t positions = shape_size(p.out_shape) / std::max<int64_t>(p.N * p.M, 1);
+    if (conv_few_positions(positions, p.Mg)) {
+      std::call_once(packed->transposed_once, [&] {
+        const int64_t K = W.numel() / std::max<int64_t>(p.M, 1);
+        for (int64_t grp = 0; grp < p.group; ++grp)
+          packed->transposed.push_back(sgemm_pack_b(true, K, p.Mg, W.data<float>() + grp * p.Mg * K, K));
+      });
+    }
   }
   if (X.dtype() == DType::kFloat16 || X.dtype() == DType::kBFloat16) {
     // 16-bit floats: computed in float32 and rounded once at the end.

@@ -149,6 +149,9 @@ struct DepthwisePlane {
 #if defined(MOSAICRT_X86_SIMD)
 // y[OH, OW] = bias + conv(x[H, W], w[KH, KW]) (nn_depthwise_avx2.cc; needs AVX2 + FMA).
 void depthwise_plane_avx2(const float* x, const float* w, float bias, float* y, const DepthwisePlane& g);
+// Conv's output stage on one row: y[i] = y[i] + bias (+ z[i] when z), then Relu when relu
+// (nn_conv_stage_avx2.cc).
+void conv_stage_row_avx2(float* y, const float* z, float bias, int64_t n, bool relu);
 #endif
 
 // col2im accumulation over all sliding positions (defined in nn.cc): for every channel c,

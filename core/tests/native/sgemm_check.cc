@@ -40,7 +40,38 @@ struct Case {
   int64_t pad_a, pad_b, pad_c;
 };
 
-enum class Mode { kPlain, kPackedA, kPackedB };
+// kPackedASource: A pre-packed, B produced panel by panel (PanelSourceB, as Conv's
+// im2col) and a TileEpilogue adding a per-row value that must see every element once.
+enum class Mode { kPlain, kPackedA, kPackedB, kPackedASource };
+constexpr int kModes = 4;
+
+struct SourceB {
+  const float* B;
+  int64_t ldb;
+  bool tb;
+};
+
+void fill_from_b(const void* ctx, int64_t k0, int64_t kc, int64_t j0, int64_t n, int nr, float* dst) {
+  const SourceB& s = *static_cast<const SourceB*>(ctx);
+  for (int64_t k = 0; k < kc; ++k)
+    for (int64_t j = 0; j < nr; ++j)
+      dst[k * nr + j] = j >= n ? 0.f : s.tb ? s.B[(j0 + j) * s.ldb + k0 + k] : s.B[(k0 + k) * s.ldb + j0 + j];
+}
+
+struct RowStage {
+  const float* add;  // per row of C
+  int* visits;       // per element of C (row stride ldc)
+  float* c0;         // C's first element
+};
+
+void row_stage(const void* ctx, int64_t i, int64_t m, int64_t j, int64_t n, float* c, int64_t ldc) {
+  const RowStage& s = *static_cast<const RowStage*>(ctx);
+  for (int64_t r = 0; r < m; ++r)
+    for (int64_t k = 0; k < n; ++k) {
+      c[r * ldc + k] += s.add[i + r];
+      ++s.visits[(c - s.c0) + r * ldc + k];
+    }
+}
 
 const float kSentinel = 12345.678f;
 
@@ -58,6 +89,10 @@ int run_case(const SgemmKernel& kr, const Case& cs, Mode mode, ThreadPool* pool)
   for (int64_t i = 0; i < M; ++i)
     for (int64_t j = 0; j < N; ++j) C[i * ldc + j] = cs.beta == 0.f ? NAN : rnd();
   C0 = C;
+  std::vector<float> row_add(static_cast<size_t>(M), 0.f);
+  if (mode == Mode::kPackedASource)
+    for (auto& v : row_add) v = rnd();
+  std::vector<int> visits(static_cast<size_t>(M * ldc), 0);
   auto a_at = [&](int64_t i, int64_t k) { return cs.ta ? A[k * lda + i] : A[i * lda + k]; };
   auto b_at = [&](int64_t k, int64_t j) { return cs.tb ? B[j * ldb + k] : B[k * ldb + j]; };
 
@@ -74,6 +109,26 @@ int run_case(const SgemmKernel& kr, const Case& cs, Mode mode, ThreadPool* pool)
     case Mode::kPackedB: {
       PackedB pb = sgemm_pack_b_with_kernel(kr, cs.tb, K, N, B.data(), ldb);
       sgemm_packed_b(cs.ta, M, cs.alpha, A.data(), lda, pb, cs.beta, C.data(), ldc, pool);
+      break;
+    }
+    case Mode::kPackedASource: {
+      PackedA pa = sgemm_pack_a_with_kernel(kr, cs.ta, M, K, A.data(), lda);
+      SourceB src{B.data(), ldb, cs.tb};
+      PanelSourceB source;
+      source.fill = fill_from_b;
+      source.ctx = &src;
+      RowStage st{row_add.data(), visits.data(), C.data()};
+      TileEpilogue tile;
+      tile.apply = row_stage;
+      tile.ctx = &st;
+      sgemm_packed_a_source(pa, N, cs.alpha, source, cs.beta, C.data(), ldc, pool, &tile);
+      for (int64_t i = 0; i < M; ++i)
+        for (int64_t j = 0; j < N; ++j)
+          if (visits[i * ldc + j] != 1) {
+            std::printf("FAIL %s: output stage ran %d times on C[%lld,%lld] (M=%lld N=%lld K=%lld)\n", kr.name,
+                        visits[i * ldc + j], (long long)i, (long long)j, (long long)M, (long long)N, (long long)K);
+            return 1;
+          }
       break;
     }
   }
@@ -103,6 +158,7 @@ int run_case(const SgemmKernel& kr, const Case& cs, Mode mode, ThreadPool* pool)
       }
       ref *= cs.alpha;
       if (cs.beta != 0.f) ref += static_cast<double>(cs.beta) * C0[i * ldc + j];
+      ref += row_add[static_cast<size_t>(i)];
       const double tol = 1e-5 * (mag * std::fabs(cs.alpha) + 1.0) + 1e-6;
       if (!(std::fabs(got - ref) <= tol)) {
         std::printf("FAIL %s mode=%d ta=%d tb=%d M=%lld N=%lld K=%lld alpha=%g beta=%g ldc=%lld: C[%lld,%lld]=%g ref=%g\n",
@@ -135,7 +191,7 @@ int check_kernel(const SgemmKernel& kr, ThreadPool* pool2) {
           if (M < 1 || N < 1) continue;
           Case cs{(t & 1) != 0, (t & 2) != 0, M, N, K, alphas[cases % 3], betas[(cases / 3) % 3],
                   cases % 2, (cases / 2) % 3, (cases % 5) + (cases % 2) * 3};
-          failures += run_case(kr, cs, static_cast<Mode>(cases % 3), nullptr);
+          failures += run_case(kr, cs, static_cast<Mode>(cases % kModes), nullptr);
           ++cases;
         }
   // The edge sizes 1, 7, 17, 63, 257 for M, N and K, all combinations, cycling through
@@ -146,7 +202,7 @@ int check_kernel(const SgemmKernel& kr, ThreadPool* pool2) {
     for (int64_t N : sizes)
       for (int64_t K : sizes) {
         Case cs{(e & 1) != 0, (e & 2) != 0, M, N, K, alphas[e % 3], betas[(e / 4) % 3], e % 2, (e / 3) % 2, e % 3};
-        failures += run_case(kr, cs, static_cast<Mode>((e / 2) % 3), e % 5 == 1 ? pool2 : nullptr);
+        failures += run_case(kr, cs, static_cast<Mode>((e / 2) % kModes), e % 5 == 1 ? pool2 : nullptr);
         ++cases;
         ++e;
       }
@@ -155,7 +211,7 @@ int check_kernel(const SgemmKernel& kr, ThreadPool* pool2) {
   for (int r = 0; r < 600; ++r) {
     Case cs{(r & 1) != 0, (r & 2) != 0, dim(rng), dim(rng), dim(rng), alphas[r % 3], betas[(r / 3) % 3],
             r % 3, r % 4, (r % 7) * 3};
-    failures += run_case(kr, cs, static_cast<Mode>(r % 3), nullptr);
+    failures += run_case(kr, cs, static_cast<Mode>(r % kModes), nullptr);
     ++cases;
   }
   // Blocking boundaries (K > kc, M > mc, N > nc is too slow for the reference: N near a
@@ -169,7 +225,7 @@ int check_kernel(const SgemmKernel& kr, ThreadPool* pool2) {
       {false, false, 1500, 1, 1400, 1.f, 1.f, 1, 0, 4}, {true, true, 1400, 1, 1500, -1.f, 0.f, 0, 0, 0},
   };
   for (const Case& cs : big)
-    for (int mode = 0; mode < 3; ++mode)
+    for (int mode = 0; mode < kModes; ++mode)
       for (ThreadPool* p : {static_cast<ThreadPool*>(nullptr), pool2}) {
         failures += run_case(kr, cs, static_cast<Mode>(mode), p);
         ++cases;

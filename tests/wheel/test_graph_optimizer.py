@@ -1,0 +1,341 @@
+"""Graph optimizations (constant folding, Conv+BatchNormalization folding, Conv+Add+Relu fusion) keep results.
+
+Every model here has random weights and is run with optimizations disabled and enabled: the two must agree
+(within float rounding), and the optimized graph must have lost the nodes the optimizer is meant to remove.
+"""
+
+from __future__ import annotations
+
+import mosaicrt
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+Level = mosaicrt.GraphOptimizationLevel
+LEVELS = (Level.ORT_DISABLE_ALL, Level.ORT_ENABLE_BASIC, Level.ORT_ENABLE_ALL)
+
+
+def _session(model: onnx.ModelProto, level: Level) -> mosaicrt.InferenceSession:
+    opts = mosaicrt.SessionOptions()
+    opts.graph_optimization_level = level
+    return mosaicrt.InferenceSession(model.SerializeToString(), sess_options=opts)
+
+
+def _ops(sess: mosaicrt.InferenceSession) -> list[str]:
+    return [a.op_type for a in sess.get_node_assignments()]
+
+
+def _const(name: str, value: np.ndarray) -> onnx.TensorProto:
+    return numpy_helper.from_array(value, name)
+
+
+def _residual_model(ir_version: int, list_initializers_as_inputs: bool, overridable: str = "") -> onnx.ModelProto:
+    """Conv weights computed from constants (Reshape of a flat tensor times ConstantOfShape, a Transpose),
+    Conv+BatchNormalization+Relu, a residual Conv+BN+Add+Relu and a Shape→Gather→Unsqueeze→Concat→Reshape
+    chain reading a static shape, then a MatMul with a transposed constant weight."""
+    rng = np.random.default_rng(3)
+    c = 6
+    inits = [
+        _const("w1_flat", rng.standard_normal(c * c * 9).astype(np.float32)),
+        _const("w_shape", np.array([c, c, 3, 3], np.int64)),
+        _const("w2_t", rng.standard_normal((c, c, 3, 3)).astype(np.float32)),
+        _const("b1", rng.standard_normal(c).astype(np.float32)),
+        _const("fc_w_t", rng.standard_normal((5, c * 8 * 8)).astype(np.float32)),
+        _const("fc_b", rng.standard_normal(5).astype(np.float32)),
+        _const("zero", np.array([0], np.int64)),
+        _const("minus_one", np.array([-1], np.int64)),
+    ]
+    for i in (1, 2):
+        inits += [_const(f"bn{i}_s", rng.uniform(0.5, 2, c).astype(np.float32)),
+                  _const(f"bn{i}_b", rng.standard_normal(c).astype(np.float32)),
+                  _const(f"bn{i}_m", rng.standard_normal(c).astype(np.float32)),
+                  _const(f"bn{i}_v", rng.uniform(0.5, 2, c).astype(np.float32))]
+    half = helper.make_tensor("half", TensorProto.FLOAT, [1], [0.5])
+    nodes = [
+        helper.make_node("Reshape", ["w1_flat", "w_shape"], ["w1_r"]),
+        helper.make_node("ConstantOfShape", ["w_shape"], ["w1_scale"], value=half),
+        helper.make_node("Mul", ["w1_r", "w1_scale"], ["w1"]),
+        helper.make_node("Transpose", ["w2_t"], ["w2"], perm=[1, 0, 2, 3]),
+        helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], pads=[1, 1, 1, 1]),
+        helper.make_node("BatchNormalization", ["c1", "bn1_s", "bn1_b", "bn1_m", "bn1_v"], ["n1"], epsilon=1e-3),
+        helper.make_node("Relu", ["n1"], ["r1"]),
+        helper.make_node("Conv", ["r1", "w2"], ["c2"], pads=[1, 1, 1, 1]),
+        helper.make_node("BatchNormalization", ["c2", "bn2_s", "bn2_b", "bn2_m", "bn2_v"], ["n2"], epsilon=1e-3),
+        helper.make_node("Sum", ["n2", "x"], ["s"]),
+        helper.make_node("Relu", ["s"], ["r2"]),
+        helper.make_node("Shape", ["r2"], ["r2_shape"]),
+        helper.make_node("Gather", ["r2_shape", "zero"], ["batch"], axis=0),
+        helper.make_node("Concat", ["batch", "minus_one"], ["flat_shape"], axis=0),
+        helper.make_node("Reshape", ["r2", "flat_shape"], ["flat"]),
+        helper.make_node("Transpose", ["fc_w_t"], ["fc_w"]),
+        helper.make_node("MatMul", ["flat", "fc_w"], ["mm"]),
+        helper.make_node("Add", ["mm", "fc_b"], ["y"]),
+    ]
+    inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, c, 8, 8])]
+    if list_initializers_as_inputs:
+        inputs += [helper.make_tensor_value_info(t.name, t.data_type, list(t.dims)) for t in inits]
+    elif overridable:
+        (t,) = [t for t in inits if t.name == overridable]
+        inputs.append(helper.make_tensor_value_info(t.name, t.data_type, list(t.dims)))
+    graph = helper.make_graph(nodes, "residual", inputs, [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                              inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13 if ir_version >= 7 else 9)])
+    model.ir_version = ir_version
+    return model
+
+
+def _x(shape: tuple[int, ...] = (1, 6, 8, 8), seed: int = 5) -> np.ndarray:
+    return np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
+
+
+@pytest.mark.parametrize(("ir_version", "listed"), [(3, True), (8, False)])
+def test_folding_and_fusions_keep_results(ir_version: int, listed: bool) -> None:
+    model = _residual_model(ir_version, listed)
+    feed = {"x": _x()}
+    results = {}
+    for level in LEVELS:
+        sess = _session(model, level)
+        results[level] = sess.run(None, feed)[0]
+        ops = _ops(sess)
+        if level == Level.ORT_DISABLE_ALL:
+            assert ops.count("ConstantOfShape") == 1 and ops.count("BatchNormalization") == 2
+        else:
+            # everything computed from constants or static shapes is gone
+            for op in ("ConstantOfShape", "Transpose", "Shape", "Gather", "Concat", "BatchNormalization", "Mul"):
+                assert op not in ops, (level, ops)
+            assert ops.count("Reshape") == 1  # the one reading the activations
+        if level == Level.ORT_ENABLE_ALL:
+            assert ops.count("com.microsoft::FusedConv") == 2 and "Sum" not in ops and "Relu" not in ops, ops
+    base = results[Level.ORT_DISABLE_ALL]
+    assert np.std(base) > 0.1  # random weights: the outputs say something
+    for level in LEVELS[1:]:
+        np.testing.assert_allclose(results[level], base, rtol=1e-4, atol=1e-4)
+
+
+def test_matches_onnxruntime() -> None:
+    import onnxruntime
+
+    model = _residual_model(8, False)
+    feed = {"x": _x(seed=9)}
+    expected = onnxruntime.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(
+        None, feed)[0]
+    np.testing.assert_allclose(_session(model, Level.ORT_ENABLE_ALL).run(None, feed)[0], expected, rtol=1e-4,
+                               atol=1e-4)
+
+
+def test_overridable_initializer_is_not_folded() -> None:
+    # From IR version 4 an initializer that is also a graph input is a default a feed may replace.
+    model = _residual_model(8, False, overridable="bn1_s")
+    sess = _session(model, Level.ORT_ENABLE_ALL)
+    assert _ops(sess).count("BatchNormalization") == 1  # bn1 reads the overridable scale
+    reference = _session(model, Level.ORT_DISABLE_ALL)
+    for feed in ({"x": _x()}, {"x": _x(), "bn1_s": np.full(6, 3.0, np.float32)}):
+        np.testing.assert_allclose(sess.run(None, feed)[0], reference.run(None, feed)[0], rtol=1e-4, atol=1e-4)
+    default = sess.run(None, {"x": _x()})[0]
+    overridden = sess.run(None, {"x": _x(), "bn1_s": np.full(6, 3.0, np.float32)})[0]
+    assert not np.allclose(default, overridden)
+
+
+def test_ir3_initializers_listed_as_inputs_are_constant() -> None:
+    # Up to IR version 3 every initializer had to be listed among the inputs: they stay constants.
+    sess = _session(_residual_model(3, True), Level.ORT_ENABLE_ALL)
+    assert [i.name for i in sess.get_inputs()] == ["x"]
+    with pytest.raises(mosaicrt.InvalidArgument, match="'bn1_s' is a constant initializer"):
+        sess.run(None, {"x": _x(), "bn1_s": np.ones(6, np.float32)})
+
+
+def test_shapes_with_symbolic_dims_are_not_folded() -> None:
+    # Shape of a value with a symbolic batch dim stays a node: each run sees its own batch.
+    nodes = [helper.make_node("Shape", ["x"], ["s"]),
+             helper.make_node("ConstantOfShape", ["s"], ["ones"],
+                              value=helper.make_tensor("one", TensorProto.FLOAT, [1], [1.0])),
+             helper.make_node("Add", ["x", "ones"], ["y"])]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 3])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    sess = _session(model, Level.ORT_ENABLE_ALL)
+    assert "Shape" in _ops(sess)
+    for n in (1, 4):
+        x = _x((n, 3))
+        np.testing.assert_array_equal(sess.run(None, {"x": x})[0], x + 1)
+
+
+def test_large_expansions_are_not_folded() -> None:
+    # A constant expanded beyond the folding cap (64 MiB) stays a node computed per run.
+    n = (64 << 20) // 4 + 1
+    nodes = [helper.make_node("Expand", ["v", "shape"], ["big"]),
+             helper.make_node("ReduceSum", ["big"], ["total"], keepdims=0),
+             helper.make_node("Add", ["x", "total"], ["y"])]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1])],
+                              [_const("v", np.array([1.0], np.float32)), _const("shape", np.array([n], np.int64))])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    sess = _session(model, Level.ORT_ENABLE_ALL)
+    assert _ops(sess) == ["Expand", "ReduceSum", "Add"]
+    np.testing.assert_allclose(sess.run(None, {"x": np.zeros(1, np.float32)})[0], [float(n)], rtol=1e-6)
+
+
+@pytest.mark.parametrize("reshape_to", [3, 7])
+def test_folded_graph_output_and_failing_node(reshape_to: int) -> None:
+    # A graph output computed from constants only becomes a constant output; a node whose kernel fails on
+    # its constant inputs (Reshape of 3 values to 7) is left in the graph, so the run reports the error as
+    # it would without folding.
+    nodes = [helper.make_node("Add", ["a", "b"], ["sum"]),
+             helper.make_node("Reshape", ["a", "shape"], ["r"]),
+             helper.make_node("Add", ["x", "r"], ["y"])]
+    graph = helper.make_graph(
+        nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3])],
+        [helper.make_tensor_value_info("sum", TensorProto.FLOAT, [3]),
+         helper.make_tensor_value_info("y", TensorProto.FLOAT, [3])],
+        [_const("a", np.array([1.0, 2.0, 3.0], np.float32)), _const("b", np.array([4.0, 5.0, 6.0], np.float32)),
+         _const("shape", np.array([reshape_to], np.int64))])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    sess = _session(model, Level.ORT_ENABLE_ALL)
+    x = np.ones(3, np.float32)
+    if reshape_to == 7:
+        assert _ops(sess) == ["Reshape", "Add"]
+        with pytest.raises(mosaicrt.InvalidArgument, match="Reshape"):
+            sess.run(None, {"x": x})
+        return
+    assert _ops(sess) == ["Add"]
+    total, y = sess.run(None, {"x": x})
+    np.testing.assert_array_equal(y, [2.0, 3.0, 4.0])
+    total[:] = 0  # callers own their outputs: the folded constant must not change
+    np.testing.assert_array_equal(sess.run(None, {"x": x})[0], [5.0, 7.0, 9.0])
+
+
+@pytest.mark.parametrize("const_shape", [(4, 1, 1), (1, 4, 1, 1), (1,), (4,)])
+def test_per_channel_mul_add_folding(const_shape: tuple[int, ...]) -> None:
+    # Conv → Mul → Add and BatchNormalization → Mul → Add with constants per channel fold into the Conv's
+    # weights/bias and the BN's scale/bias. A [4] constant broadcasts along the last axis (width 4 here),
+    # not the channels: it must not fold.
+    rng = np.random.default_rng(11)
+    inits = [_const("w", rng.standard_normal((4, 3, 3, 3)).astype(np.float32)),
+             _const("b", rng.standard_normal(4).astype(np.float32)),
+             _const("s", rng.uniform(0.5, 2, 4).astype(np.float32)),
+             _const("sh", rng.standard_normal(4).astype(np.float32)),
+             _const("m", rng.standard_normal(4).astype(np.float32)),
+             _const("v", rng.uniform(0.5, 2, 4).astype(np.float32))]
+    for i in range(4):
+        inits.append(_const(f"c{i}", rng.uniform(0.5, 2, const_shape).astype(np.float32)))
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], pads=[1, 1, 1, 1]),
+             helper.make_node("Mul", ["c", "c0"], ["cm"]),
+             helper.make_node("Add", ["c1", "cm"], ["ca"]),
+             helper.make_node("BatchNormalization", ["ca", "s", "sh", "m", "v"], ["n"]),
+             helper.make_node("Mul", ["n", "c2"], ["nm"]),
+             helper.make_node("Add", ["nm", "c3"], ["y"])]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 4, 4])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    feed = {"x": _x((2, 3, 4, 4))}
+    base = _session(model, Level.ORT_DISABLE_ALL).run(None, feed)[0]
+    sess = _session(model, Level.ORT_ENABLE_BASIC)
+    ops = _ops(sess)
+    if const_shape == (4,):
+        assert ops.count("Mul") == 2 and ops.count("Add") == 2, ops
+    else:
+        assert ops == ["Conv"], ops
+    np.testing.assert_allclose(sess.run(None, feed)[0], base, rtol=1e-4, atol=1e-4)
+
+
+CONV_CASES = [
+    # (in channels, out channels, size, kernel, stride, pad, dilation, group)
+    (3, 20, 17, 3, 1, 1, 1, 1),
+    (8, 40, 15, 3, 2, 1, 1, 1),
+    (6, 13, 12, 1, 2, 0, 1, 1),
+    (5, 7, 9, 5, 1, 2, 2, 1),
+    (8, 16, 11, 3, 1, 0, 1, 2),
+    (4, 300, 7, 3, 1, 1, 1, 1),  # more output channels than one GEMM M block
+    (16, 24, 10, 1, 1, 0, 1, 1),
+    (16, 128, 6, 1, 1, 0, 1, 2),  # few positions, many channels: computed transposed (pointwise, groups)
+    (32, 96, 13, 3, 2, 1, 1, 1),  # few positions after a stride (transposed, with im2col)
+]
+
+
+@pytest.mark.parametrize("case", CONV_CASES)
+@pytest.mark.parametrize("threads", [1, 2])
+def test_conv_with_constant_filters_matches_fed_filters(case: tuple[int, ...], threads: int) -> None:
+    # Constant filters take the packed paths (im2col inside the GEMM panels, bias/residual/Relu per GEMM
+    # block; outputs of few positions computed transposed); filters fed at run time take the plain
+    # im2col + GEMM path. Both must agree, with and
+    # without the fused residual Add and Relu.
+    c, m, size, k, stride, pad, dilation, group = case
+    rng = np.random.default_rng(sum(case))
+    w = rng.standard_normal((m, c // group, k, k)).astype(np.float32)
+    b = rng.standard_normal(m).astype(np.float32)
+    out = (size + 2 * pad - dilation * (k - 1) - 1) // stride + 1
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], strides=[stride, stride], pads=[pad] * 4,
+                              dilations=[dilation, dilation], group=group),
+             helper.make_node("Add", ["c", "z"], ["s"]),
+             helper.make_node("Relu", ["s"], ["y"])]
+
+    def model(filters_are_inputs: bool) -> onnx.ModelProto:
+        inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, c, size, size]),
+                  helper.make_tensor_value_info("z", TensorProto.FLOAT, [2, m, out, out])]
+        if filters_are_inputs:
+            inputs.append(helper.make_tensor_value_info("w", TensorProto.FLOAT, list(w.shape)))
+        graph = helper.make_graph(nodes, "conv", inputs, [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                                  [_const("w", w), _const("b", b)])
+        return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+    feed = {"x": _x((2, c, size, size), seed=1), "z": _x((2, m, out, out), seed=2)}
+    opts = mosaicrt.SessionOptions()
+    opts.intra_op_num_threads = threads
+    fused = mosaicrt.InferenceSession(model(False).SerializeToString(), sess_options=opts)
+    assert _ops(fused) == ["com.microsoft::FusedConv"]
+    plain = mosaicrt.InferenceSession(model(True).SerializeToString(), sess_options=opts)
+    assert "Add" in _ops(plain)
+    np.testing.assert_allclose(fused.run(None, feed)[0], plain.run(None, {**feed, "w": w})[0], rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("spatial", [(19,), (5, 6, 7)])
+def test_conv_1d_and_3d_with_constant_filters(spatial: tuple[int, ...]) -> None:
+    # 1-D convolutions take the 2-D panel path (promoted), 3-D ones the N-D im2col path; both with
+    # the per-block output stage. Compared with the same model whose filters are fed at run time.
+    rng = np.random.default_rng(len(spatial))
+    nsp = len(spatial)
+    w = rng.standard_normal((14, 3) + (3,) * nsp).astype(np.float32)
+    b = rng.standard_normal(14).astype(np.float32)
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], pads=[1] * (2 * nsp), strides=[2] + [1] * (nsp - 1)),
+             helper.make_node("Relu", ["c"], ["y"])]
+
+    def model(fed: bool) -> onnx.ModelProto:
+        inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, *spatial])]
+        if fed:
+            inputs.append(helper.make_tensor_value_info("w", TensorProto.FLOAT, list(w.shape)))
+        graph = helper.make_graph(nodes, "conv", inputs, [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                                  [_const("w", w), _const("b", b)])
+        return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+    x = _x((2, 3, *spatial), seed=4)
+    fused = _session(model(False), Level.ORT_ENABLE_ALL)
+    assert _ops(fused) == ["com.microsoft::FusedConv"]
+    got = fused.run(None, {"x": x})[0]
+    expected = _session(model(True), Level.ORT_ENABLE_ALL).run(None, {"x": x, "w": w})[0]
+    assert np.std(expected) > 0.1
+    np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize(("c", "mult", "size", "k", "stride", "pad", "dilation"),
+                         [(8, 1, 9, 3, 1, 1, 1), (6, 2, 10, 3, 2, 1, 1), (4, 1, 11, 3, 1, 2, 2), (5, 1, 12, 5, 2, 2, 1)])
+def test_depthwise_conv_matches_onnxruntime(c: int, mult: int, size: int, k: int, stride: int, pad: int,
+                                            dilation: int) -> None:
+    # Depthwise convolutions (3x3 windows unrolled, other sizes generic) with the fused Relu.
+    import onnxruntime
+
+    rng = np.random.default_rng(c * 100 + size)
+    w = rng.standard_normal((c * mult, 1, k, k)).astype(np.float32)
+    b = rng.standard_normal(c * mult).astype(np.float32)
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], group=c, strides=[stride, stride], pads=[pad] * 4,
+                              dilations=[dilation, dilation]),
+             helper.make_node("Relu", ["c"], ["y"])]
+    graph = helper.make_graph(nodes, "dw", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, c, size, size])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                              [_const("w", w), _const("b", b)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    x = _x((2, c, size, size), seed=6)
+    expected = onnxruntime.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(
+        None, {"x": x})[0]
+    np.testing.assert_allclose(_session(model, Level.ORT_ENABLE_ALL).run(None, {"x": x})[0], expected, rtol=1e-4,
+                               atol=1e-4)
