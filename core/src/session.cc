@@ -96,7 +96,7 @@ void Session::build() {
   inline_model_functions(model_);
   pool_ = std::make_unique<ThreadPool>(options_.intra_op_num_threads);
   optimize_graph(model_, optimization_level(options_.config), *pool_);
-  const std::set<std::string> overridable = overridable_initializers(model_);
+  const std::set<std::string> overridable = mrt::overridable_initializers(model_);
   const Graph& g = model_.graph;
   auto intern = [&](const std::string& name) {
     auto it = ids_.find(name);
