@@ -34,14 +34,21 @@ def case_ops(case: Any) -> tuple[str, ...]:
     return tuple(sorted({n.op_type for n in case.model.graph.node}))
 
 
+_ML_FLOAT_DTYPES = frozenset({"bfloat16", "float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2fnuz",
+                              "float8_e8m0fnu", "float4_e2m1fn"})
+_ML_INT_DTYPES = frozenset({"int4", "uint4", "int2", "uint2"})
+
+
 def _compare(name: str, expected: np.ndarray[Any, Any], actual: np.ndarray[Any, Any], rtol: float,
              atol: float) -> str:
     if expected.dtype != actual.dtype:
         return f"output {name}: dtype {actual.dtype}, expected {expected.dtype}"
     if expected.shape != actual.shape:
         return f"output {name}: shape {actual.shape}, expected {expected.shape}"
-    if expected.dtype.name == "bfloat16":  # ml_dtypes: compare as float32
+    if expected.dtype.name in _ML_FLOAT_DTYPES:  # ml_dtypes floats: compare as float32 (NaN equal to NaN)
         expected, actual = expected.astype(np.float32), actual.astype(np.float32)
+    elif expected.dtype.name in _ML_INT_DTYPES:  # ml_dtypes int4/int2: compare values
+        expected, actual = expected.astype(np.int8), actual.astype(np.int8)
     if expected.dtype.kind in "fc":
         try:
             np.testing.assert_allclose(actual, expected, rtol=rtol, atol=atol, equal_nan=True)

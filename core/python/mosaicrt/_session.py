@@ -52,6 +52,28 @@ def _register_bfloat16() -> None:
 
 _register_bfloat16()
 
+
+def _register_narrow_types() -> None:
+    """float8/float4/int4/int2 arrays (ml_dtypes), one element per byte as the runtime holds them."""
+    try:
+        import ml_dtypes
+    except ImportError:
+        return
+    names = {17: "float8_e4m3fn", 18: "float8_e4m3fnuz", 19: "float8_e5m2", 20: "float8_e5m2fnuz", 21: "uint4",
+             22: "int4", 23: "float4_e2m1fn", 24: "float8_e8m0fnu", 25: "uint2", 26: "int2"}
+    onnx_names = {17: "float8e4m3fn", 18: "float8e4m3fnuz", 19: "float8e5m2", 20: "float8e5m2fnuz", 21: "uint4",
+                  22: "int4", 23: "float4e2m1", 24: "float8e8m0", 25: "uint2", 26: "int2"}
+    for code, attr in names.items():
+        t = getattr(ml_dtypes, attr, None)
+        if t is None:
+            continue
+        _ELEM_TYPES[code] = (t, f"tensor({onnx_names[code]})")
+        _CODE_OF_DTYPE[np.dtype(t)] = code
+
+
+_register_narrow_types()
+
+
 def get_device() -> str:
     """"GPU" when a GPU execution provider can run here, else "CPU" (onnxruntime's convention)."""
     gpu = any(d.device.type == _providers.HardwareDeviceType.GPU for d in _providers.get_ep_devices())
@@ -393,7 +415,8 @@ def _to_numpy(value: Any) -> np.ndarray[Any, Any]:
         lib.MrtReleaseValue(value)
         return np.empty(shape, dtype=dtype)
     interface = {"shape": shape, "typestr": dtype.str, "data": (data.value, False), "version": 3}
-    if dtype.kind == "V":  # extension dtypes (ml_dtypes.bfloat16): expose raw bytes, then view
+    if dtype.kind == "V" or (dtype.kind == "f" and dtype.itemsize == 1):
+        # extension dtypes (ml_dtypes bfloat16, float8, int4, ...): expose raw bytes, then view
         raw = np.asarray(_OwnedOutput(value, {**interface, "typestr": f"|V{dtype.itemsize}"}))
         return raw.view(dtype)
     return np.asarray(_OwnedOutput(value, interface))
