@@ -4,6 +4,9 @@
 
 namespace mrt {
 
+// Kernel groups in their own files, registered here (declared here to keep kernel.h stable).
+void register_resize_kernels(KernelRegistry& r);  // kernels/resize.cc: Resize, Upsample
+
 const Tensor& OpContext::input(size_t i) const {
   if (!has_input(i)) fail(MRT_INVALID_MODEL, "required input ", i, " is missing");
   return *inputs_[i];
@@ -71,6 +74,7 @@ const KernelRegistry& KernelRegistry::cpu() {
     register_nn_kernels(r);
     register_norm_kernels(r);
     register_quant_kernels(r);
+    register_resize_kernels(r);
     return r;
   }();
   return reg;
