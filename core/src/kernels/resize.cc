@@ -123,25 +123,27 @@ struct AxisPlan {
   double roi_start = 0.0, roi_end = 1.0;
 };
 
-// Output coordinate o mapped into the input.
+// Output coordinate o mapped into the input, computed in float32 as onnxruntime does (a
+// nearest index can depend on it: 3.5f / 0.7f - 0.5f is exactly 4.5).
 double source_coord(const Attrs& a, const AxisPlan& p, int64_t o) {
-  const double x = static_cast<double>(o);
-  const double in = static_cast<double>(p.in);
-  const double out_f = p.scale * in;  // the unrounded output length
+  const float x = static_cast<float>(o);
+  const float in = static_cast<float>(p.in);
+  const float scale = static_cast<float>(p.scale);
+  const float out_f = scale * in;  // the unrounded output length
+  const float rs = static_cast<float>(p.roi_start), re = static_cast<float>(p.roi_end);
   switch (a.coord) {
-    case Coord::kHalfPixel: return (x + 0.5) / p.scale - 0.5;
+    case Coord::kHalfPixel: return (x + 0.5f) / scale - 0.5f;
     case Coord::kHalfPixelSymmetric: {
-      const double adjustment = static_cast<double>(p.out) / out_f;
-      const double offset = in / 2 * (1 - adjustment);
-      return offset + (x + 0.5) / p.scale - 0.5;
+      const float adjustment = static_cast<float>(p.out) / out_f;
+      const float offset = in / 2 * (1 - adjustment);
+      return offset + (x + 0.5f) / scale - 0.5f;
     }
-    case Coord::kPytorchHalfPixel: return out_f == 1 ? -0.5 : (x + 0.5) / p.scale - 0.5;
-    case Coord::kAlignCorners: return out_f == 1 ? 0.0 : x * (in - 1) / (out_f - 1);
-    case Coord::kAsymmetric: return x / p.scale;
+    case Coord::kPytorchHalfPixel: return out_f == 1 ? -0.5f : (x + 0.5f) / scale - 0.5f;
+    case Coord::kAlignCorners: return out_f == 1 ? 0.0f : x * (in - 1) / (out_f - 1);
+    case Coord::kAsymmetric: return x / scale;
     case Coord::kTfCropAndResize: {
-      const double r = out_f == 1 ? (p.roi_end - p.roi_start) * (in - 1) / 2
-                                  : x * (p.roi_end - p.roi_start) * (in - 1) / (out_f - 1);
-      return r + p.roi_start * (in - 1);
+      const float r = out_f == 1 ? (re - rs) * (in - 1) / 2 : x * (re - rs) * (in - 1) / (out_f - 1);
+      return r + rs * (in - 1);
     }
   }
   return 0.0;
@@ -334,7 +336,11 @@ std::vector<AxisPlan> plan_resize(const OpContext& ctx, const Attrs& a, const Te
       MRT_CHECK_ARG(scales[i] > 0 && std::isfinite(scales[i]), "scale ", scales[i], " for axis ", plan[i].axis,
                     " must be positive");
       plan[i].scale = scales[i];
-      plan[i].out = static_cast<int64_t>(std::floor(scales[i] * static_cast<double>(plan[i].in)));
+      // float32 scales multiply in float32 (as onnxruntime does: 0.7f * 10 is 7, not 6.99...)
+      const double len = scales_t && scales_t->dtype() == DType::kFloat
+                             ? static_cast<double>(static_cast<float>(scales[i]) * static_cast<float>(plan[i].in))
+                             : scales[i] * static_cast<double>(plan[i].in);
+      plan[i].out = static_cast<int64_t>(std::floor(len));
     }
   } else {
     for (size_t i = 0; i < want; ++i) {

@@ -1,0 +1,190 @@
+"""Operators of the models people deploy (Resize/Upsample, the recurrent layers, narrow-type casts), checked
+against onnxruntime on attribute matrices and on small detector/U-Net/sequence models built with onnx.helper."""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+import mosaicrt
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+RTOL = 1e-3
+ATOL = 1e-4
+
+
+def _model(nodes: list[onnx.NodeProto], inputs: list[onnx.ValueInfoProto], outputs: list[onnx.ValueInfoProto],
+           initializers: list[onnx.TensorProto] | None = None, opset: int = 19) -> bytes:
+    graph = helper.make_graph(nodes, "g", inputs, outputs, initializer=initializers or [])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    model.ir_version = 8 if opset <= 17 else 9
+    return model.SerializeToString()
+
+
+def _run_both(model: bytes, feed: dict[str, np.ndarray[Any, Any]]) -> tuple[list[Any], list[Any]]:
+    ours = mosaicrt.InferenceSession(model, providers=["CPUExecutionProvider"]).run(None, feed)
+    ref = ort.InferenceSession(model, providers=["CPUExecutionProvider"]).run(None, feed)
+    return ours, ref
+
+
+def _assert_close(ours: list[Any], ref: list[Any], atol: float = ATOL) -> None:
+    assert len(ours) == len(ref)
+    for a, e in zip(ours, ref, strict=True):
+        assert a.dtype == e.dtype and a.shape == e.shape, (a.dtype, a.shape, e.dtype, e.shape)
+        if a.dtype.kind in "iu":
+            assert np.abs(a.astype(np.int64) - e.astype(np.int64)).max(initial=0) <= 1  # rounding of .5 ties
+        else:
+            np.testing.assert_allclose(a.astype(np.float32), e.astype(np.float32), rtol=RTOL, atol=atol)
+
+
+# --- Resize / Upsample ------------------------------------------------------------------------------------------
+
+# Scales give whole output sizes: for fractional ones (in * scale not an integer) onnxruntime's align_corners
+# divides by the rounded output length, the onnx reference (and mosaicrt, which the node cases check) by
+# in * scale; the two agree on every whole size.
+_COORDS = ["half_pixel", "pytorch_half_pixel", "align_corners", "asymmetric", "half_pixel_symmetric"]
+_RESIZE_CASES = (
+    [("linear", c, "round_prefer_floor", s) for c in _COORDS for s in ((2.0, 1.5), (0.5, 0.8))]
+    + [("cubic", c, "round_prefer_floor", s) for c in _COORDS[:4] for s in ((2.0, 1.5), (0.75, 0.8))]
+    + [("nearest", c, m, s) for c, m in itertools.product(["half_pixel", "asymmetric", "align_corners"],
+                                                           ["round_prefer_floor", "round_prefer_ceil", "floor",
+                                                            "ceil"])
+       for s in ((2.0, 3.0), (0.5, 0.7))]
+)
+
+
+@pytest.mark.parametrize(("mode", "coord", "nearest_mode", "scales"), _RESIZE_CASES)
+def test_resize_matches_onnxruntime(mode: str, coord: str, nearest_mode: str, scales: tuple[float, float]) -> None:
+    x = np.random.default_rng(0).standard_normal((2, 3, 8, 10)).astype(np.float32)
+    node = helper.make_node("Resize", ["x", "", "scales"], ["y"], mode=mode, coordinate_transformation_mode=coord,
+                            nearest_mode=nearest_mode)
+    init = [numpy_helper.from_array(np.array([1, 1, *scales], np.float32), "scales")]
+    model = _model([node], [helper.make_tensor_value_info("x", TensorProto.FLOAT, x.shape)],
+                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], init)
+    _assert_close(*_run_both(model, {"x": x}))
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.int8, np.float16, np.float64, np.int32])
+@pytest.mark.parametrize("mode", ["nearest", "linear"])
+def test_resize_element_types(dtype: Any, mode: str) -> None:
+    x = (np.random.default_rng(1).random((1, 2, 5, 6)) * 100).astype(dtype)
+    node = helper.make_node("Resize", ["x", "", "", "sizes"], ["y"], mode=mode)
+    init = [numpy_helper.from_array(np.array([1, 2, 9, 4], np.int64), "sizes")]
+    elem = helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
+    model = _model([node], [helper.make_tensor_value_info("x", elem, x.shape)],
+                   [helper.make_tensor_value_info("y", elem, None)], init)
+    ours = mosaicrt.InferenceSession(model).run(None, {"x": x})[0]
+    assert ours.shape == (1, 2, 9, 4) and ours.dtype == dtype
+    if dtype in (np.int32, np.float64):  # onnxruntime has no Resize-19 for these: compare with its float32 result
+        model32 = _model([node], [helper.make_tensor_value_info("x", TensorProto.FLOAT, x.shape)],
+                         [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], init)
+        ref = ort.InferenceSession(model32).run(None, {"x": x.astype(np.float32)})[0]
+        ref = np.round(ref).astype(dtype) if dtype == np.int32 else ref.astype(dtype)
+        _assert_close([ours], [ref])
+        return
+    _assert_close([ours], ort.InferenceSession(model).run(None, {"x": x}), atol=1e-2)
+
+
+@pytest.mark.parametrize(("op", "opset", "mode", "scales"), [
+    ("Resize", 10, "nearest", (1.0, 1.0, 2.0, 3.0)),
+    ("Resize", 10, "nearest", (1.0, 1.0, 0.5, 0.6)),
+    ("Resize", 10, "linear", (1.0, 1.0, 2.0, 1.5)),
+    ("Upsample", 9, "nearest", (1.0, 1.0, 2.0, 2.0)),
+    ("Upsample", 9, "linear", (1.0, 1.0, 2.0, 3.0)),
+])
+def test_old_resize_forms(op: str, opset: int, mode: str, scales: tuple[float, ...]) -> None:
+    x = np.random.default_rng(2).standard_normal((1, 2, 4, 5)).astype(np.float32)
+    node = helper.make_node(op, ["x", "scales"], ["y"], mode=mode)
+    init = [numpy_helper.from_array(np.array(scales, np.float32), "scales")]
+    model = _model([node], [helper.make_tensor_value_info("x", TensorProto.FLOAT, x.shape)],
+                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], init, opset=opset)
+    _assert_close(*_run_both(model, {"x": x}))
+
+
+def test_resize_refuses_bad_attributes_at_session_creation() -> None:
+    node = helper.make_node("Resize", ["x", "", "scales"], ["y"], mode="bicubic")
+    init = [numpy_helper.from_array(np.array([1, 1, 2, 2], np.float32), "scales")]
+    model = _model([node], [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, 2, 2])],
+                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], init)
+    with pytest.raises(mosaicrt.MosaicrtError, match=r"Resize.*mode.*'bicubic'"):
+        mosaicrt.InferenceSession(model)
+    node = helper.make_node("Resize", ["x", "", "scales"], ["y"], mode="nearest", antialias=1)
+    model = _model([node], [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, 2, 2])],
+                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], init)
+    with pytest.raises(mosaicrt.MosaicrtError, match="antialias"):
+        mosaicrt.InferenceSession(model)
+
+
+def _conv(name: str, x: str, cin: int, cout: int, rng: np.random.Generator,
+          init: list[onnx.TensorProto]) -> tuple[onnx.NodeProto, onnx.NodeProto, str]:
+    w = (rng.standard_normal((cout, cin, 3, 3)) * np.sqrt(2 / (9 * cin))).astype(np.float32)
+    b = (rng.standard_normal(cout) * 0.1).astype(np.float32)
+    init += [numpy_helper.from_array(w, f"{name}_w"), numpy_helper.from_array(b, f"{name}_b")]
+    conv = helper.make_node("Conv", [x, f"{name}_w", f"{name}_b"], [f"{name}_c"], pads=[1, 1, 1, 1])
+    relu = helper.make_node("Relu", [f"{name}_c"], [f"{name}_r"])
+    return conv, relu, f"{name}_r"
+
+
+def _unet(coord: str, mode: str) -> bytes:
+    """Two-level U-Net: encoder convs + MaxPool, decoder Resize (x2 by scales) + skip Concat + conv head."""
+    rng = np.random.default_rng(3)
+    init: list[onnx.TensorProto] = [numpy_helper.from_array(np.array([1, 1, 2, 2], np.float32), "up2")]
+    nodes: list[onnx.NodeProto] = []
+    c1, r1, e1 = _conv("e1", "x", 3, 8, rng, init)
+    nodes += [c1, r1, helper.make_node("MaxPool", [e1], ["p1"], kernel_shape=[2, 2], strides=[2, 2])]
+    c2, r2, e2 = _conv("e2", "p1", 8, 16, rng, init)
+    nodes += [c2, r2, helper.make_node("MaxPool", [e2], ["p2"], kernel_shape=[2, 2], strides=[2, 2])]
+    c3, r3, e3 = _conv("mid", "p2", 16, 16, rng, init)
+    nodes += [c3, r3]
+    nodes.append(helper.make_node("Resize", [e3, "", "up2"], ["u2"], mode=mode, coordinate_transformation_mode=coord))
+    nodes.append(helper.make_node("Concat", ["u2", e2], ["k2"], axis=1))
+    c4, r4, d2 = _conv("d2", "k2", 32, 8, rng, init)
+    nodes += [c4, r4]
+    nodes.append(helper.make_node("Resize", [d2, "", "up2"], ["u1"], mode=mode, coordinate_transformation_mode=coord))
+    nodes.append(helper.make_node("Concat", ["u1", e1], ["k1"], axis=1))
+    c5, _, _ = _conv("head", "k1", 16, 2, rng, init)
+    nodes.append(helper.make_node(c5.op_type, list(c5.input), ["y"], pads=[1, 1, 1, 1]))
+    return _model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3, 32, 32])],
+                  [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 2, 32, 32])], init, opset=17)
+
+
+@pytest.mark.parametrize(("coord", "mode"), [("align_corners", "linear"), ("asymmetric", "linear"),
+                                             ("half_pixel", "linear"), ("pytorch_half_pixel", "linear"),
+                                             ("asymmetric", "nearest")])
+def test_unet_with_resize(coord: str, mode: str) -> None:
+    feed = {"x": np.random.default_rng(4).standard_normal((2, 3, 32, 32)).astype(np.float32)}
+    _assert_close(*_run_both(_unet(coord, mode), feed))
+
+
+def test_yolo_style_fpn_nearest_upsample() -> None:
+    """FPN neck: stride-2 convs down, nearest Resize x2 (by sizes from Shape arithmetic, as exporters emit) up."""
+    rng = np.random.default_rng(5)
+    init: list[onnx.TensorProto] = [numpy_helper.from_array(np.array([2, 2], np.int64), "two"),
+                                    numpy_helper.from_array(np.array([2], np.int64), "s2"),
+                                    numpy_helper.from_array(np.array([4], np.int64), "s4")]
+    nodes: list[onnx.NodeProto] = []
+    c1, r1, f1 = _conv("b1", "x", 3, 8, rng, init)
+    nodes += [c1, r1]
+    w = (rng.standard_normal((16, 8, 3, 3)) * 0.2).astype(np.float32)
+    init.append(numpy_helper.from_array(w, "down_w"))
+    nodes.append(helper.make_node("Conv", [f1, "down_w"], ["f2"], pads=[1, 1, 1, 1], strides=[2, 2]))
+    nodes.append(helper.make_node("Shape", ["f2"], ["shp"]))
+    nodes.append(helper.make_node("Slice", ["shp", "s2", "s4"], ["hw"]))
+    nodes.append(helper.make_node("Mul", ["hw", "two"], ["hw2"]))
+    nodes.append(helper.make_node("Shape", ["f2"], ["nc_full"]))
+    nodes.append(helper.make_node("Slice", ["nc_full", "zero", "s2"], ["nc"]))
+    init.append(numpy_helper.from_array(np.array([0], np.int64), "zero"))
+    nodes.append(helper.make_node("Concat", ["nc", "hw2"], ["sizes"], axis=0))
+    nodes.append(helper.make_node("Resize", ["f2", "", "", "sizes"], ["up"], mode="nearest",
+                                  coordinate_transformation_mode="asymmetric", nearest_mode="floor"))
+    nodes.append(helper.make_node("Concat", ["up", f1], ["cat"], axis=1))
+    c2, _, _ = _conv("out", "cat", 24, 6, rng, init)
+    nodes.append(helper.make_node(c2.op_type, list(c2.input), ["y"], pads=[1, 1, 1, 1]))
+    model = _model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3, "H", "W"])],
+                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], init, opset=13)
+    for shape in ((1, 3, 32, 32), (2, 3, 24, 40)):
+        _assert_close(*_run_both(model, {"x": np.random.default_rng(6).standard_normal(shape).astype(np.float32)}))
