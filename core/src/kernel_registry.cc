@@ -6,6 +6,7 @@ namespace mrt {
 
 // Kernel groups in their own files, registered here (declared here to keep kernel.h stable).
 void register_resize_kernels(KernelRegistry& r);  // kernels/resize.cc: Resize, Upsample
+void register_rnn_kernels(KernelRegistry& r);     // kernels/rnn.cc: RNN, GRU, LSTM
 
 const Tensor& OpContext::input(size_t i) const {
   if (!has_input(i)) fail(MRT_INVALID_MODEL, "required input ", i, " is missing");
@@ -75,6 +76,7 @@ const KernelRegistry& KernelRegistry::cpu() {
     register_norm_kernels(r);
     register_quant_kernels(r);
     register_resize_kernels(r);
+    register_rnn_kernels(r);
     return r;
   }();
   return reg;
