@@ -188,3 +188,126 @@ def test_yolo_style_fpn_nearest_upsample() -> None:
                    [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], init, opset=13)
     for shape in ((1, 3, 32, 32), (2, 3, 24, 40)):
         _assert_close(*_run_both(model, {"x": np.random.default_rng(6).standard_normal(shape).astype(np.float32)}))
+
+
+# --- RNN / GRU / LSTM -------------------------------------------------------------------------------------------
+
+_GATES = {"RNN": 1, "GRU": 3, "LSTM": 4}
+
+
+def _recurrent_node(op: str, hidden: int, inp: int, dirs: int, rng: np.random.Generator, prefix: str, x: str,
+                    init: list[onnx.TensorProto], lens: str = "", with_states: bool = False,
+                    peepholes: bool = False, **attrs: Any) -> onnx.NodeProto:
+    g = _GATES[op]
+    scale = 1 / np.sqrt(hidden)
+    w = (rng.uniform(-scale, scale, (dirs, g * hidden, inp))).astype(np.float32)
+    r = (rng.uniform(-scale, scale, (dirs, g * hidden, hidden))).astype(np.float32)
+    b = (rng.uniform(-scale, scale, (dirs, 2 * g * hidden))).astype(np.float32)
+    init += [numpy_helper.from_array(w, f"{prefix}_W"), numpy_helper.from_array(r, f"{prefix}_R"),
+             numpy_helper.from_array(b, f"{prefix}_B")]
+    inputs = [x, f"{prefix}_W", f"{prefix}_R", f"{prefix}_B", lens]
+    if with_states:
+        inputs.append("h0")
+        if op == "LSTM":
+            inputs.append("c0")
+    if peepholes:
+        p = rng.uniform(-scale, scale, (dirs, 3 * hidden)).astype(np.float32)
+        init.append(numpy_helper.from_array(p, f"{prefix}_P"))
+        inputs += [""] * (7 - len(inputs)) + [f"{prefix}_P"]
+    outs = [f"{prefix}_Y", f"{prefix}_Yh"] + ([f"{prefix}_Yc"] if op == "LSTM" else [])
+    direction = attrs.pop("direction", "forward")
+    if dirs == 2:
+        direction = "bidirectional"
+    return helper.make_node(op, inputs, outs, hidden_size=hidden, direction=direction, **attrs)
+
+
+_CELL_CASES = [
+    ("RNN", "forward", {}), ("RNN", "reverse", {"activations": ["Relu"]}), ("RNN", "bidirectional", {"clip": 0.7}),
+    ("GRU", "forward", {}), ("GRU", "bidirectional", {"linear_before_reset": 1}),
+    ("GRU", "reverse", {"activations": ["HardSigmoid", "Softsign"], "activation_alpha": [0.3],
+                        "activation_beta": [0.4]}),
+    ("LSTM", "forward", {"peepholes": True}), ("LSTM", "bidirectional", {}),
+    ("LSTM", "reverse", {"clip": 0.5, "input_forget": 1}),
+    ("LSTM", "forward", {"activations": ["Sigmoid", "LeakyRelu", "Elu"], "activation_alpha": [0.2, 0.9]}),
+]
+
+
+def _cell_model(op: str, direction: str, attrs: dict[str, Any], layout: int) -> tuple[bytes, dict[str, Any]]:
+    rng = np.random.default_rng(7)
+    seq, batch, inp, hidden = 5, 3, 4, 6
+    dirs = 2 if direction == "bidirectional" else 1
+    attrs = dict(attrs)
+    peep = bool(attrs.pop("peepholes", False))
+    init: list[onnx.TensorProto] = []
+    node = _recurrent_node(op, hidden, inp, dirs, rng, "l", "x", init, lens="lens", with_states=True,
+                           peepholes=peep, direction=direction, layout=layout, **attrs)
+    x_shape = (seq, batch, inp)
+    s_shape = (dirs, batch, hidden)
+    ins = [helper.make_tensor_value_info("x", TensorProto.FLOAT, None),
+           helper.make_tensor_value_info("lens", TensorProto.INT32, [batch]),
+           helper.make_tensor_value_info("h0", TensorProto.FLOAT, None)]
+    feed = {"x": rng.standard_normal(x_shape).astype(np.float32), "lens": np.array([5, 2, 4], np.int32),
+            "h0": rng.standard_normal(s_shape).astype(np.float32) * 0.5}
+    if op == "LSTM":
+        ins.append(helper.make_tensor_value_info("c0", TensorProto.FLOAT, None))
+        feed["c0"] = rng.standard_normal(s_shape).astype(np.float32) * 0.5
+    if layout:  # batch-major: X [N, S, I], states [N, D, H]
+        feed = {k: (np.ascontiguousarray(v.transpose(1, 0, 2)) if v.ndim == 3 else v) for k, v in feed.items()}
+    outs = [helper.make_tensor_value_info(o, TensorProto.FLOAT, None) for o in node.output]
+    return _model([node], ins, outs, init, opset=14), feed
+
+
+@pytest.mark.parametrize(("op", "direction", "attrs"), _CELL_CASES)
+def test_recurrent_cell_matches_onnxruntime(op: str, direction: str, attrs: dict[str, Any]) -> None:
+    model, feed = _cell_model(op, direction, attrs, layout=0)
+    ours, ref = _run_both(model, feed)
+    _assert_close(ours, ref)
+    # layout=1 (onnxruntime refuses it): the same numbers, batch-major
+    model1, feed1 = _cell_model(op, direction, attrs, layout=1)
+    ours1 = mosaicrt.InferenceSession(model1).run(None, feed1)
+    _assert_close([ours1[0].transpose(1, 2, 0, 3)] + [o.transpose(1, 0, 2) for o in ours1[1:]], ref)
+
+
+def _sequence_model() -> bytes:
+    """Speech-style stack: 2-layer bidirectional LSTM, then a bidirectional GRU, then a linear head; batch and
+    length are dynamic."""
+    rng = np.random.default_rng(8)
+    init: list[onnx.TensorProto] = [numpy_helper.from_array(np.array([0, 0, -1], np.int64), "merge"),
+                                    numpy_helper.from_array(np.array([0, 2, 1, 3], np.int64), "perm_unused")]
+    nodes: list[onnx.NodeProto] = []
+    x, width = "x", 10
+    for i, (op, hidden) in enumerate((("LSTM", 12), ("LSTM", 12), ("GRU", 8))):
+        node = _recurrent_node(op, hidden, width, 2, rng, f"l{i}", x, init, linear_before_reset=1) \
+            if op == "GRU" else _recurrent_node(op, hidden, width, 2, rng, f"l{i}", x, init)
+        nodes.append(node)
+        # Y [S, 2, N, H] -> [S, N, 2, H] -> [S, N, 2H]
+        nodes.append(helper.make_node("Transpose", [node.output[0]], [f"t{i}"], perm=[0, 2, 1, 3]))
+        nodes.append(helper.make_node("Reshape", [f"t{i}", "merge"], [f"m{i}"]))
+        x, width = f"m{i}", 2 * hidden
+    head = (rng.standard_normal((width, 5)) * 0.3).astype(np.float32)
+    init.append(numpy_helper.from_array(head, "head"))
+    nodes.append(helper.make_node("MatMul", [x, "head"], ["y"]))
+    return _model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["S", "N", 10])],
+                  [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["S", "N", 5])], init, opset=14)
+
+
+@pytest.mark.parametrize(("seq", "batch"), [(1, 1), (7, 2), (16, 3)])
+def test_bidirectional_lstm_gru_sequence_model(seq: int, batch: int) -> None:
+    model = _sequence_model()
+    feed = {"x": np.random.default_rng(seq).standard_normal((seq, batch, 10)).astype(np.float32)}
+    _assert_close(*_run_both(model, feed))
+
+
+def test_recurrent_refuses_bad_attributes_at_session_creation() -> None:
+    init: list[onnx.TensorProto] = []
+    node = _recurrent_node("LSTM", 4, 3, 1, np.random.default_rng(0), "l", "x", init, activations=["Sigmoid", "Gelu",
+                                                                                                    "Tanh"])
+    model = _model([node], [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 1, 3])],
+                   [helper.make_tensor_value_info(o, TensorProto.FLOAT, None) for o in node.output], init)
+    with pytest.raises(mosaicrt.MosaicrtError, match=r"LSTM.*activation 'Gelu'"):
+        mosaicrt.InferenceSession(model)
+    node = _recurrent_node("GRU", 4, 3, 1, np.random.default_rng(0), "g", "x", init, direction="sideways")
+    model = _model([node], [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 1, 3])],
+                   [helper.make_tensor_value_info(o, TensorProto.FLOAT, None) for o in node.output], init)
+    with pytest.raises(mosaicrt.MosaicrtError, match=r"GRU.*direction.*'sideways'"):
+        mosaicrt.InferenceSession(model)
