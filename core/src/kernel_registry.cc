@@ -7,6 +7,7 @@ namespace mrt {
 // Kernel groups in their own files, registered here (declared here to keep kernel.h stable).
 void register_resize_kernels(KernelRegistry& r);  // kernels/resize.cc: Resize, Upsample
 void register_rnn_kernels(KernelRegistry& r);     // kernels/rnn.cc: RNN, GRU, LSTM
+void register_attention_kernels(KernelRegistry& r);  // kernels/attention.cc: Attention
 
 const Tensor& OpContext::input(size_t i) const {
   if (!has_input(i)) fail(MRT_INVALID_MODEL, "required input ", i, " is missing");
@@ -77,6 +78,7 @@ const KernelRegistry& KernelRegistry::cpu() {
     register_quant_kernels(r);
     register_resize_kernels(r);
     register_rnn_kernels(r);
+    register_attention_kernels(r);
     return r;
   }();
   return reg;
