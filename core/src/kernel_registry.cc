@@ -8,6 +8,7 @@ namespace mrt {
 void register_resize_kernels(KernelRegistry& r);  // kernels/resize.cc: Resize, Upsample
 void register_rnn_kernels(KernelRegistry& r);     // kernels/rnn.cc: RNN, GRU, LSTM
 void register_attention_kernels(KernelRegistry& r);  // kernels/attention.cc: Attention
+void register_rotary_embedding_kernels(KernelRegistry& r);  // kernels/rotary_embedding.cc
 
 const Tensor& OpContext::input(size_t i) const {
   if (!has_input(i)) fail(MRT_INVALID_MODEL, "required input ", i, " is missing");
@@ -79,6 +80,7 @@ const KernelRegistry& KernelRegistry::cpu() {
     register_resize_kernels(r);
     register_rnn_kernels(r);
     register_attention_kernels(r);
+    register_rotary_embedding_kernels(r);
     return r;
   }();
   return reg;
