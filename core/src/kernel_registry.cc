@@ -9,6 +9,7 @@ void register_resize_kernels(KernelRegistry& r);  // kernels/resize.cc: Resize, 
 void register_rnn_kernels(KernelRegistry& r);     // kernels/rnn.cc: RNN, GRU, LSTM
 void register_attention_kernels(KernelRegistry& r);  // kernels/attention.cc: Attention
 void register_rotary_embedding_kernels(KernelRegistry& r);  // kernels/rotary_embedding.cc
+void register_grid_sample_kernels(KernelRegistry& r);  // kernels/grid_sample.cc
 
 const Tensor& OpContext::input(size_t i) const {
   if (!has_input(i)) fail(MRT_INVALID_MODEL, "required input ", i, " is missing");
@@ -81,6 +82,7 @@ const KernelRegistry& KernelRegistry::cpu() {
     register_rnn_kernels(r);
     register_attention_kernels(r);
     register_rotary_embedding_kernels(r);
+    register_grid_sample_kernels(r);
     return r;
   }();
   return reg;
