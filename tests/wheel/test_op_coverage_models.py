@@ -311,3 +311,64 @@ def test_recurrent_refuses_bad_attributes_at_session_creation() -> None:
                    [helper.make_tensor_value_info(o, TensorProto.FLOAT, None) for o in node.output], init)
     with pytest.raises(mosaicrt.MosaicrtError, match=r"GRU.*direction.*'sideways'"):
         mosaicrt.InferenceSession(model)
+
+
+# --- GridSample, Attention, RotaryEmbedding ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("align", [0, 1])
+@pytest.mark.parametrize("padding", ["zeros", "border", "reflection"])
+@pytest.mark.parametrize("mode", ["bilinear", "nearest", "bicubic"])
+def test_grid_sample_matches_onnxruntime(mode: str, padding: str, align: int) -> None:
+    rng = np.random.default_rng(9)
+    x = rng.standard_normal((2, 3, 6, 7)).astype(np.float32)
+    grid = rng.uniform(-1.3, 1.3, (2, 5, 4, 2)).astype(np.float32)  # some points fall outside
+    node = helper.make_node("GridSample", ["x", "grid"], ["y"], mode=mode, padding_mode=padding, align_corners=align)
+    model = _model([node], [helper.make_tensor_value_info("x", TensorProto.FLOAT, x.shape),
+                            helper.make_tensor_value_info("grid", TensorProto.FLOAT, grid.shape)],
+                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], opset=16)
+    _assert_close(*_run_both(model, {"x": x, "grid": grid}))
+
+
+@pytest.mark.parametrize(("q_heads", "kv_heads", "causal", "mask"), [
+    (4, 4, 0, None), (4, 2, 1, None), (4, 1, 0, "bool"), (4, 2, 0, "float"), (2, 2, 1, "float")])
+def test_attention_matches_onnxruntime(q_heads: int, kv_heads: int, causal: int, mask: str | None) -> None:
+    rng = np.random.default_rng(10)
+    b, sq, skv, d = 2, 5, 7, 8
+    feed = {"q": rng.standard_normal((b, q_heads, sq, d)).astype(np.float32),
+            "k": rng.standard_normal((b, kv_heads, skv, d)).astype(np.float32),
+            "v": rng.standard_normal((b, kv_heads, skv, d)).astype(np.float32)}
+    ins = [helper.make_tensor_value_info(n, TensorProto.FLOAT, v.shape) for n, v in feed.items()]
+    names = ["q", "k", "v"]
+    if mask == "bool":
+        feed["m"] = rng.random((sq, skv)) > 0.3
+        feed["m"][:, 0] = True
+        ins.append(helper.make_tensor_value_info("m", TensorProto.BOOL, feed["m"].shape))
+        names.append("m")
+    elif mask == "float":
+        feed["m"] = rng.standard_normal((b, 1, sq, skv)).astype(np.float32)
+        ins.append(helper.make_tensor_value_info("m", TensorProto.FLOAT, feed["m"].shape))
+        names.append("m")
+    node = helper.make_node("Attention", names, ["y"], is_causal=causal)
+    model = _model([node], ins, [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], opset=23)
+    model_proto = onnx.load_from_string(model)
+    model_proto.ir_version = 10
+    _assert_close(*_run_both(model_proto.SerializeToString(), feed))
+
+
+@pytest.mark.parametrize("interleaved", [0, 1])
+def test_rotary_embedding_matches_onnxruntime(interleaved: int) -> None:
+    rng = np.random.default_rng(11)
+    b, h, s, d, positions = 2, 3, 5, 8, 16
+    angles = rng.uniform(0, 6.28, (positions, d // 2))
+    feed = {"x": rng.standard_normal((b, h, s, d)).astype(np.float32),
+            "pos": rng.integers(0, positions, (b, s)).astype(np.int64)}
+    init = [numpy_helper.from_array(np.cos(angles).astype(np.float32), "cos"),
+            numpy_helper.from_array(np.sin(angles).astype(np.float32), "sin")]
+    node = helper.make_node("RotaryEmbedding", ["x", "cos", "sin", "pos"], ["y"], interleaved=interleaved)
+    model = onnx.load_from_string(_model(
+        [node], [helper.make_tensor_value_info("x", TensorProto.FLOAT, feed["x"].shape),
+                 helper.make_tensor_value_info("pos", TensorProto.INT64, feed["pos"].shape)],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], init, opset=23))
+    model.ir_version = 10
+    _assert_close(*_run_both(model.SerializeToString(), feed))

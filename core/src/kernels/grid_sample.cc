@@ -4,6 +4,7 @@
 // innermost spatial axis first), denormalized with or without align_corners; padding_mode
 // zeros reads 0 outside, border clamps, reflection mirrors about the borders. Linear and
 // cubic interpolate separably (cubic: Keys with a = -0.75); nearest rounds half to even.
+// Cubic with border padding clamps each tap rather than the coordinate.
 // Computed in double, stored in the input's element type.
 #include <cmath>
 #include <vector>
@@ -113,7 +114,9 @@ void gs_kernel(OpContext& ctx) {
         const double lo = a.align ? 0.0 : -0.5, hi = a.align ? len - 1 : len - 0.5;
         if (a.mode == GsMode::kNearest) c = std::nearbyint(c);
         if (c < lo || c > hi) {
-          if (a.pad == GsPad::kBorder) c = std::min(std::max(c, 0.0), len - 1);
+          // cubic with border padding clamps each tap, not the coordinate (PyTorch's and
+          // onnxruntime's behaviour; the node cases have no cubic + border case)
+          if (a.pad == GsPad::kBorder && a.mode != GsMode::kCubic) c = std::min(std::max(c, 0.0), len - 1);
           else if (a.pad == GsPad::kReflection) c = reflect(c, lo, hi);
         }
         auto tap = [&](int k, int64_t i, double wt) {
