@@ -10,6 +10,7 @@ void register_rnn_kernels(KernelRegistry& r);     // kernels/rnn.cc: RNN, GRU, L
 void register_attention_kernels(KernelRegistry& r);  // kernels/attention.cc: Attention
 void register_rotary_embedding_kernels(KernelRegistry& r);  // kernels/rotary_embedding.cc
 void register_grid_sample_kernels(KernelRegistry& r);  // kernels/grid_sample.cc
+void register_nms_kernels(KernelRegistry& r);          // kernels/non_max_suppression.cc
 
 const Tensor& OpContext::input(size_t i) const {
   if (!has_input(i)) fail(MRT_INVALID_MODEL, "required input ", i, " is missing");
@@ -83,6 +84,7 @@ const KernelRegistry& KernelRegistry::cpu() {
     register_attention_kernels(r);
     register_rotary_embedding_kernels(r);
     register_grid_sample_kernels(r);
+    register_nms_kernels(r);
     return r;
   }();
   return reg;

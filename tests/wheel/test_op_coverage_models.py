@@ -372,3 +372,23 @@ def test_rotary_embedding_matches_onnxruntime(interleaved: int) -> None:
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], init, opset=23))
     model.ir_version = 10
     _assert_close(*_run_both(model.SerializeToString(), feed))
+
+
+@pytest.mark.parametrize("center", [0, 1])
+def test_non_max_suppression_matches_onnxruntime(center: int) -> None:
+    rng = np.random.default_rng(12)
+    xy = rng.uniform(0, 10, (2, 40, 2))
+    wh = rng.uniform(1, 4, (2, 40, 2))
+    boxes = np.concatenate([xy, wh] if center else [xy[..., ::-1], (xy + wh)[..., ::-1]], axis=-1)
+    feed = {"boxes": boxes.astype(np.float32), "scores": rng.random((2, 3, 40)).astype(np.float32)}
+    init = [numpy_helper.from_array(np.array([6], np.int64), "max"), numpy_helper.from_array(np.array([0.4], np.float32),
+                                                                                             "iou"),
+            numpy_helper.from_array(np.array([0.2], np.float32), "score")]
+    node = helper.make_node("NonMaxSuppression", ["boxes", "scores", "max", "iou", "score"], ["sel"],
+                            center_point_box=center)
+    model = _model([node], [helper.make_tensor_value_info("boxes", TensorProto.FLOAT, [2, 40, 4]),
+                            helper.make_tensor_value_info("scores", TensorProto.FLOAT, [2, 3, 40])],
+                   [helper.make_tensor_value_info("sel", TensorProto.INT64, None)], init, opset=11)
+    ours, ref = _run_both(model, feed)
+    assert ours[0].shape[0] > 6  # several classes keep boxes
+    np.testing.assert_array_equal(ours[0], ref[0])
