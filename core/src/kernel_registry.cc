@@ -11,6 +11,7 @@ void register_attention_kernels(KernelRegistry& r);  // kernels/attention.cc: At
 void register_rotary_embedding_kernels(KernelRegistry& r);  // kernels/rotary_embedding.cc
 void register_grid_sample_kernels(KernelRegistry& r);  // kernels/grid_sample.cc
 void register_nms_kernels(KernelRegistry& r);          // kernels/non_max_suppression.cc
+void register_spectral_kernels(KernelRegistry& r);     // kernels/spectral.cc: DFT, STFT, windows
 
 const Tensor& OpContext::input(size_t i) const {
   if (!has_input(i)) fail(MRT_INVALID_MODEL, "required input ", i, " is missing");
@@ -85,6 +86,7 @@ const KernelRegistry& KernelRegistry::cpu() {
     register_rotary_embedding_kernels(r);
     register_grid_sample_kernels(r);
     register_nms_kernels(r);
+    register_spectral_kernels(r);
     return r;
   }();
   return reg;
