@@ -12,6 +12,8 @@ void register_rotary_embedding_kernels(KernelRegistry& r);  // kernels/rotary_em
 void register_grid_sample_kernels(KernelRegistry& r);  // kernels/grid_sample.cc
 void register_nms_kernels(KernelRegistry& r);          // kernels/non_max_suppression.cc
 void register_spectral_kernels(KernelRegistry& r);     // kernels/spectral.cc: DFT, STFT, windows
+void register_roi_align_kernels(KernelRegistry& r);    // kernels/roi_align.cc
+void register_affine_grid_kernels(KernelRegistry& r);  // kernels/affine_grid.cc: AffineGrid, SwiGLU, Det
 
 const Tensor& OpContext::input(size_t i) const {
   if (!has_input(i)) fail(MRT_INVALID_MODEL, "required input ", i, " is missing");
@@ -87,6 +89,8 @@ const KernelRegistry& KernelRegistry::cpu() {
     register_grid_sample_kernels(r);
     register_nms_kernels(r);
     register_spectral_kernels(r);
+    register_roi_align_kernels(r);
+    register_affine_grid_kernels(r);
     return r;
   }();
   return reg;
