@@ -392,3 +392,49 @@ def test_non_max_suppression_matches_onnxruntime(center: int) -> None:
     ours, ref = _run_both(model, feed)
     assert ours[0].shape[0] > 6  # several classes keep boxes
     np.testing.assert_array_equal(ours[0], ref[0])
+
+
+@pytest.mark.parametrize(("mode", "ctm"), [("avg", "half_pixel"), ("max", "half_pixel"), ("avg", "output_half_pixel")])
+def test_roi_align_matches_onnxruntime(mode: str, ctm: str) -> None:
+    rng = np.random.default_rng(13)
+    x = rng.standard_normal((2, 4, 12, 10)).astype(np.float32)
+    xy = rng.uniform(0, 14, (6, 2))
+    rois = np.concatenate([xy, xy + rng.uniform(1, 8, (6, 2))], axis=1).astype(np.float32)
+    idx = np.array([0, 1, 1, 0, 1, 0], np.int64)
+    node = helper.make_node("RoiAlign", ["x", "rois", "idx"], ["y"], mode=mode, coordinate_transformation_mode=ctm,
+                            output_height=3, output_width=4, spatial_scale=0.7, sampling_ratio=0)
+    model = _model([node], [helper.make_tensor_value_info("x", TensorProto.FLOAT, x.shape),
+                            helper.make_tensor_value_info("rois", TensorProto.FLOAT, rois.shape),
+                            helper.make_tensor_value_info("idx", TensorProto.INT64, idx.shape)],
+                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], opset=16)
+    _assert_close(*_run_both(model, {"x": x, "rois": rois, "idx": idx}))
+
+
+@pytest.mark.parametrize("align", [0, 1])
+def test_spatial_transformer_affine_grid_and_grid_sample(align: int) -> None:
+    """Spatial-transformer block: AffineGrid from predicted theta, then bilinear GridSample."""
+    rng = np.random.default_rng(14)
+    x = rng.standard_normal((2, 3, 9, 11)).astype(np.float32)
+    theta = (np.eye(2, 3)[None] + rng.normal(0, 0.2, (2, 2, 3))).astype(np.float32)
+    init = [numpy_helper.from_array(np.array([2, 3, 7, 8], np.int64), "size")]
+    nodes = [helper.make_node("AffineGrid", ["theta", "size"], ["grid"], align_corners=align),
+             helper.make_node("GridSample", ["x", "grid"], ["y"], mode="linear", align_corners=align)]
+    model = _model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, x.shape),
+                           helper.make_tensor_value_info("theta", TensorProto.FLOAT, theta.shape)],
+                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], init, opset=20)
+    _assert_close(*_run_both(model, {"x": x, "theta": theta}))
+
+
+def test_stft_with_hann_window_matches_onnxruntime() -> None:
+    rng = np.random.default_rng(15)
+    signal = rng.standard_normal((2, 256, 1)).astype(np.float32)
+    init = [numpy_helper.from_array(np.array(64, np.int64), "n"), numpy_helper.from_array(np.array(16, np.int64),
+                                                                                          "step")]
+    nodes = [helper.make_node("HannWindow", ["n"], ["w"]),
+             helper.make_node("STFT", ["signal", "step", "w"], ["spec"]),
+             helper.make_node("DFT", ["spec", "", "axis"], ["back"], inverse=1)]
+    init.append(numpy_helper.from_array(np.array(2, np.int64), "axis"))
+    model = _model(nodes, [helper.make_tensor_value_info("signal", TensorProto.FLOAT, signal.shape)],
+                   [helper.make_tensor_value_info("spec", TensorProto.FLOAT, None),
+                    helper.make_tensor_value_info("back", TensorProto.FLOAT, None)], init, opset=20)
+    _assert_close(*_run_both(model, {"signal": signal}), atol=1e-3)
