@@ -14,6 +14,7 @@ void register_nms_kernels(KernelRegistry& r);          // kernels/non_max_suppre
 void register_spectral_kernels(KernelRegistry& r);     // kernels/spectral.cc: DFT, STFT, windows
 void register_roi_align_kernels(KernelRegistry& r);    // kernels/roi_align.cc
 void register_affine_grid_kernels(KernelRegistry& r);  // kernels/affine_grid.cc: AffineGrid, SwiGLU, Det
+void register_control_flow_kernels(KernelRegistry& r);  // kernels/control_flow.cc: If, Loop, Scan
 
 const Tensor& OpContext::input(size_t i) const {
   if (!has_input(i)) fail(MRT_INVALID_MODEL, "required input ", i, " is missing");
@@ -91,6 +92,7 @@ const KernelRegistry& KernelRegistry::cpu() {
     register_spectral_kernels(r);
     register_roi_align_kernels(r);
     register_affine_grid_kernels(r);
+    register_control_flow_kernels(r);
     return r;
   }();
   return reg;

@@ -37,6 +37,11 @@ class Session {
   const std::vector<std::string>& providers() const { return provider_names_; }  // claim order, CPU EP last
   const std::vector<NodeAssignment>& assignments() const { return assignments_; }  // execution order
 
+  // A subgraph (If branch, Loop/Scan body) compiled on its own: its inputs are the
+  // graph's formal inputs followed by `outer` (values of enclosing graphs it reads).
+  static std::shared_ptr<Session> for_subgraph(const Graph& g, const std::vector<std::string>& outer,
+                                               const Model& parent, const SessionOptions& options);
+
   // Runs the graph. output_names empty = all graph outputs in order.
   std::vector<Tensor> run(const std::vector<std::string>& input_names, const std::vector<Tensor>& input_values,
                           const std::vector<std::string>& output_names);
