@@ -15,6 +15,8 @@ void register_spectral_kernels(KernelRegistry& r);     // kernels/spectral.cc: D
 void register_roi_align_kernels(KernelRegistry& r);    // kernels/roi_align.cc
 void register_affine_grid_kernels(KernelRegistry& r);  // kernels/affine_grid.cc: AffineGrid, SwiGLU, Det
 void register_control_flow_kernels(KernelRegistry& r);  // kernels/control_flow.cc: If, Loop, Scan
+void register_contrib_qlinear_kernels(KernelRegistry& r);      // kernels/contrib_qlinear.cc (com.microsoft)
+void register_contrib_transformer_kernels(KernelRegistry& r);  // kernels/contrib_transformer.cc (com.microsoft)
 
 const Tensor& OpContext::input(size_t i) const {
   if (!has_input(i)) fail(MRT_INVALID_MODEL, "required input ", i, " is missing");
@@ -93,6 +95,8 @@ const KernelRegistry& KernelRegistry::cpu() {
     register_roi_align_kernels(r);
     register_affine_grid_kernels(r);
     register_control_flow_kernels(r);
+    register_contrib_qlinear_kernels(r);
+    register_contrib_transformer_kernels(r);
     return r;
   }();
   return reg;

@@ -534,3 +534,95 @@ def test_unsupported_op_inside_a_branch_is_refused_at_session_creation() -> None
                    [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
     with pytest.raises(mosaicrt.NotImplementedInRuntime, match=r"If.*then_branch.*StringNormalizer"):
         mosaicrt.InferenceSession(model)
+
+
+# --- com.microsoft operators (onnxruntime's quantizer and transformer optimizer) ---------------------------------
+
+
+def _ms_model(nodes: list[onnx.NodeProto], inputs: list[onnx.ValueInfoProto], init: list[onnx.TensorProto],
+              n_out: int = 1) -> bytes:
+    outs = [onnx.ValueInfoProto(name=nodes[-1].output[i]) for i in range(n_out)]
+    graph = helper.make_graph(nodes, "g", inputs, outs, initializer=init)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)])
+    model.ir_version = 8
+    return model.SerializeToString()
+
+
+def _q(name: str, scale: float, zp: int, dtype: Any = np.uint8) -> list[onnx.TensorProto]:
+    return [numpy_helper.from_array(np.array(scale, np.float32), f"{name}_s"),
+            numpy_helper.from_array(np.array(zp, dtype), f"{name}_z")]
+
+
+def _assert_within_one_lsb(ours: list[Any], ref: list[Any]) -> None:
+    for a, e in zip(ours, ref, strict=True):
+        assert a.dtype == e.dtype and a.shape == e.shape
+        assert np.abs(a.astype(np.int32) - e.astype(np.int32)).max(initial=0) <= 1
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.int8])
+def test_qlinear_contrib_ops_match_onnxruntime(dtype: Any) -> None:
+    rng = np.random.default_rng(17)
+    lo, hi = (0, 256) if dtype == np.uint8 else (-128, 128)
+    zp = 128 if dtype == np.uint8 else 3
+    a = rng.integers(lo, hi, (2, 4, 5, 5)).astype(dtype)
+    b = rng.integers(lo, hi, (4, 1, 1)).astype(dtype)
+    init = _q("a", 0.05, zp, dtype) + _q("b", 0.03, zp - 1, dtype) + _q("c", 0.07, zp, dtype)
+    ins = [helper.make_tensor_value_info("a", helper.np_dtype_to_tensor_dtype(np.dtype(dtype)), a.shape),
+           helper.make_tensor_value_info("b", helper.np_dtype_to_tensor_dtype(np.dtype(dtype)), b.shape)]
+    cases = [
+        [helper.make_node("QLinearAdd", ["a", "a_s", "a_z", "b", "b_s", "b_z", "c_s", "c_z"], ["y"],
+                          domain="com.microsoft")],
+        [helper.make_node("QLinearMul", ["a", "a_s", "a_z", "b", "b_s", "b_z", "c_s", "c_z"], ["y"],
+                          domain="com.microsoft")],
+        [helper.make_node("QLinearSigmoid", ["a", "a_s", "a_z", "c_s", "c_z"], ["y"], domain="com.microsoft")],
+        [helper.make_node("QLinearLeakyRelu", ["a", "a_s", "a_z", "c_s", "c_z"], ["y"], domain="com.microsoft",
+                          alpha=0.2)],
+        [helper.make_node("QLinearGlobalAveragePool", ["a", "a_s", "a_z", "c_s", "c_z"], ["y"],
+                          domain="com.microsoft")],
+        [helper.make_node("QLinearConcat", ["c_s", "c_z", "a", "a_s", "a_z", "a", "b_s", "b_z"], ["y"],
+                          domain="com.microsoft", axis=1)],
+    ]
+    for nodes in cases:
+        _assert_within_one_lsb(*_run_both(_ms_model(nodes, ins, init), {"a": a, "b": b}))
+
+
+@pytest.mark.parametrize("quant_out", [True, False])
+def test_qgemm_matches_onnxruntime(quant_out: bool) -> None:
+    rng = np.random.default_rng(18)
+    a = rng.integers(0, 256, (5, 16)).astype(np.uint8)
+    w = rng.integers(-127, 128, (8, 16)).astype(np.int8)
+    bias = rng.integers(-500, 500, (8,)).astype(np.int32)
+    init = _q("a", 0.02, 120) + [numpy_helper.from_array(w, "w"),
+                                 numpy_helper.from_array(np.full(8, 0.01, np.float32), "w_s"),
+                                 numpy_helper.from_array(np.zeros(8, np.int8), "w_z"),
+                                 numpy_helper.from_array(bias, "bias")] + _q("y", 0.1, 100)
+    inputs = ["a", "a_s", "a_z", "w", "w_s", "w_z", "bias"] + (["y_s", "y_z"] if quant_out else [])
+    node = helper.make_node("QGemm", inputs, ["y"], domain="com.microsoft", transB=1, alpha=1.0)
+    model = _ms_model([node], [helper.make_tensor_value_info("a", TensorProto.UINT8, a.shape)], init)
+    ours, ref = _run_both(model, {"a": a})
+    if quant_out:
+        _assert_within_one_lsb(ours, ref)
+    else:
+        _assert_close(ours, ref)
+
+
+def test_transformer_contrib_ops_match_onnxruntime() -> None:
+    rng = np.random.default_rng(19)
+    x = rng.standard_normal((2, 5, 16)).astype(np.float32)
+    init = [numpy_helper.from_array(rng.standard_normal(16).astype(np.float32), n) for n in ("bias", "gamma", "beta")]
+    init.append(numpy_helper.from_array(rng.standard_normal((16, 12)).astype(np.float32), "w"))
+    ins = [helper.make_tensor_value_info("x", TensorProto.FLOAT, x.shape),
+           helper.make_tensor_value_info("skip", TensorProto.FLOAT, x.shape)]
+    feed = {"x": x, "skip": rng.standard_normal(x.shape).astype(np.float32)}
+    cases = [
+        ([helper.make_node("Gelu", ["x"], ["y"], domain="com.microsoft")], 1),
+        ([helper.make_node("BiasGelu", ["x", "bias"], ["y"], domain="com.microsoft")], 1),
+        ([helper.make_node("FastGelu", ["x", "bias"], ["y"], domain="com.microsoft")], 1),
+        ([helper.make_node("SkipLayerNormalization", ["x", "skip", "gamma", "beta", "bias"], ["y", "", "", "sum"],
+                           domain="com.microsoft", epsilon=1e-5)], 1),
+        ([helper.make_node("SkipSimplifiedLayerNormalization", ["x", "skip", "gamma"], ["y"],
+                           domain="com.microsoft", epsilon=1e-6)], 1),
+        ([helper.make_node("FusedMatMul", ["x", "w"], ["y"], domain="com.microsoft", alpha=0.5)], 1),
+    ]
+    for nodes, n_out in cases:
+        _assert_close(*_run_both(_ms_model(nodes, ins, init, n_out), feed))

@@ -1,0 +1,159 @@
+// com.microsoft operators that onnxruntime's transformer optimizer fuses BERT/GPT-style
+// graphs into: Gelu, BiasGelu (erf form), FastGelu (tanh form, optional bias),
+// SkipLayerNormalization and SkipSimplifiedLayerNormalization (residual add + optional
+// bias + LayerNorm / RMSNorm over the last axis, with the optional mean, inverse std and
+// sum outputs) and FusedMatMul (alpha, transA, transB; the batch transposes are refused).
+#include <cmath>
+#include <vector>
+
+#include "../gemm/sgemm.h"
+#include "norm_util.h"
+
+namespace mrt {
+namespace {
+
+enum class GeluKind { kErf, kBiasErf, kTanh };
+
+template <GeluKind kind>
+void gelu_kernel(OpContext& ctx) {
+  const Tensor& X = ctx.input(0);
+  const Tensor* bias = kind == GeluKind::kErf ? nullptr : ctx.optional_input(1);
+  MRT_CHECK_ARG(kind != GeluKind::kBiasErf || bias, "BiasGelu: input B is required");
+  int64_t bn = 0;
+  if (bias) {
+    bn = bias->numel();
+    MRT_CHECK_ARG(bias->rank() == 1 && X.rank() >= 1 && bn == X.dim(X.rank() - 1) && bias->dtype() == X.dtype(),
+                  ctx.node().op_type, ": bias ", bias->describe(), " must be 1-D with the last dimension of ",
+                  X.describe());
+  }
+  Tensor& Y = ctx.output(0, X.dtype(), X.shape());
+  MRT_NORM_DISPATCH(X.dtype(), ctx.node().op_type.c_str(), {
+    using C = norm::Acc<T>;
+    const T* x = X.data<T>();
+    const T* b = bias ? bias->data<T>() : nullptr;
+    T* y = Y.data<T>();
+    ctx.threads().parallel_for(X.numel(), 4096, [&](int64_t s, int64_t e) {
+      for (int64_t i = s; i < e; ++i) {
+        C v = norm::load(x[i]);
+        if (b) v += norm::load(b[i % bn]);
+        C r;
+        if (kind == GeluKind::kTanh) {
+          const C k = static_cast<C>(0.7978845608028654);  // sqrt(2 / pi)
+          r = C(0.5) * v * (C(1) + std::tanh(k * (v + static_cast<C>(0.044715) * v * v * v)));
+        } else {
+          r = C(0.5) * v * (C(1) + std::erf(v * static_cast<C>(0.7071067811865476)));
+        }
+        y[i] = norm::store<T>(r);
+      }
+    });
+  });
+}
+
+template <bool kSimplified>
+void skip_norm_kernel(OpContext& ctx) {
+  const char* op = kSimplified ? "SkipSimplifiedLayerNormalization" : "SkipLayerNormalization";
+  const Tensor& X = ctx.input(0);
+  const Tensor& S = ctx.input(1);
+  const Tensor& G = ctx.input(2);
+  const Tensor* Bt = kSimplified ? nullptr : ctx.optional_input(3);
+  const Tensor* bias = ctx.optional_input(kSimplified ? 3 : 4);
+  const float eps = ctx.node().attr_float("epsilon", 1e-12f);
+  MRT_CHECK_ARG(X.rank() >= 2, op, ": input must have rank >= 2, got ", X.describe());
+  const int64_t H = X.dim(X.rank() - 1), rows = X.numel() / std::max<int64_t>(H, 1);
+  MRT_CHECK_ARG(S.numel() == X.numel() || (S.numel() % H == 0 && X.numel() % S.numel() == 0), op, ": skip ",
+                S.describe(), " does not match input ", X.describe());
+  MRT_CHECK_ARG(G.numel() == H, op, ": gamma ", G.describe(), " must have ", H, " values");
+  if (Bt) MRT_CHECK_ARG(Bt->numel() == H, op, ": beta ", Bt->describe(), " must have ", H, " values");
+  if (bias) MRT_CHECK_ARG(bias->numel() == H, op, ": bias ", bias->describe(), " must have ", H, " values");
+  const std::vector<double> x = norm::to_doubles(X, op), s = norm::to_doubles(S, op), g = norm::to_doubles(G, op);
+  const std::vector<double> beta = Bt ? norm::to_doubles(*Bt, op) : std::vector<double>(static_cast<size_t>(H), 0.0);
+  const std::vector<double> bb = bias ? norm::to_doubles(*bias, op) : std::vector<double>(static_cast<size_t>(H), 0.0);
+  std::vector<double> y(x.size()), sum(x.size()), mean(static_cast<size_t>(rows)), inv(static_cast<size_t>(rows));
+  const int64_t sn = static_cast<int64_t>(s.size());
+  for (int64_t r = 0; r < rows; ++r) {
+    double m = 0, sq = 0;
+    for (int64_t j = 0; j < H; ++j) {
+      const int64_t i = r * H + j;
+      const double v = x[static_cast<size_t>(i)] + s[static_cast<size_t>(i % sn)] + bb[static_cast<size_t>(j)];
+      sum[static_cast<size_t>(i)] = v;
+      m += v;
+      sq += v * v;
+    }
+    m /= static_cast<double>(H);
+    const double var = kSimplified ? sq / static_cast<double>(H) : sq / static_cast<double>(H) - m * m;
+    const double is = 1.0 / std::sqrt(var + eps);
+    mean[static_cast<size_t>(r)] = m;
+    inv[static_cast<size_t>(r)] = is;
+    for (int64_t j = 0; j < H; ++j) {
+      const size_t i = static_cast<size_t>(r * H + j);
+      const double c = kSimplified ? sum[i] : sum[i] - m;
+      y[i] = c * is * g[static_cast<size_t>(j)] + beta[static_cast<size_t>(j)];
+    }
+  }
+  norm::from_doubles(ctx.output(0, X.dtype(), X.shape()), y);
+  Shape stat_shape = X.shape();
+  stat_shape.back() = 1;
+  if (ctx.has_output(1)) norm::from_doubles(ctx.output(1, DType::kFloat, stat_shape), mean);
+  if (ctx.has_output(2)) norm::from_doubles(ctx.output(2, DType::kFloat, stat_shape), inv);
+  if (ctx.has_output(3)) norm::from_doubles(ctx.output(3, X.dtype(), X.shape()), sum);
+}
+
+void fused_matmul_check(const Node& n, int64_t) {
+  MRT_ENFORCE(n.attr_int("transBatchA", 0) == 0 && n.attr_int("transBatchB", 0) == 0, MRT_NOT_IMPLEMENTED, n.label(),
+              ": transBatchA/transBatchB are not supported");
+}
+
+void fused_matmul_kernel(OpContext& ctx) {
+  const Node& n = ctx.node();
+  const Tensor& A = ctx.input(0);
+  const Tensor& B = ctx.input(1);
+  MRT_CHECK_IMPL(A.dtype() == DType::kFloat && B.dtype() == DType::kFloat, "FusedMatMul: only float32 is supported, "
+                 "got ", A.describe(), " and ", B.describe());
+  MRT_CHECK_ARG(A.rank() >= 2 && B.rank() >= 2, "FusedMatMul: inputs must have rank >= 2, got ", A.describe(), " and ",
+                B.describe());
+  const bool ta = n.attr_int("transA", 0) != 0, tb = n.attr_int("transB", 0) != 0;
+  const float alpha = n.attr_float("alpha", 1.f);
+  const int64_t M = ta ? A.dim(A.rank() - 1) : A.dim(A.rank() - 2), K = ta ? A.dim(A.rank() - 2) : A.dim(A.rank() - 1);
+  const int64_t KB = tb ? B.dim(B.rank() - 1) : B.dim(B.rank() - 2), N = tb ? B.dim(B.rank() - 2) : B.dim(B.rank() - 1);
+  MRT_CHECK_ARG(K == KB, "FusedMatMul: inner dimensions of ", A.describe(), " and ", B.describe(), " differ");
+  const Shape ba(A.shape().begin(), A.shape().end() - 2), bb(B.shape().begin(), B.shape().end() - 2);
+  Shape batch = broadcast_shapes(ba, bb);
+  Shape out = batch;
+  out.push_back(M);
+  out.push_back(N);
+  Tensor& Y = ctx.output(0, DType::kFloat, out);
+  const int64_t nb = shape_size(batch);
+  const size_t r = batch.size();
+  std::vector<int64_t> idx(r, 0);
+  for (int64_t bi = 0; bi < nb; ++bi) {
+    // batch offsets under broadcasting
+    int64_t oa = 0, ob = 0, sa = 1, sb = 1;
+    for (size_t d = r; d-- > 0;) {
+      const int64_t da = d + ba.size() >= r ? ba[d + ba.size() - r] : 1;
+      const int64_t db = d + bb.size() >= r ? bb[d + bb.size() - r] : 1;
+      oa += (da == 1 ? 0 : idx[d]) * sa;
+      ob += (db == 1 ? 0 : idx[d]) * sb;
+      sa *= da;
+      sb *= db;
+    }
+    sgemm(ta, tb, M, N, K, alpha, A.data<float>() + oa * M * K, ta ? M : K, B.data<float>() + ob * K * N, tb ? K : N,
+          0.f, Y.data<float>() + bi * M * N, N, &ctx.threads());
+    for (size_t d = r; d-- > 0;) {
+      if (++idx[d] < batch[d]) break;
+      idx[d] = 0;
+    }
+  }
+}
+
+}  // namespace
+
+void register_contrib_transformer_kernels(KernelRegistry& r) {
+  r.add_domain("com.microsoft", "Gelu", 1, gelu_kernel<GeluKind::kErf>);
+  r.add_domain("com.microsoft", "BiasGelu", 1, gelu_kernel<GeluKind::kBiasErf>);
+  r.add_domain("com.microsoft", "FastGelu", 1, gelu_kernel<GeluKind::kTanh>);
+  r.add_domain("com.microsoft", "SkipLayerNormalization", 1, skip_norm_kernel<false>);
+  r.add_domain("com.microsoft", "SkipSimplifiedLayerNormalization", 1, skip_norm_kernel<true>);
+  r.add_domain("com.microsoft", "FusedMatMul", 1, fused_matmul_kernel, fused_matmul_check);
+}
+
+}  // namespace mrt
