@@ -626,3 +626,48 @@ def test_transformer_contrib_ops_match_onnxruntime() -> None:
     ]
     for nodes, n_out in cases:
         _assert_close(*_run_both(_ms_model(nodes, ins, init, n_out), feed))
+
+
+def _small_cnn() -> onnx.ModelProto:
+    rng = np.random.default_rng(20)
+    init: list[onnx.TensorProto] = []
+    nodes: list[onnx.NodeProto] = []
+    c1, r1, f1 = _conv("c1", "x", 3, 8, rng, init)
+    c2, r2, f2 = _conv("c2", f1, 8, 8, rng, init)
+    nodes += [c1, r1, c2, r2, helper.make_node("Add", [f1, f2], ["res"]),
+              helper.make_node("Sigmoid", ["res"], ["gate"]), helper.make_node("Mul", ["res", "gate"], ["sw"]),
+              helper.make_node("GlobalAveragePool", ["sw"], ["gap"]), helper.make_node("Flatten", ["gap"], ["flat"])]
+    init += [numpy_helper.from_array((rng.standard_normal((8, 5)) * 0.5).astype(np.float32), "fc_w"),
+             numpy_helper.from_array((rng.standard_normal(5) * 0.1).astype(np.float32), "fc_b")]
+    nodes.append(helper.make_node("Gemm", ["flat", "fc_w", "fc_b"], ["y"]))
+    graph = helper.make_graph(nodes, "cnn", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3, 16, 16])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 5])], initializer=init)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return model
+
+
+@pytest.mark.parametrize("fmt", ["QOperator", "QDQ"])
+def test_statically_quantized_cnn_matches_onnxruntime(fmt: str, tmp_path: Any) -> None:
+    from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
+
+    class Reader(CalibrationDataReader):
+        def __init__(self) -> None:
+            rng = np.random.default_rng(21)
+            self.batches = iter([{"x": rng.standard_normal((1, 3, 16, 16)).astype(np.float32)} for _ in range(4)])
+
+        def get_next(self) -> dict[str, np.ndarray[Any, Any]] | None:
+            return next(self.batches, None)
+
+    src, dst = tmp_path / "cnn.onnx", tmp_path / "cnn_q.onnx"
+    onnx.save(_small_cnn(), src)
+    quantize_static(str(src), str(dst), Reader(), quant_format=getattr(QuantFormat, fmt),
+                    activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8)
+    model = dst.read_bytes()
+    ops = {n.op_type for n in onnx.load_from_string(model).graph.node}
+    assert ("QLinearConv" in ops) if fmt == "QOperator" else ("QuantizeLinear" in ops)
+    feed = {"x": np.random.default_rng(22).standard_normal((2, 3, 16, 16)).astype(np.float32)}
+    ours, ref = _run_both(model, feed)
+    # outputs are dequantized: within one quantization step of the output
+    step = float(np.abs(ref[0]).max()) / 100
+    np.testing.assert_allclose(ours[0], ref[0], atol=step)
