@@ -17,6 +17,7 @@ void register_affine_grid_kernels(KernelRegistry& r);  // kernels/affine_grid.cc
 void register_control_flow_kernels(KernelRegistry& r);  // kernels/control_flow.cc: If, Loop, Scan
 void register_contrib_qlinear_kernels(KernelRegistry& r);      // kernels/contrib_qlinear.cc (com.microsoft)
 void register_contrib_transformer_kernels(KernelRegistry& r);  // kernels/contrib_transformer.cc (com.microsoft)
+void register_contrib_matmul_nbits_kernels(KernelRegistry& r);  // kernels/contrib_matmul_nbits.cc (com.microsoft)
 
 const Tensor& OpContext::input(size_t i) const {
   if (!has_input(i)) fail(MRT_INVALID_MODEL, "required input ", i, " is missing");
@@ -97,6 +98,7 @@ const KernelRegistry& KernelRegistry::cpu() {
     register_control_flow_kernels(r);
     register_contrib_qlinear_kernels(r);
     register_contrib_transformer_kernels(r);
+    register_contrib_matmul_nbits_kernels(r);
     return r;
   }();
   return reg;

@@ -671,3 +671,52 @@ def test_statically_quantized_cnn_matches_onnxruntime(fmt: str, tmp_path: Any) -
     # outputs are dequantized: within one quantization step of the output
     step = float(np.abs(ref[0]).max()) / 100
     np.testing.assert_allclose(ours[0], ref[0], atol=step)
+
+
+def _mlp(k: int, hidden: int, out: int) -> onnx.ModelProto:
+    rng = np.random.default_rng(23)
+    init = [numpy_helper.from_array((rng.standard_normal((k, hidden)) / np.sqrt(k)).astype(np.float32), "w1"),
+            numpy_helper.from_array((rng.standard_normal(hidden) * 0.1).astype(np.float32), "b1"),
+            numpy_helper.from_array((rng.standard_normal((hidden, out)) / np.sqrt(hidden)).astype(np.float32), "w2")]
+    nodes = [helper.make_node("MatMul", ["x", "w1"], ["h"]), helper.make_node("Add", ["h", "b1"], ["hb"]),
+             helper.make_node("Relu", ["hb"], ["r"]), helper.make_node("MatMul", ["r", "w2"], ["y"])]
+    graph = helper.make_graph(nodes, "mlp", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", k])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", out])], initializer=init)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return model
+
+
+@pytest.mark.parametrize(("bits", "symmetric", "block"), [(4, False, 32), (4, True, 64), (8, False, 32)])
+def test_matmul_nbits_mlp_from_the_onnxruntime_quantizer(bits: int, symmetric: bool, block: int) -> None:
+    quantizer_mod = pytest.importorskip("onnxruntime.quantization.matmul_nbits_quantizer",
+                                        reason="the MatMulNBits quantizer needs the onnx-ir package")
+    q = quantizer_mod.MatMulNBitsQuantizer(_mlp(128, 96, 40), bits=bits, block_size=block, is_symmetric=symmetric)
+    q.process()
+    model = q.model.model if hasattr(q.model, "model") else q.model
+    assert any(n.op_type == "MatMulNBits" for n in model.graph.node)
+    feed = {"x": np.random.default_rng(24).standard_normal((3, 128)).astype(np.float32)}
+    _assert_close(*_run_both(model.SerializeToString(), feed), atol=1e-3)
+
+
+def test_matmul_nbits_with_float_zero_points_and_bias() -> None:
+    """Weights quantized here block-wise (4-bit, float zero points, a K that is not a multiple of the block)."""
+    rng = np.random.default_rng(25)
+    k, n, block = 72, 20, 32
+    blocks = (k + block - 1) // block
+    q = rng.integers(0, 16, (n, blocks * block)).astype(np.uint8)
+    packed = (q[:, 0::2] | (q[:, 1::2] << 4)).reshape(n, blocks, block // 2)
+    scales = rng.uniform(0.01, 0.05, n * blocks).astype(np.float32)
+    zps = rng.uniform(6, 10, n * blocks).astype(np.float32)
+    bias = rng.standard_normal(n).astype(np.float32)
+    init = [numpy_helper.from_array(packed, "b"), numpy_helper.from_array(scales, "s"),
+            numpy_helper.from_array(zps, "z"), numpy_helper.from_array(bias, "bias")]
+    node = helper.make_node("MatMulNBits", ["a", "b", "s", "z", "", "bias"], ["y"], domain="com.microsoft", K=k, N=n,
+                            bits=4, block_size=block)
+    model = _ms_model([node], [helper.make_tensor_value_info("a", TensorProto.FLOAT, [2, 3, k])], init)
+    feed = {"a": rng.standard_normal((2, 3, k)).astype(np.float32)}
+    ours, ref = _run_both(model, feed)
+    w = ((q[:, :k].astype(np.float32) - np.repeat(zps.reshape(n, blocks), block, 1)[:, :k])
+         * np.repeat(scales.reshape(n, blocks), block, 1)[:, :k])
+    np.testing.assert_allclose(ours[0], feed["a"] @ w.T + bias, rtol=1e-4, atol=1e-4)
+    _assert_close(ours, ref, atol=1e-3)
