@@ -720,3 +720,21 @@ def test_matmul_nbits_with_float_zero_points_and_bias() -> None:
          * np.repeat(scales.reshape(n, blocks), block, 1)[:, :k])
     np.testing.assert_allclose(ours[0], feed["a"] @ w.T + bias, rtol=1e-4, atol=1e-4)
     _assert_close(ours, ref, atol=1e-3)
+
+
+def test_encoder_after_the_onnxruntime_transformer_optimizer(tmp_path: Any) -> None:
+    """The transformer encoder of the model tests, fused by onnxruntime.transformers.optimizer (BiasGelu,
+    SkipLayerNormalization from com.microsoft), run against onnxruntime."""
+    import models  # tests/wheel is on sys.path (conftest.py)
+    from onnxruntime.transformers import optimizer
+
+    src = tmp_path / "encoder.onnx"
+    onnx.save(models.transformer(d_model=64, heads=4, d_ff=256, layers=2, gelu="erf"), src)
+    optimized = optimizer.optimize_model(str(src), model_type="bert", num_heads=4, hidden_size=64, opt_level=0)
+    fused = {n.op_type for n in optimized.model.graph.node if n.domain == "com.microsoft"}
+    assert {"BiasGelu", "SkipLayerNormalization"} <= fused, fused
+    optimized.save_model_to_file(str(tmp_path / "encoder_opt.onnx"))
+    model = (tmp_path / "encoder_opt.onnx").read_bytes()
+    for seq in (3, 17):
+        feed = {"input": np.random.default_rng(seq).standard_normal((2, seq, 64)).astype(np.float32)}
+        _assert_close(*_run_both(model, feed))
