@@ -119,7 +119,7 @@ def test_resize_refuses_bad_attributes_at_session_creation() -> None:
         mosaicrt.InferenceSession(model)
 
 
-def _conv(name: str, x: str, cin: int, cout: int, rng: np.random.Generator,
+def _conv(name: str, x: str, cin: int, cout: int, *, rng: np.random.Generator,
           init: list[onnx.TensorProto]) -> tuple[onnx.NodeProto, onnx.NodeProto, str]:
     w = (rng.standard_normal((cout, cin, 3, 3)) * np.sqrt(2 / (9 * cin))).astype(np.float32)
     b = (rng.standard_normal(cout) * 0.1).astype(np.float32)
@@ -134,19 +134,19 @@ def _unet(coord: str, mode: str) -> bytes:
     rng = np.random.default_rng(3)
     init: list[onnx.TensorProto] = [numpy_helper.from_array(np.array([1, 1, 2, 2], np.float32), "up2")]
     nodes: list[onnx.NodeProto] = []
-    c1, r1, e1 = _conv("e1", "x", 3, 8, rng, init)
+    c1, r1, e1 = _conv("e1", "x", 3, 8, rng=rng, init=init)
     nodes += [c1, r1, helper.make_node("MaxPool", [e1], ["p1"], kernel_shape=[2, 2], strides=[2, 2])]
-    c2, r2, e2 = _conv("e2", "p1", 8, 16, rng, init)
+    c2, r2, e2 = _conv("e2", "p1", 8, 16, rng=rng, init=init)
     nodes += [c2, r2, helper.make_node("MaxPool", [e2], ["p2"], kernel_shape=[2, 2], strides=[2, 2])]
-    c3, r3, e3 = _conv("mid", "p2", 16, 16, rng, init)
+    c3, r3, e3 = _conv("mid", "p2", 16, 16, rng=rng, init=init)
     nodes += [c3, r3]
     nodes.append(helper.make_node("Resize", [e3, "", "up2"], ["u2"], mode=mode, coordinate_transformation_mode=coord))
     nodes.append(helper.make_node("Concat", ["u2", e2], ["k2"], axis=1))
-    c4, r4, d2 = _conv("d2", "k2", 32, 8, rng, init)
+    c4, r4, d2 = _conv("d2", "k2", 32, 8, rng=rng, init=init)
     nodes += [c4, r4]
     nodes.append(helper.make_node("Resize", [d2, "", "up2"], ["u1"], mode=mode, coordinate_transformation_mode=coord))
     nodes.append(helper.make_node("Concat", ["u1", e1], ["k1"], axis=1))
-    c5, _, _ = _conv("head", "k1", 16, 2, rng, init)
+    c5, _, _ = _conv("head", "k1", 16, 2, rng=rng, init=init)
     nodes.append(helper.make_node(c5.op_type, list(c5.input), ["y"], pads=[1, 1, 1, 1]))
     return _model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3, 32, 32])],
                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 2, 32, 32])], init, opset=17)
@@ -167,7 +167,7 @@ def test_yolo_style_fpn_nearest_upsample() -> None:
                                     numpy_helper.from_array(np.array([2], np.int64), "s2"),
                                     numpy_helper.from_array(np.array([4], np.int64), "s4")]
     nodes: list[onnx.NodeProto] = []
-    c1, r1, f1 = _conv("b1", "x", 3, 8, rng, init)
+    c1, r1, f1 = _conv("b1", "x", 3, 8, rng=rng, init=init)
     nodes += [c1, r1]
     w = (rng.standard_normal((16, 8, 3, 3)) * 0.2).astype(np.float32)
     init.append(numpy_helper.from_array(w, "down_w"))
@@ -182,7 +182,7 @@ def test_yolo_style_fpn_nearest_upsample() -> None:
     nodes.append(helper.make_node("Resize", ["f2", "", "", "sizes"], ["up"], mode="nearest",
                                   coordinate_transformation_mode="asymmetric", nearest_mode="floor"))
     nodes.append(helper.make_node("Concat", ["up", f1], ["cat"], axis=1))
-    c2, _, _ = _conv("out", "cat", 24, 6, rng, init)
+    c2, _, _ = _conv("out", "cat", 24, 6, rng=rng, init=init)
     nodes.append(helper.make_node(c2.op_type, list(c2.input), ["y"], pads=[1, 1, 1, 1]))
     model = _model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3, "H", "W"])],
                    [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], init, opset=13)
@@ -195,7 +195,7 @@ def test_yolo_style_fpn_nearest_upsample() -> None:
 _GATES = {"RNN": 1, "GRU": 3, "LSTM": 4}
 
 
-def _recurrent_node(op: str, hidden: int, inp: int, dirs: int, rng: np.random.Generator, prefix: str, x: str,
+def _recurrent_node(op: str, hidden: int, inp: int, dirs: int, *, rng: np.random.Generator, prefix: str, x: str,
                     init: list[onnx.TensorProto], lens: str = "", with_states: bool = False,
                     peepholes: bool = False, **attrs: Any) -> onnx.NodeProto:
     g = _GATES[op]
@@ -239,8 +239,8 @@ def _cell_model(op: str, direction: str, attrs: dict[str, Any], layout: int) -> 
     attrs = dict(attrs)
     peep = bool(attrs.pop("peepholes", False))
     init: list[onnx.TensorProto] = []
-    node = _recurrent_node(op, hidden, inp, dirs, rng, "l", "x", init, lens="lens", with_states=True,
-                           peepholes=peep, direction=direction, layout=layout, **attrs)
+    node = _recurrent_node(op, hidden, inp, dirs, rng=rng, prefix="l", x="x", init=init, lens="lens",
+                           with_states=True, peepholes=peep, direction=direction, layout=layout, **attrs)
     x_shape = (seq, batch, inp)
     s_shape = (dirs, batch, hidden)
     ins = [helper.make_tensor_value_info("x", TensorProto.FLOAT, None),
@@ -277,8 +277,8 @@ def _sequence_model() -> bytes:
     nodes: list[onnx.NodeProto] = []
     x, width = "x", 10
     for i, (op, hidden) in enumerate((("LSTM", 12), ("LSTM", 12), ("GRU", 8))):
-        node = _recurrent_node(op, hidden, width, 2, rng, f"l{i}", x, init, linear_before_reset=1) \
-            if op == "GRU" else _recurrent_node(op, hidden, width, 2, rng, f"l{i}", x, init)
+        node = _recurrent_node(op, hidden, width, 2, rng=rng, prefix=f"l{i}", x=x, init=init, linear_before_reset=1) \
+            if op == "GRU" else _recurrent_node(op, hidden, width, 2, rng=rng, prefix=f"l{i}", x=x, init=init)
         nodes.append(node)
         # Y [S, 2, N, H] -> [S, N, 2, H] -> [S, N, 2H]
         nodes.append(helper.make_node("Transpose", [node.output[0]], [f"t{i}"], perm=[0, 2, 1, 3]))
@@ -300,13 +300,14 @@ def test_bidirectional_lstm_gru_sequence_model(seq: int, batch: int) -> None:
 
 def test_recurrent_refuses_bad_attributes_at_session_creation() -> None:
     init: list[onnx.TensorProto] = []
-    node = _recurrent_node("LSTM", 4, 3, 1, np.random.default_rng(0), "l", "x", init, activations=["Sigmoid", "Gelu",
-                                                                                                    "Tanh"])
+    rng = np.random.default_rng(0)
+    node = _recurrent_node("LSTM", 4, 3, 1, rng=rng, prefix="l", x="x", init=init,
+                           activations=["Sigmoid", "Gelu", "Tanh"])
     model = _model([node], [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 1, 3])],
                    [helper.make_tensor_value_info(o, TensorProto.FLOAT, None) for o in node.output], init)
     with pytest.raises(mosaicrt.MosaicrtError, match=r"LSTM.*activation 'Gelu'"):
         mosaicrt.InferenceSession(model)
-    node = _recurrent_node("GRU", 4, 3, 1, np.random.default_rng(0), "g", "x", init, direction="sideways")
+    node = _recurrent_node("GRU", 4, 3, 1, rng=rng, prefix="g", x="x", init=init, direction="sideways")
     model = _model([node], [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 1, 3])],
                    [helper.make_tensor_value_info(o, TensorProto.FLOAT, None) for o in node.output], init)
     with pytest.raises(mosaicrt.MosaicrtError, match=r"GRU.*direction.*'sideways'"):
@@ -381,8 +382,8 @@ def test_non_max_suppression_matches_onnxruntime(center: int) -> None:
     wh = rng.uniform(1, 4, (2, 40, 2))
     boxes = np.concatenate([xy, wh] if center else [xy[..., ::-1], (xy + wh)[..., ::-1]], axis=-1)
     feed = {"boxes": boxes.astype(np.float32), "scores": rng.random((2, 3, 40)).astype(np.float32)}
-    init = [numpy_helper.from_array(np.array([6], np.int64), "max"), numpy_helper.from_array(np.array([0.4], np.float32),
-                                                                                             "iou"),
+    init = [numpy_helper.from_array(np.array([6], np.int64), "max"),
+            numpy_helper.from_array(np.array([0.4], np.float32), "iou"),
             numpy_helper.from_array(np.array([0.2], np.float32), "score")]
     node = helper.make_node("NonMaxSuppression", ["boxes", "scores", "max", "iou", "score"], ["sel"],
                             center_point_box=center)
@@ -543,7 +544,8 @@ def _ms_model(nodes: list[onnx.NodeProto], inputs: list[onnx.ValueInfoProto], in
               n_out: int = 1) -> bytes:
     outs = [onnx.ValueInfoProto(name=nodes[-1].output[i]) for i in range(n_out)]
     graph = helper.make_graph(nodes, "g", inputs, outs, initializer=init)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)])
+    opsets = [helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)]
+    model = helper.make_model(graph, opset_imports=opsets)
     model.ir_version = 8
     return model.SerializeToString()
 
@@ -592,10 +594,10 @@ def test_qgemm_matches_onnxruntime(quant_out: bool) -> None:
     a = rng.integers(0, 256, (5, 16)).astype(np.uint8)
     w = rng.integers(-127, 128, (8, 16)).astype(np.int8)
     bias = rng.integers(-500, 500, (8,)).astype(np.int32)
-    init = _q("a", 0.02, 120) + [numpy_helper.from_array(w, "w"),
-                                 numpy_helper.from_array(np.full(8, 0.01, np.float32), "w_s"),
-                                 numpy_helper.from_array(np.zeros(8, np.int8), "w_z"),
-                                 numpy_helper.from_array(bias, "bias")] + _q("y", 0.1, 100)
+    init = [*_q("a", 0.02, 120), numpy_helper.from_array(w, "w"),
+            numpy_helper.from_array(np.full(8, 0.01, np.float32), "w_s"),
+            numpy_helper.from_array(np.zeros(8, np.int8), "w_z"), numpy_helper.from_array(bias, "bias"),
+            *_q("y", 0.1, 100)]
     inputs = ["a", "a_s", "a_z", "w", "w_s", "w_z", "bias"] + (["y_s", "y_z"] if quant_out else [])
     node = helper.make_node("QGemm", inputs, ["y"], domain="com.microsoft", transB=1, alpha=1.0)
     model = _ms_model([node], [helper.make_tensor_value_info("a", TensorProto.UINT8, a.shape)], init)
@@ -632,8 +634,8 @@ def _small_cnn() -> onnx.ModelProto:
     rng = np.random.default_rng(20)
     init: list[onnx.TensorProto] = []
     nodes: list[onnx.NodeProto] = []
-    c1, r1, f1 = _conv("c1", "x", 3, 8, rng, init)
-    c2, r2, f2 = _conv("c2", f1, 8, 8, rng, init)
+    c1, r1, f1 = _conv("c1", "x", 3, 8, rng=rng, init=init)
+    c2, r2, f2 = _conv("c2", f1, 8, 8, rng=rng, init=init)
     nodes += [c1, r1, c2, r2, helper.make_node("Add", [f1, f2], ["res"]),
               helper.make_node("Sigmoid", ["res"], ["gate"]), helper.make_node("Mul", ["res", "gate"], ["sw"]),
               helper.make_node("GlobalAveragePool", ["sw"], ["gap"]), helper.make_node("Flatten", ["gap"], ["flat"])]
