@@ -18,6 +18,7 @@ void register_control_flow_kernels(KernelRegistry& r);  // kernels/control_flow.
 void register_contrib_qlinear_kernels(KernelRegistry& r);      // kernels/contrib_qlinear.cc (com.microsoft)
 void register_contrib_transformer_kernels(KernelRegistry& r);  // kernels/contrib_transformer.cc (com.microsoft)
 void register_contrib_matmul_nbits_kernels(KernelRegistry& r);  // kernels/contrib_matmul_nbits.cc (com.microsoft)
+void register_contrib_attention_kernels(KernelRegistry& r);     // kernels/contrib_attention.cc (com.microsoft)
 
 const Tensor& OpContext::input(size_t i) const {
   if (!has_input(i)) fail(MRT_INVALID_MODEL, "required input ", i, " is missing");
@@ -99,6 +100,7 @@ const KernelRegistry& KernelRegistry::cpu() {
     register_contrib_qlinear_kernels(r);
     register_contrib_transformer_kernels(r);
     register_contrib_matmul_nbits_kernels(r);
+    register_contrib_attention_kernels(r);
     return r;
   }();
   return reg;

@@ -740,3 +740,32 @@ def test_encoder_after_the_onnxruntime_transformer_optimizer(tmp_path: Any) -> N
     for seq in (3, 17):
         feed = {"input": np.random.default_rng(seq).standard_normal((2, seq, 64)).astype(np.float32)}
         _assert_close(*_run_both(model, feed))
+
+
+@pytest.mark.parametrize(("mask", "causal"), [(None, 0), ("lengths", 0), ("raw", 0), ("3d", 0), (None, 1),
+                                              ("bias", 0)])
+def test_ms_attention_matches_onnxruntime(mask: str | None, causal: int) -> None:
+    rng = np.random.default_rng(26)
+    b, s, d, heads = 2, 6, 32, 4
+    init = [numpy_helper.from_array((rng.standard_normal((d, 3 * d)) * 0.2).astype(np.float32), "w"),
+            numpy_helper.from_array((rng.standard_normal(3 * d) * 0.1).astype(np.float32), "bias")]
+    feed: dict[str, Any] = {"x": rng.standard_normal((b, s, d)).astype(np.float32)}
+    ins = [helper.make_tensor_value_info("x", TensorProto.FLOAT, [b, s, d])]
+    names = ["x", "w", "bias"]
+    if mask == "lengths":
+        feed["m"] = np.array([6, 3], np.int32)
+    elif mask == "raw":
+        feed["m"] = (rng.random((b, s)) > 0.3).astype(np.int32)
+        feed["m"][:, 0] = 1
+    elif mask == "3d":
+        feed["m"] = (rng.random((b, s, s)) > 0.3).astype(np.int32)
+        feed["m"][:, :, 0] = 1
+    if mask in ("lengths", "raw", "3d"):
+        ins.append(helper.make_tensor_value_info("m", TensorProto.INT32, feed["m"].shape))
+        names.append("m")
+    if mask == "bias":
+        feed["ab"] = rng.standard_normal((1, heads, s, s)).astype(np.float32)
+        ins.append(helper.make_tensor_value_info("ab", TensorProto.FLOAT, feed["ab"].shape))
+        names += ["", "", "ab"]
+    node = helper.make_node("Attention", names, ["y"], domain="com.microsoft", num_heads=heads, unidirectional=causal)
+    _assert_close(*_run_both(_ms_model([node], ins, init), feed))
