@@ -15,7 +15,7 @@
 // tf_crop_and_resize maps through the roi and writes extrapolation_value where the
 // source coordinate falls outside the input. Floating inputs are computed in float
 // (double for double); integer inputs in double, rounded half to even and saturated.
-// Nearest resizes of any element type are pure gathers in the element type.
+// Nearest resizes of any element type are one gather in the element type.
 //
 // Opset 10 Resize and Upsample use the asymmetric transformation and pick the floor
 // index when upscaling, the ceiling when downscaling (onnxruntime's behaviour).
@@ -239,6 +239,12 @@ void resize_axis(const Attrs& a, const AxisPlan& p, const C* in, C* out, int64_t
       const C* xb = in + ob * p.in * inner;
       const int64_t* ip = &t.idx[static_cast<size_t>(o * t.n)];
       const double* wp = &t.w[static_cast<size_t>(o * t.n)];
+      if (inner == 1) {  // the innermost axis: one dot product per output
+        C acc = 0;
+        for (int k = 0; k < t.n; ++k) acc += static_cast<C>(wp[k]) * xb[ip[k]];
+        *y = acc;
+        continue;
+      }
       std::fill(y, y + inner, C(0));
       for (int k = 0; k < t.n; ++k) {
         if (wp[k] == 0) continue;
@@ -250,22 +256,60 @@ void resize_axis(const Attrs& a, const AxisPlan& p, const C* in, C* out, int64_t
   });
 }
 
-// Nearest along one axis: a gather of whole rows of `esz`-byte elements.
-void gather_axis(const Attrs& a, const AxisPlan& p, const char* in, char* out, int64_t outer, int64_t inner,
-                 size_t esz, ThreadPool& pool) {
-  const Taps t = make_taps(a, p);
-  std::vector<int64_t> src(static_cast<size_t>(p.out));
-  for (int64_t o = 0; o < p.out; ++o)
-    for (int k = 0; k < t.n; ++k)
-      if (t.w[static_cast<size_t>(o * t.n + k)] != 0) src[static_cast<size_t>(o)] = t.idx[static_cast<size_t>(o * t.n + k)];
-  const size_t row = static_cast<size_t>(inner) * esz;
-  pool.parallel_for(outer * p.out, std::max<int64_t>(1, 2048 / std::max<int64_t>(1, inner)), [&](int64_t b, int64_t e) {
-    for (int64_t r = b; r < e; ++r) {
-      const int64_t ob = r / p.out, o = r % p.out;
-      std::memcpy(out + static_cast<size_t>(r) * row,
-                  in + static_cast<size_t>(ob * p.in + src[static_cast<size_t>(o)]) * row, row);
+bool is_identity(const AxisPlan& p) {
+  return std::fabs(p.scale - 1.0) <= 1e-9 && p.out == p.in && std::fabs(p.roi_start) <= 1e-9 &&
+         std::fabs(p.roi_end - 1.0) <= 1e-9;
+}
+
+// Nearest resize of every axis in one pass: per axis a table maps each output index to its
+// source index; rows of the innermost axis are gathered element by element.
+template <class E>
+void gather_rows(const E* x, E* y, const std::vector<std::vector<int64_t>>& src, const Shape& in, const Shape& out,
+                 ThreadPool& pool) {
+  const size_t r = out.size();
+  const int64_t ow = out[r - 1], iw = in[r - 1];
+  const int64_t rows = shape_size(out) / std::max<int64_t>(ow, 1);
+  const std::vector<int64_t>& last = src[r - 1];
+  pool.parallel_for(rows, std::max<int64_t>(1, 4096 / std::max<int64_t>(ow, 1)), [&](int64_t b, int64_t e) {
+    for (int64_t row = b; row < e; ++row) {
+      int64_t rem = row, off = 0, mul = iw;
+      for (size_t d = r - 1; d-- > 0;) {
+        const int64_t o = rem % out[d];
+        rem /= out[d];
+        off += src[d][static_cast<size_t>(o)] * mul;
+        mul *= in[d];
+      }
+      const E* xr = x + off;
+      E* yr = y + row * ow;
+      for (int64_t w = 0; w < ow; ++w) yr[w] = xr[last[static_cast<size_t>(w)]];
     }
   });
+}
+
+void nearest_gather(OpContext& ctx, const Attrs& a, const std::vector<AxisPlan>& plan, const Tensor& X, Tensor& Y) {
+  const size_t r = X.rank();
+  if (r == 0 || Y.numel() == 0) {
+    if (Y.nbytes()) std::memcpy(Y.raw(), X.raw(), Y.nbytes());
+    return;
+  }
+  std::vector<std::vector<int64_t>> src(r);
+  for (size_t d = 0; d < r; ++d) {
+    src[d].resize(static_cast<size_t>(Y.dim(d)));
+    for (int64_t o = 0; o < Y.dim(d); ++o) src[d][static_cast<size_t>(o)] = o;
+  }
+  for (const AxisPlan& p : plan) {
+    if (is_identity(p)) continue;
+    const Taps t = make_taps(a, p);
+    for (int64_t o = 0; o < p.out; ++o)
+      for (int k = 0; k < t.n; ++k)
+        if (t.w[static_cast<size_t>(o * t.n + k)] != 0) src[p.axis][static_cast<size_t>(o)] = t.idx[static_cast<size_t>(o * t.n + k)];
+  }
+  switch (dtype_size(X.dtype())) {
+    case 1: gather_rows(X.data_as<uint8_t>(), Y.data_as<uint8_t>(), src, X.shape(), Y.shape(), ctx.threads()); break;
+    case 2: gather_rows(X.data_as<uint16_t>(), Y.data_as<uint16_t>(), src, X.shape(), Y.shape(), ctx.threads()); break;
+    case 4: gather_rows(X.data_as<uint32_t>(), Y.data_as<uint32_t>(), src, X.shape(), Y.shape(), ctx.threads()); break;
+    default: gather_rows(X.data_as<uint64_t>(), Y.data_as<uint64_t>(), src, X.shape(), Y.shape(), ctx.threads()); break;
+  }
 }
 
 std::vector<double> float_values(const Tensor& t, const char* what) {
@@ -364,11 +408,6 @@ std::vector<AxisPlan> plan_resize(const OpContext& ctx, const Attrs& a, const Te
   return plan;
 }
 
-bool is_identity(const AxisPlan& p) {
-  return std::fabs(p.scale - 1.0) <= 1e-9 && p.out == p.in && std::fabs(p.roi_start) <= 1e-9 &&
-         std::fabs(p.roi_end - 1.0) <= 1e-9;
-}
-
 template <class C, class T>
 void resize_numeric(OpContext& ctx, const Attrs& a, const std::vector<AxisPlan>& plan, const Tensor& X, Tensor& Y) {
   Shape shape = X.shape();
@@ -423,19 +462,7 @@ void resize_kernel(OpContext& ctx) {
   if (a.mode == Mode::kNearest) {
     MRT_CHECK_IMPL(dtype_is_storable(X.dtype()) && X.dtype() != DType::kString, "Resize: element type ",
                    dtype_name(X.dtype()), " is not supported");
-    const size_t esz = dtype_size(X.dtype());
-    Shape shape = X.shape();
-    std::vector<char> cur(static_cast<const char*>(X.raw()), static_cast<const char*>(X.raw()) + X.nbytes());
-    std::vector<char> next;
-    for (const AxisPlan& p : plan) {
-      if (is_identity(p)) continue;
-      const int64_t outer = norm::prod(shape, 0, p.axis), inner = norm::prod(shape, p.axis + 1, shape.size());
-      next.resize(static_cast<size_t>(outer * p.out * inner) * esz);
-      gather_axis(a, p, cur.data(), next.data(), outer, inner, esz, ctx.threads());
-      cur.swap(next);
-      shape[p.axis] = p.out;
-    }
-    std::memcpy(Y.raw(), cur.data(), Y.nbytes());
+    nearest_gather(ctx, a, plan, X, Y);
     return;
   }
   switch (X.dtype()) {
