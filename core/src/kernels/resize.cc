@@ -24,6 +24,7 @@
 #include <cstring>
 #include <limits>
 #include <string>
+#include <type_traits>
 
 #include "norm_util.h"
 
@@ -410,21 +411,47 @@ std::vector<AxisPlan> plan_resize(const OpContext& ctx, const Attrs& a, const Te
 
 template <class C, class T>
 void resize_numeric(OpContext& ctx, const Attrs& a, const std::vector<AxisPlan>& plan, const Tensor& X, Tensor& Y) {
-  Shape shape = X.shape();
-  std::vector<C> cur(static_cast<size_t>(X.numel()));
-  const T* x = X.data<T>();
-  for (size_t i = 0; i < cur.size(); ++i) cur[i] = static_cast<C>(norm::load(x[i]));
-  std::vector<C> next;
-  for (const AxisPlan& p : plan) {
-    if (is_identity(p)) continue;
-    const int64_t outer = norm::prod(shape, 0, p.axis), inner = norm::prod(shape, p.axis + 1, shape.size());
-    next.assign(static_cast<size_t>(outer * p.out * inner), C(0));
-    if (!next.empty()) resize_axis<C>(a, p, cur.data(), next.data(), outer, inner, ctx.threads());
-    cur.swap(next);
-    shape[p.axis] = p.out;
+  constexpr bool kSame = std::is_same<C, T>::value;  // float/double: read X and write Y in place
+  std::vector<const AxisPlan*> passes;
+  for (const AxisPlan& p : plan)
+    if (!is_identity(p)) passes.push_back(&p);
+  if (passes.empty()) {
+    std::memcpy(Y.raw(), X.raw(), Y.nbytes());
+    return;
   }
-  T* y = Y.data<T>();
-  for (size_t i = 0; i < cur.size(); ++i) y[i] = norm::store<T>(cur[i]);
+  Shape shape = X.shape();
+  std::vector<C> widened, cur, next;
+  const C* src;
+  if constexpr (kSame) {
+    src = X.data<T>();
+  } else {
+    widened.resize(static_cast<size_t>(X.numel()));
+    const T* x = X.data<T>();
+    for (size_t i = 0; i < widened.size(); ++i) widened[i] = static_cast<C>(norm::load(x[i]));
+    src = widened.data();
+  }
+  for (size_t k = 0; k < passes.size(); ++k) {
+    const AxisPlan& p = *passes[k];
+    const int64_t outer = norm::prod(shape, 0, p.axis), inner = norm::prod(shape, p.axis + 1, shape.size());
+    const bool last = k + 1 == passes.size();
+    C* dst;
+    if (last && kSame) {
+      dst = reinterpret_cast<C*>(Y.data<T>());
+    } else {
+      next.resize(static_cast<size_t>(outer * p.out * inner));
+      dst = next.data();
+    }
+    if (outer * p.out * inner > 0) resize_axis<C>(a, p, src, dst, outer, inner, ctx.threads());
+    shape[p.axis] = p.out;
+    if (!(last && kSame)) {
+      cur.swap(next);
+      src = cur.data();
+    }
+  }
+  if constexpr (!kSame) {
+    T* y = Y.data<T>();
+    for (size_t i = 0; i < cur.size(); ++i) y[i] = norm::store<T>(cur[i]);
+  }
 }
 
 template <class T>
