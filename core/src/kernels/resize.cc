@@ -228,6 +228,7 @@ template <class C>
 void resize_axis(const Attrs& a, const AxisPlan& p, const C* in, C* out, int64_t outer, int64_t inner,
                  ThreadPool& pool) {
   const Taps t = make_taps(a, p);
+  const std::vector<C> wts(t.w.begin(), t.w.end());
   const C extrap = static_cast<C>(a.extrapolation);
   pool.parallel_for(outer * p.out, std::max<int64_t>(1, 2048 / std::max<int64_t>(1, inner)), [&](int64_t b, int64_t e) {
     for (int64_t r = b; r < e; ++r) {
@@ -239,17 +240,17 @@ void resize_axis(const Attrs& a, const AxisPlan& p, const C* in, C* out, int64_t
       }
       const C* xb = in + ob * p.in * inner;
       const int64_t* ip = &t.idx[static_cast<size_t>(o * t.n)];
-      const double* wp = &t.w[static_cast<size_t>(o * t.n)];
+      const C* wp = &wts[static_cast<size_t>(o * t.n)];
       if (inner == 1) {  // the innermost axis: one dot product per output
         C acc = 0;
-        for (int k = 0; k < t.n; ++k) acc += static_cast<C>(wp[k]) * xb[ip[k]];
+        for (int k = 0; k < t.n; ++k) acc += wp[k] * xb[ip[k]];
         *y = acc;
         continue;
       }
       std::fill(y, y + inner, C(0));
       for (int k = 0; k < t.n; ++k) {
         if (wp[k] == 0) continue;
-        const C w = static_cast<C>(wp[k]);
+        const C w = wp[k];
         const C* x = xb + ip[k] * inner;
         for (int64_t i = 0; i < inner; ++i) y[i] += w * x[i];
       }
