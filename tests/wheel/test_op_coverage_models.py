@@ -769,3 +769,18 @@ def test_ms_attention_matches_onnxruntime(mask: str | None, causal: int) -> None
         names += ["", "", "ab"]
     node = helper.make_node("Attention", names, ["y"], domain="com.microsoft", num_heads=heads, unidirectional=causal)
     _assert_close(*_run_both(_ms_model([node], ins, init), feed))
+
+
+@pytest.mark.parametrize(("pads", "ceil", "include_pad", "channels_last"), [
+    ([0, 0, 0, 0], 0, 0, 0), ([1, 1, 1, 1], 0, 1, 0), ([1, 0, 1, 0], 1, 0, 0), ([0, 0, 0, 0], 0, 0, 1)])
+def test_qlinear_average_pool_matches_onnxruntime(pads: list[int], ceil: int, include_pad: int,
+                                                  channels_last: int) -> None:
+    rng = np.random.default_rng(27)
+    shape = (2, 7, 9, 3) if channels_last else (2, 3, 7, 9)
+    x = rng.integers(0, 256, shape).astype(np.uint8)
+    init = _q("x", 0.05, 120) + _q("y", 0.04, 110)
+    node = helper.make_node("QLinearAveragePool", ["x", "x_s", "x_z", "y_s", "y_z"], ["y"], domain="com.microsoft",
+                            kernel_shape=[3, 3], strides=[2, 2], pads=pads, ceil_mode=ceil,
+                            count_include_pad=include_pad, channels_last=channels_last)
+    model = _ms_model([node], [helper.make_tensor_value_info("x", TensorProto.UINT8, shape)], init)
+    _assert_within_one_lsb(*_run_both(model, {"x": x}))

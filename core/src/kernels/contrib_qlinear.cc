@@ -1,6 +1,7 @@
 // com.microsoft quantized operators that onnxruntime's static quantizer emits in the
 // QOperator format: QLinearAdd, QLinearMul (numpy broadcasting), QLinearSigmoid,
-// QLinearLeakyRelu, QLinearGlobalAveragePool (NCHW or channels_last), QLinearConcat and
+// QLinearLeakyRelu, QLinearGlobalAveragePool and QLinearAveragePool (NCHW or
+// channels_last; explicit pads or VALID, ceil_mode, count_include_pad), QLinearConcat and
 // QGemm (quantized or float output, per-tensor or per-column B scale). Each dequantizes
 // (x - zero_point) * scale, computes in float and requantizes to the output scale and
 // zero point, rounding half to even and saturating to uint8/int8.
@@ -221,6 +222,77 @@ void qgemm(OpContext& ctx) {
     }
 }
 
+
+void qavgpool_check(const Node& n, int64_t) {
+  const std::string ap = n.attr_string("auto_pad", "NOTSET");
+  MRT_ENFORCE(ap == "NOTSET" || ap == "VALID", MRT_NOT_IMPLEMENTED, n.label(), ": auto_pad '", ap,
+              "' is not supported (NOTSET and VALID are)");
+  const std::vector<int64_t> k = n.attr_ints("kernel_shape");
+  MRT_ENFORCE(!k.empty() && k.size() <= 3, MRT_INVALID_MODEL, n.label(), ": kernel_shape must hold 1 to 3 sizes, got ",
+              shape_str(k));
+  for (int64_t v : k) MRT_ENFORCE(v > 0, MRT_INVALID_MODEL, n.label(), ": kernel_shape ", shape_str(k), " must be positive");
+}
+
+void qavgpool_kernel(OpContext& ctx) {
+  const Node& n = ctx.node();
+  const Tensor& X = ctx.input(0);
+  check_u8_s8(X, "QLinearAveragePool");
+  const QParam qx = qparam(ctx, 1, 2, "X"), qy = qparam(ctx, 3, 4, "Y");
+  const bool nhwc = n.attr_int("channels_last", 0) != 0;
+  const bool include_pad = n.attr_int("count_include_pad", 0) != 0;
+  const bool ceil_mode = n.attr_int("ceil_mode", 0) != 0;
+  const std::vector<int64_t> k = n.attr_ints("kernel_shape");
+  const size_t nd = k.size();
+  MRT_CHECK_ARG(X.rank() == nd + 2, "QLinearAveragePool: input ", X.describe(), " does not match kernel_shape ",
+                shape_str(k));
+  std::vector<int64_t> strides = n.attr_ints("strides", std::vector<int64_t>(nd, 1));
+  std::vector<int64_t> pads = n.attr_ints("pads", std::vector<int64_t>(2 * nd, 0));
+  if (n.attr_string("auto_pad", "NOTSET") == "VALID") pads.assign(2 * nd, 0);
+  MRT_CHECK_ARG(strides.size() == nd && pads.size() == 2 * nd, "QLinearAveragePool: strides ", shape_str(strides),
+                " / pads ", shape_str(pads), " do not match kernel_shape ", shape_str(k));
+  const int64_t N = X.dim(0), C = nhwc ? X.dim(nd + 1) : X.dim(1);
+  std::vector<int64_t> in(nd), out(nd);
+  for (size_t d = 0; d < nd; ++d) {
+    in[d] = X.dim(nhwc ? d + 1 : d + 2);
+    const int64_t span = in[d] + pads[d] + pads[nd + d] - k[d];
+    out[d] = (ceil_mode ? (span + strides[d] - 1) / strides[d] : span / strides[d]) + 1;
+    if (ceil_mode && (out[d] - 1) * strides[d] >= in[d] + pads[d]) --out[d];
+    MRT_CHECK_ARG(out[d] > 0, "QLinearAveragePool: kernel ", shape_str(k), " does not fit input ", X.describe());
+  }
+  while (in.size() < 3) { in.push_back(1); out.push_back(1); }
+  std::vector<int64_t> kk = k, st = strides, pb(pads.begin(), pads.begin() + nd), pe(pads.begin() + nd, pads.end());
+  while (kk.size() < 3) { kk.push_back(1); st.push_back(1); pb.push_back(0); pe.push_back(0); }
+  Shape oshape{N};
+  if (!nhwc) oshape.push_back(C);
+  for (size_t d = 0; d < nd; ++d) oshape.push_back(out[d]);
+  if (nhwc) oshape.push_back(C);
+  Tensor& Y = ctx.output(0, X.dtype(), oshape);
+  const int64_t isp = in[0] * in[1] * in[2], osp = out[0] * out[1] * out[2];
+  for (int64_t b = 0; b < N; ++b)
+    for (int64_t c = 0; c < C; ++c)
+      for (int64_t o0 = 0; o0 < out[0]; ++o0)
+        for (int64_t o1 = 0; o1 < out[1]; ++o1)
+          for (int64_t o2 = 0; o2 < out[2]; ++o2) {
+            const int64_t s0 = o0 * st[0] - pb[0], s1 = o1 * st[1] - pb[1], s2 = o2 * st[2] - pb[2];
+            double sum = 0;
+            int64_t cnt = 0, padded = 0;
+            for (int64_t a0 = s0; a0 < s0 + kk[0]; ++a0)
+              for (int64_t a1 = s1; a1 < s1 + kk[1]; ++a1)
+                for (int64_t a2 = s2; a2 < s2 + kk[2]; ++a2) {
+                  const bool inside_pad = a0 < in[0] + pe[0] && a1 < in[1] + pe[1] && a2 < in[2] + pe[2];
+                  if (inside_pad) ++padded;
+                  if (a0 < 0 || a1 < 0 || a2 < 0 || a0 >= in[0] || a1 >= in[1] || a2 >= in[2]) continue;
+                  const int64_t sp = (a0 * in[1] + a1) * in[2] + a2;
+                  sum += deq(X, nhwc ? (b * isp + sp) * C + c : (b * C + c) * isp + sp, qx);
+                  ++cnt;
+                }
+            const int64_t div = include_pad ? padded : cnt;
+            const int64_t osp_i = (o0 * out[1] + o1) * out[2] + o2;
+            store_q(Y, nhwc ? (b * osp + osp_i) * C + c : (b * C + c) * osp + osp_i,
+                    div ? static_cast<float>(sum / static_cast<double>(div)) : 0.f, qy);
+          }
+}
+
 }  // namespace
 
 void register_contrib_qlinear_kernels(KernelRegistry& r) {
@@ -231,6 +303,8 @@ void register_contrib_qlinear_kernels(KernelRegistry& r) {
   r.add_domain("com.microsoft", "QLinearGlobalAveragePool", 1, qlinear_global_avg_pool);
   r.add_domain("com.microsoft", "QLinearConcat", 1, qlinear_concat);
   r.add_domain("com.microsoft", "QGemm", 1, qgemm);
+  r.add_domain("com.microsoft", "QLinearAveragePool", 1, qavgpool_kernel, qavgpool_check);
 }
 
 }  // namespace mrt
+
