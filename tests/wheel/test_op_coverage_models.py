@@ -784,3 +784,28 @@ def test_qlinear_average_pool_matches_onnxruntime(pads: list[int], ceil: int, in
                             count_include_pad=include_pad, channels_last=channels_last)
     model = _ms_model([node], [helper.make_tensor_value_info("x", TensorProto.UINT8, shape)], init)
     _assert_within_one_lsb(*_run_both(model, {"x": x}))
+
+
+@pytest.mark.parametrize("with_segments", [True, False])
+def test_embed_layer_normalization_matches_onnxruntime(with_segments: bool) -> None:
+    rng = np.random.default_rng(28)
+    b, s, h, vocab = 2, 7, 16, 50
+    init = [numpy_helper.from_array(rng.standard_normal((vocab, h)).astype(np.float32), "word"),
+            numpy_helper.from_array(rng.standard_normal((32, h)).astype(np.float32), "pos"),
+            numpy_helper.from_array(rng.standard_normal((2, h)).astype(np.float32), "segemb"),
+            numpy_helper.from_array(rng.standard_normal(h).astype(np.float32), "gamma"),
+            numpy_helper.from_array(rng.standard_normal(h).astype(np.float32), "beta")]
+    feed = {"ids": rng.integers(0, vocab, (b, s)).astype(np.int32),
+            "mask": (rng.random((b, s)) > 0.3).astype(np.int32)}
+    ins = [helper.make_tensor_value_info("ids", TensorProto.INT32, [b, s]),
+           helper.make_tensor_value_info("mask", TensorProto.INT32, [b, s])]
+    if with_segments:
+        feed["seg"] = rng.integers(0, 2, (b, s)).astype(np.int32)
+        ins.append(helper.make_tensor_value_info("seg", TensorProto.INT32, [b, s]))
+    names = ["ids", "seg" if with_segments else "", "word", "pos", "segemb" if with_segments else "", "gamma", "beta",
+             "mask"]
+    node = helper.make_node("EmbedLayerNormalization", names, ["y", "mask_index"], domain="com.microsoft",
+                            epsilon=1e-5)
+    ours, ref = _run_both(_ms_model([node], ins, init, n_out=2), feed)
+    _assert_close(ours[:1], ref[:1])
+    np.testing.assert_array_equal(ours[1], ref[1])

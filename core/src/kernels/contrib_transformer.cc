@@ -2,7 +2,8 @@
 // graphs into: Gelu, BiasGelu (erf form), FastGelu (tanh form, optional bias),
 // SkipLayerNormalization and SkipSimplifiedLayerNormalization (residual add + optional
 // bias + LayerNorm / RMSNorm over the last axis, with the optional mean, inverse std and
-// sum outputs) and FusedMatMul (alpha, transA, transB; the batch transposes are refused).
+// sum outputs), EmbedLayerNormalization and FusedMatMul (alpha, transA, transB; the batch
+// transposes are refused).
 #include <cmath>
 #include <vector>
 
@@ -145,9 +146,83 @@ void fused_matmul_kernel(OpContext& ctx) {
   }
 }
 
+// EmbedLayerNormalization: word + position (+ segment) embeddings of the token ids, then
+// LayerNorm(gamma, beta, epsilon). Outputs: [batch, seq, hidden], mask_index [batch] (the
+// count of mask ones per sequence; zeros without a mask), embedding_sum (optional).
+void embed_ln_kernel(OpContext& ctx) {
+  const Tensor& ids = ctx.input(0);
+  const Tensor* seg = ctx.optional_input(1);
+  const Tensor& word = ctx.input(2);
+  const Tensor& pos = ctx.input(3);
+  const Tensor* segemb = ctx.optional_input(4);
+  const Tensor& gamma = ctx.input(5);
+  const Tensor& beta = ctx.input(6);
+  const Tensor* mask = ctx.optional_input(7);
+  const Tensor* pos_ids = ctx.optional_input(8);
+  const float eps = ctx.node().attr_float("epsilon", 1e-12f);
+  MRT_CHECK_ARG(ids.rank() == 2, "EmbedLayerNormalization: input_ids must be [batch, seq], got ", ids.describe());
+  MRT_CHECK_IMPL(word.dtype() == DType::kFloat, "EmbedLayerNormalization: only float32 embeddings are supported");
+  const int64_t B = ids.dim(0), S = ids.dim(1), H = word.dim(1);
+  MRT_CHECK_ARG(word.rank() == 2 && pos.rank() == 2 && pos.dim(1) == H && gamma.numel() == H && beta.numel() == H,
+                "EmbedLayerNormalization: embeddings ", word.describe(), " / ", pos.describe(), " and gamma/beta ",
+                gamma.describe(), " / ", beta.describe(), " do not agree on the hidden size");
+  MRT_CHECK_ARG((seg == nullptr) == (segemb == nullptr), "EmbedLayerNormalization: segment_ids and "
+                "segment_embedding must be given together");
+  const float* w = word.data<float>();
+  const float* p = pos.data<float>();
+  const float* se = segemb ? segemb->data<float>() : nullptr;
+  const float* g = gamma.data<float>();
+  const float* bt = beta.data<float>();
+  Tensor& Y = ctx.output(0, DType::kFloat, Shape{B, S, H});
+  float* sum_out = ctx.has_output(2) ? ctx.output(2, DType::kFloat, Shape{B, S, H}).data<float>() : nullptr;
+  float* y = Y.data<float>();
+  std::vector<double> e(static_cast<size_t>(H));
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t s = 0; s < S; ++s) {
+      const int64_t t = b * S + s;
+      const int64_t id = ids.int_at(t);
+      MRT_CHECK_ARG(id >= 0 && id < word.dim(0), "EmbedLayerNormalization: token id ", id, " is outside [0, ",
+                    word.dim(0), ")");
+      int64_t ps = s;
+      if (pos_ids) ps = pos_ids->int_at(pos_ids->numel() == S ? s : t);
+      MRT_CHECK_ARG(ps >= 0 && ps < pos.dim(0), "EmbedLayerNormalization: position ", ps, " is outside [0, ",
+                    pos.dim(0), ")");
+      int64_t sg = 0;
+      if (seg) {
+        sg = seg->int_at(t);
+        MRT_CHECK_ARG(sg >= 0 && sg < segemb->dim(0), "EmbedLayerNormalization: segment id ", sg,
+                      " is outside [0, ", segemb->dim(0), ")");
+      }
+      double m = 0, sq = 0;
+      for (int64_t j = 0; j < H; ++j) {
+        double v = static_cast<double>(w[id * H + j]) + p[ps * H + j];
+        if (se) v += se[sg * H + j];
+        e[static_cast<size_t>(j)] = v;
+        m += v;
+        if (sum_out) sum_out[t * H + j] = static_cast<float>(v);
+      }
+      m /= static_cast<double>(H);
+      for (int64_t j = 0; j < H; ++j) sq += (e[static_cast<size_t>(j)] - m) * (e[static_cast<size_t>(j)] - m);
+      const double inv = 1.0 / std::sqrt(sq / static_cast<double>(H) + eps);
+      for (int64_t j = 0; j < H; ++j)
+        y[t * H + j] = static_cast<float>((e[static_cast<size_t>(j)] - m) * inv * g[j] + bt[j]);
+    }
+  if (ctx.has_output(1)) {
+    Tensor& MI = ctx.output(1, DType::kInt32, Shape{B});
+    int32_t* mi = MI.data<int32_t>();
+    for (int64_t b = 0; b < B; ++b) {
+      int32_t c = 0;
+      if (mask)
+        for (int64_t s = 0; s < S; ++s) c += mask->int_at(b * S + s) != 0 ? 1 : 0;
+      mi[b] = c;
+    }
+  }
+}
+
 }  // namespace
 
 void register_contrib_transformer_kernels(KernelRegistry& r) {
+  r.add_domain("com.microsoft", "EmbedLayerNormalization", 1, embed_ln_kernel);
   r.add_domain("com.microsoft", "Gelu", 1, gelu_kernel<GeluKind::kErf>);
   r.add_domain("com.microsoft", "BiasGelu", 1, gelu_kernel<GeluKind::kBiasErf>);
   r.add_domain("com.microsoft", "FastGelu", 1, gelu_kernel<GeluKind::kTanh>);
