@@ -809,3 +809,19 @@ def test_embed_layer_normalization_matches_onnxruntime(with_segments: bool) -> N
     ours, ref = _run_both(_ms_model([node], ins, init, n_out=2), feed)
     _assert_close(ours[:1], ref[:1])
     np.testing.assert_array_equal(ours[1], ref[1])
+
+
+@pytest.mark.parametrize(("interleaved", "offset"), [(0, False), (1, False), (0, True)])
+def test_ms_rotary_embedding_matches_onnxruntime(interleaved: int, offset: bool) -> None:
+    rng = np.random.default_rng(29)
+    b, s, heads, d, positions = 2, 5, 3, 8, 16
+    angles = rng.uniform(0, 6.28, (positions, d // 2))
+    pos = np.array([4], np.int64) if offset else rng.integers(0, positions - 1, (b, s)).astype(np.int64)
+    feed = {"x": rng.standard_normal((b, s, heads * d)).astype(np.float32), "pos": pos}
+    init = [numpy_helper.from_array(np.cos(angles).astype(np.float32), "cos"),
+            numpy_helper.from_array(np.sin(angles).astype(np.float32), "sin")]
+    node = helper.make_node("RotaryEmbedding", ["x", "pos", "cos", "sin"], ["y"], domain="com.microsoft",
+                            interleaved=interleaved, num_heads=heads)
+    ins = [helper.make_tensor_value_info("x", TensorProto.FLOAT, feed["x"].shape),
+           helper.make_tensor_value_info("pos", TensorProto.INT64, pos.shape)]
+    _assert_close(*_run_both(_ms_model([node], ins, init), feed))

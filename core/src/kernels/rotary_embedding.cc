@@ -3,7 +3,8 @@
 // head_size] or 3-D [batch, seq, heads * head_size] input (num_heads given). With
 // position_ids the caches are [max_position + 1, dim / 2] tables indexed by position;
 // without, they are [batch, seq, dim / 2]. interleaved pairs features (2i, 2i + 1),
-// otherwise (i, i + dim / 2). Features past rotary_embedding_dim pass through.
+// otherwise (i, i + dim / 2). Features past rotary_embedding_dim pass through. The
+// com.microsoft form (inputs reordered, position_ids may be one start offset) shares it.
 #include <cmath>
 
 #include "norm_util.h"
@@ -29,8 +30,11 @@ void rotate(OpContext& ctx, const Tensor& X, const Tensor& cosT, const Tensor& s
   const int64_t half = rot_dim / 2;
   const int64_t max_pos = pos ? cosT.dim(0) : 0;
   std::vector<int64_t> pids;
-  if (pos)
+  if (pos && pos->numel() == 1 && B * S != 1) {  // com.microsoft form: one start offset for every sequence
+    for (int64_t i = 0; i < B * S; ++i) pids.push_back(pos->int_at(0) + i % S);
+  } else if (pos) {
     for (int64_t i = 0; i < pos->numel(); ++i) pids.push_back(pos->int_at(i));
+  }
   for (int64_t p : pids)
     MRT_CHECK_ARG(p >= 0 && p < max_pos, "RotaryEmbedding: position id ", p, " is outside the cache of ", max_pos,
                   " positions");
@@ -58,12 +62,31 @@ void rotate(OpContext& ctx, const Tensor& X, const Tensor& cosT, const Tensor& s
   });
 }
 
+void rotary_run(OpContext& ctx, const Tensor& X, const Tensor& cosT, const Tensor& sinT, const Tensor* pos,
+                bool ms_layout);
+
 void rotary_kernel(OpContext& ctx) {
+  rotary_run(ctx, ctx.input(0), ctx.input(1), ctx.input(2), ctx.optional_input(3), false);
+}
+
+// com.microsoft RotaryEmbedding: inputs (input, position_ids, cos_cache, sin_cache);
+// position_ids is [batch, seq] or a single start offset; 4-D input is [batch, heads,
+// seq, head_size] as in the ai.onnx form.
+void ms_rotary_check(const Node& n, int64_t opset) {
+  rotary_check(n, opset);
+  MRT_ENFORCE(n.attr_int("is_packed_batching", 0) == 0, MRT_NOT_IMPLEMENTED, n.label(),
+              ": is_packed_batching=1 is not supported");
+  MRT_ENFORCE(!n.has_attr("scale") || n.attr_float("scale", 1.f) == 1.f, MRT_NOT_IMPLEMENTED, n.label(),
+              ": a scale other than 1 is not supported");
+}
+
+void ms_rotary_kernel(OpContext& ctx) {
+  rotary_run(ctx, ctx.input(0), ctx.input(2), ctx.input(3), &ctx.input(1), true);
+}
+
+void rotary_run(OpContext& ctx, const Tensor& X, const Tensor& cosT, const Tensor& sinT, const Tensor* pos,
+                bool ms_layout) {
   const Node& n = ctx.node();
-  const Tensor& X = ctx.input(0);
-  const Tensor& cosT = ctx.input(1);
-  const Tensor& sinT = ctx.input(2);
-  const Tensor* pos = ctx.optional_input(3);
   const bool interleaved = n.attr_int("interleaved", 0) != 0;
   const int64_t num_heads = n.attr_int("num_heads", 0);
   int64_t B, S, H, D;
@@ -86,8 +109,9 @@ void rotary_kernel(OpContext& ctx) {
   MRT_CHECK_ARG(cosT.shape() == sinT.shape(), "RotaryEmbedding: cos_cache ", cosT.describe(), " and sin_cache ",
                 sinT.describe(), " differ in shape");
   if (pos) {
-    MRT_CHECK_ARG(pos->rank() == 2 && pos->dim(0) == B && pos->dim(1) == S, "RotaryEmbedding: position_ids must be [",
-                  B, ",", S, "], got ", pos->describe());
+    MRT_CHECK_ARG((pos->rank() == 2 && pos->dim(0) == B && pos->dim(1) == S) || (ms_layout && pos->numel() == 1),
+                  "RotaryEmbedding: position_ids must be [", B, ",", S, "]", ms_layout ? " or one offset" : "",
+                  ", got ", pos->describe());
     MRT_CHECK_ARG(cosT.rank() == 2 && cosT.dim(1) == half, "RotaryEmbedding: with position_ids the caches must be "
                   "[positions,", half, "], got ", cosT.describe());
   } else {
@@ -105,6 +129,7 @@ void rotary_kernel(OpContext& ctx) {
 
 void register_rotary_embedding_kernels(KernelRegistry& r) {
   r.add("RotaryEmbedding", 23, rotary_kernel, rotary_check);
+  r.add_domain("com.microsoft", "RotaryEmbedding", 1, ms_rotary_kernel, ms_rotary_check);
 }
 
 }  // namespace mrt
