@@ -625,6 +625,7 @@ def test_transformer_contrib_ops_match_onnxruntime() -> None:
         ([helper.make_node("SkipSimplifiedLayerNormalization", ["x", "skip", "gamma"], ["y"],
                            domain="com.microsoft", epsilon=1e-6)], 1),
         ([helper.make_node("FusedMatMul", ["x", "w"], ["y"], domain="com.microsoft", alpha=0.5)], 1),
+        ([helper.make_node("SimplifiedLayerNormalization", ["x", "gamma"], ["y"], epsilon=1e-6)], 1),
     ]
     for nodes, n_out in cases:
         _assert_close(*_run_both(_ms_model(nodes, ins, init, n_out), feed))

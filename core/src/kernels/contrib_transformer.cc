@@ -2,7 +2,7 @@
 // graphs into: Gelu, BiasGelu (erf form), FastGelu (tanh form, optional bias),
 // SkipLayerNormalization and SkipSimplifiedLayerNormalization (residual add + optional
 // bias + LayerNorm / RMSNorm over the last axis, with the optional mean, inverse std and
-// sum outputs), EmbedLayerNormalization and FusedMatMul (alpha, transA, transB; the batch
+// sum outputs), SimplifiedLayerNormalization (RMSNorm), EmbedLayerNormalization and FusedMatMul (alpha, transA, transB; the batch
 // transposes are refused).
 #include <cmath>
 #include <vector>
@@ -146,6 +146,35 @@ void fused_matmul_kernel(OpContext& ctx) {
   }
 }
 
+// SimplifiedLayerNormalization (RMSNorm; onnxruntime registers it in the ai.onnx domain):
+// Y = X / sqrt(mean(X^2 over axes >= axis) + epsilon) * scale, optional inv_std_var output.
+void simplified_ln_kernel(OpContext& ctx) {
+  const Tensor& X = ctx.input(0);
+  const Tensor& scale = ctx.input(1);
+  const float eps = ctx.node().attr_float("epsilon", 1e-5f);
+  const int64_t axis = normalize_axis(ctx.node().attr_int("axis", -1), static_cast<int64_t>(X.rank()), "axis");
+  const int64_t inner = norm::prod(X.shape(), static_cast<size_t>(axis), X.rank());
+  const int64_t rows = inner ? X.numel() / inner : 0;
+  MRT_CHECK_ARG(scale.numel() == inner, "SimplifiedLayerNormalization: scale ", scale.describe(), " must have ", inner,
+                " values");
+  const std::vector<double> x = norm::to_doubles(X, "X"), g = norm::to_doubles(scale, "scale");
+  std::vector<double> y(x.size()), inv(static_cast<size_t>(rows));
+  for (int64_t r = 0; r < rows; ++r) {
+    double sq = 0;
+    for (int64_t j = 0; j < inner; ++j) sq += x[static_cast<size_t>(r * inner + j)] * x[static_cast<size_t>(r * inner + j)];
+    const double is = 1.0 / std::sqrt(sq / static_cast<double>(inner) + eps);
+    inv[static_cast<size_t>(r)] = is;
+    for (int64_t j = 0; j < inner; ++j)
+      y[static_cast<size_t>(r * inner + j)] = x[static_cast<size_t>(r * inner + j)] * is * g[static_cast<size_t>(j)];
+  }
+  norm::from_doubles(ctx.output(0, X.dtype(), X.shape()), y);
+  if (ctx.has_output(1)) {
+    Shape st = X.shape();
+    for (size_t d = static_cast<size_t>(axis); d < st.size(); ++d) st[d] = 1;
+    norm::from_doubles(ctx.output(1, DType::kFloat, st), inv);
+  }
+}
+
 // EmbedLayerNormalization: word + position (+ segment) embeddings of the token ids, then
 // LayerNorm(gamma, beta, epsilon). Outputs: [batch, seq, hidden], mask_index [batch] (the
 // count of mask ones per sequence; zeros without a mask), embedding_sum (optional).
@@ -223,6 +252,8 @@ void embed_ln_kernel(OpContext& ctx) {
 
 void register_contrib_transformer_kernels(KernelRegistry& r) {
   r.add_domain("com.microsoft", "EmbedLayerNormalization", 1, embed_ln_kernel);
+  r.add("SimplifiedLayerNormalization", 1, simplified_ln_kernel);
+  r.add_domain("com.microsoft", "SimplifiedLayerNormalization", 1, simplified_ln_kernel);
   r.add_domain("com.microsoft", "Gelu", 1, gelu_kernel<GeluKind::kErf>);
   r.add_domain("com.microsoft", "BiasGelu", 1, gelu_kernel<GeluKind::kBiasErf>);
   r.add_domain("com.microsoft", "FastGelu", 1, gelu_kernel<GeluKind::kTanh>);
