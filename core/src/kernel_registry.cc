@@ -20,6 +20,7 @@ void register_contrib_transformer_kernels(KernelRegistry& r);  // kernels/contri
 void register_contrib_matmul_nbits_kernels(KernelRegistry& r);  // kernels/contrib_matmul_nbits.cc (com.microsoft)
 void register_contrib_attention_kernels(KernelRegistry& r);     // kernels/contrib_attention.cc (com.microsoft)
 void register_training_optimizer_kernels(KernelRegistry& r);  // kernels/training_optimizers.cc
+void register_contrib_gqa_kernels(KernelRegistry& r);         // kernels/contrib_gqa.cc (com.microsoft)
 void register_ml_feature_kernels(KernelRegistry& r);          // kernels/ml_feature_ops.cc (ai.onnx.ml)
 
 const Tensor& OpContext::input(size_t i) const {
@@ -104,6 +105,7 @@ const KernelRegistry& KernelRegistry::cpu() {
     register_contrib_matmul_nbits_kernels(r);
     register_contrib_attention_kernels(r);
     register_training_optimizer_kernels(r);
+    register_contrib_gqa_kernels(r);
     register_ml_feature_kernels(r);
     return r;
   }();

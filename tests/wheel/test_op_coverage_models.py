@@ -826,3 +826,54 @@ def test_ms_rotary_embedding_matches_onnxruntime(interleaved: int, offset: bool)
     ins = [helper.make_tensor_value_info("x", TensorProto.FLOAT, feed["x"].shape),
            helper.make_tensor_value_info("pos", TensorProto.INT64, pos.shape)]
     _assert_close(*_run_both(_ms_model([node], ins, init), feed))
+
+
+def _gqa_model(rotary: bool, window: int, packed: bool) -> bytes:
+    rng = np.random.default_rng(30)
+    init = []
+    if rotary:
+        angles = rng.uniform(0, 6.28, (64, 8))
+        init = [numpy_helper.from_array(np.cos(angles).astype(np.float32), "cos"),
+                numpy_helper.from_array(np.sin(angles).astype(np.float32), "sin")]
+    names = ["q", "" if packed else "k", "" if packed else "v", "pk", "pv", "seqlens", "total"]
+    names += ["cos", "sin"] if rotary else []
+    attrs: dict[str, Any] = {"num_heads": 4, "kv_num_heads": 2, "do_rotary": int(rotary)}
+    if window > 0:
+        attrs["local_window_size"] = window
+    node = helper.make_node("GroupQueryAttention", names, ["y", "present_k", "present_v"], domain="com.microsoft",
+                            **attrs)
+    ins = [helper.make_tensor_value_info("q", TensorProto.FLOAT, ["B", "S", 128 if packed else 64]),
+           helper.make_tensor_value_info("pk", TensorProto.FLOAT, ["B", 2, "P", 16]),
+           helper.make_tensor_value_info("pv", TensorProto.FLOAT, ["B", 2, "P", 16]),
+           helper.make_tensor_value_info("seqlens", TensorProto.INT32, ["B"]),
+           helper.make_tensor_value_info("total", TensorProto.INT32, [])]
+    if not packed:
+        ins += [helper.make_tensor_value_info("k", TensorProto.FLOAT, ["B", "S", 32]),
+                helper.make_tensor_value_info("v", TensorProto.FLOAT, ["B", "S", 32])]
+    return _ms_model([node], ins, init, n_out=3)
+
+
+@pytest.mark.parametrize(("rotary", "window", "packed"), [(False, -1, False), (True, -1, False), (False, 3, False),
+                                                           (True, -1, True)])
+def test_group_query_attention_prompt_then_decode_matches_onnxruntime(rotary: bool, window: int,
+                                                                      packed: bool) -> None:
+    """A prompt of 5 tokens, then two decode steps feeding the present cache back as past."""
+    model = _gqa_model(rotary, window, packed)
+    rng = np.random.default_rng(31)
+    b = 2
+    hidden = 128 if packed else 64
+    ours_k = ref_k = np.zeros((b, 2, 0, 16), np.float32)
+    ours_v = ref_v = np.zeros((b, 2, 0, 16), np.float32)
+    length = 0
+    for s in (5, 1, 1):
+        length += s
+        feed = {"q": rng.standard_normal((b, s, hidden)).astype(np.float32),
+                "seqlens": np.full(b, length - 1, np.int32), "total": np.array(length, np.int32)}
+        if not packed:
+            feed["k"] = rng.standard_normal((b, s, 32)).astype(np.float32)
+            feed["v"] = rng.standard_normal((b, s, 32)).astype(np.float32)
+        ours = mosaicrt.InferenceSession(model).run(None, {**feed, "pk": ours_k, "pv": ours_v})
+        ref = ort.InferenceSession(model, providers=["CPUExecutionProvider"]).run(None, {**feed, "pk": ref_k,
+                                                                                         "pv": ref_v})
+        _assert_close(ours, ref)
+        ours_k, ours_v, ref_k, ref_v = ours[1], ours[2], ref[1], ref[2]
