@@ -22,6 +22,7 @@ void register_contrib_attention_kernels(KernelRegistry& r);     // kernels/contr
 void register_training_optimizer_kernels(KernelRegistry& r);  // kernels/training_optimizers.cc
 void register_contrib_gqa_kernels(KernelRegistry& r);         // kernels/contrib_gqa.cc (com.microsoft)
 void register_ml_feature_kernels(KernelRegistry& r);          // kernels/ml_feature_ops.cc (ai.onnx.ml)
+void register_ml_tree_kernels(KernelRegistry& r);             // kernels/ml_tree_ensemble.cc (ai.onnx.ml)
 
 const Tensor& OpContext::input(size_t i) const {
   if (!has_input(i)) fail(MRT_INVALID_MODEL, "required input ", i, " is missing");
@@ -107,6 +108,7 @@ const KernelRegistry& KernelRegistry::cpu() {
     register_training_optimizer_kernels(r);
     register_contrib_gqa_kernels(r);
     register_ml_feature_kernels(r);
+    register_ml_tree_kernels(r);
     return r;
   }();
   return reg;
