@@ -877,3 +877,48 @@ def test_group_query_attention_prompt_then_decode_matches_onnxruntime(rotary: bo
                                                                                          "pv": ref_v})
         _assert_close(ours, ref)
         ours_k, ours_v, ref_k, ref_v = ours[1], ours[2], ref[1], ref[2]
+
+
+def _random_forest_regressor(rng: np.random.Generator, trees: int, features: int, targets: int,
+                             aggregate: str) -> bytes:
+    """Complete depth-3 trees in the legacy TreeEnsembleRegressor encoding (as sklearn converters write it)."""
+    attrs: dict[str, list[Any]] = {k: [] for k in (
+        "nodes_treeids", "nodes_nodeids", "nodes_featureids", "nodes_values", "nodes_modes", "nodes_truenodeids",
+        "nodes_falsenodeids", "target_treeids", "target_nodeids", "target_ids", "target_weights")}
+    modes = ["BRANCH_LEQ", "BRANCH_LT", "BRANCH_GTE", "BRANCH_GT"]
+    for t in range(trees):
+        for node in range(15):  # 7 branches, 8 leaves
+            attrs["nodes_treeids"].append(t)
+            attrs["nodes_nodeids"].append(node)
+            if node < 7:
+                attrs["nodes_featureids"].append(int(rng.integers(0, features)))
+                attrs["nodes_values"].append(float(rng.standard_normal()))
+                attrs["nodes_modes"].append(modes[int(rng.integers(0, 4))])
+                attrs["nodes_truenodeids"].append(2 * node + 1)
+                attrs["nodes_falsenodeids"].append(2 * node + 2)
+            else:
+                attrs["nodes_featureids"].append(0)
+                attrs["nodes_values"].append(0.0)
+                attrs["nodes_modes"].append("LEAF")
+                attrs["nodes_truenodeids"].append(0)
+                attrs["nodes_falsenodeids"].append(0)
+                for target in range(targets):
+                    attrs["target_treeids"].append(t)
+                    attrs["target_nodeids"].append(node)
+                    attrs["target_ids"].append(target)
+                    attrs["target_weights"].append(float(rng.standard_normal()))
+    node = helper.make_node("TreeEnsembleRegressor", ["x"], ["y"], domain="ai.onnx.ml", n_targets=targets,
+                            aggregate_function=aggregate, base_values=[0.5] * targets, **attrs)
+    graph = helper.make_graph([node], "forest",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", features])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", targets])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("ai.onnx.ml", 3)])
+    model.ir_version = 8
+    return model.SerializeToString()
+
+
+@pytest.mark.parametrize("aggregate", ["SUM", "AVERAGE", "MIN", "MAX"])
+def test_tree_ensemble_regressor_matches_onnxruntime(aggregate: str) -> None:
+    rng = np.random.default_rng(32)
+    model = _random_forest_regressor(rng, trees=5, features=4, targets=2, aggregate=aggregate)
+    _assert_close(*_run_both(model, {"x": rng.standard_normal((20, 4)).astype(np.float32)}))

@@ -3,10 +3,14 @@
 // nodes_missing_value_tracks_true says so) to a leaf, whose weight is added to its target
 // (aggregate_function SUM, AVERAGE, MIN or MAX over the trees). A root whose both
 // children are the same leaf is a one-leaf tree. post_transform other than NONE is
-// refused at session creation. The parsed ensemble is cached per node.
+// refused at session creation. The parsed ensemble is cached per node. TreeEnsembleRegressor
+// (the older encoding sklearn converters emit) shares the tree walk.
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <map>
+#include <set>
+#include <string>
 #include <memory>
 #include <vector>
 
@@ -149,10 +153,154 @@ void tree_kernel(OpContext& ctx) {
   norm::from_doubles(Y, y);
 }
 
+// TreeEnsembleRegressor (ai.onnx.ml 1 and 3): the legacy encoding (per-tree node ids,
+// string modes, LEAF nodes carrying target weights) is translated into the form above;
+// base_values are added after aggregation. post_transform other than NONE is refused.
+struct LegacyEnsemble {
+  Ensemble e;
+  std::vector<double> base;
+};
+
+std::shared_ptr<LegacyEnsemble> parse_legacy(const Node& n) {
+  auto out = std::make_shared<LegacyEnsemble>();
+  Ensemble& e = out->e;
+  const std::vector<int64_t> tree = n.require_ints("nodes_treeids"), id = n.require_ints("nodes_nodeids");
+  const std::vector<int64_t> feat = n.require_ints("nodes_featureids");
+  const std::vector<int64_t> tn = n.require_ints("nodes_truenodeids"), fn = n.require_ints("nodes_falsenodeids");
+  std::vector<double> vals;
+  if (const Tensor* t = n.attr_tensor("nodes_values_as_tensor")) {
+    for (int64_t i = 0; i < t->numel(); ++i) vals.push_back(t->scalar_as_double(i));
+  } else {
+    for (float v : n.attr_floats("nodes_values")) vals.push_back(v);
+  }
+  const Attribute* modes = n.attr("nodes_modes");
+  MRT_ENFORCE(modes, MRT_INVALID_MODEL, n.label(), ": required attribute 'nodes_modes' is missing");
+  const size_t count = tree.size();
+  MRT_ENFORCE(id.size() == count && feat.size() == count && tn.size() == count && fn.size() == count &&
+                  vals.size() == count && modes->strings.size() == count,
+              MRT_INVALID_MODEL, n.label(), ": the nodes_* attributes must all describe ", count, " nodes");
+  const std::string agg = n.attr_string("aggregate_function", "SUM");
+  e.aggregate = agg == "AVERAGE" ? 0 : agg == "SUM" ? 1 : agg == "MIN" ? 2 : agg == "MAX" ? 3 : -1;
+  MRT_ENFORCE(e.aggregate >= 0, MRT_INVALID_MODEL, n.label(), ": aggregate_function '", agg, "' is not known");
+  MRT_ENFORCE(n.attr_string("post_transform", "NONE") == "NONE", MRT_NOT_IMPLEMENTED, n.label(), ": post_transform '",
+              n.attr_string("post_transform", "NONE"), "' is not supported (NONE is)");
+  e.n_targets = n.attr_int("n_targets", 1);
+  // node (tree, id) -> index; targets grouped per leaf node
+  std::map<std::pair<int64_t, int64_t>, size_t> index;
+  for (size_t i = 0; i < count; ++i) index[{tree[i], id[i]}] = i;
+  const std::vector<int64_t> tt = n.require_ints("target_treeids"), tid = n.require_ints("target_nodeids");
+  const std::vector<int64_t> tgt = n.require_ints("target_ids");
+  const std::vector<float> tw = n.attr_floats("target_weights");
+  MRT_ENFORCE(tid.size() == tt.size() && tgt.size() == tt.size() && tw.size() == tt.size(), MRT_INVALID_MODEL,
+              n.label(), ": the target_* attributes differ in length");
+  // Each LEAF becomes a chain of leaves: one leaf per (target, weight) pair; a tree
+  // reaching a legacy leaf contributes all of them. Encoded as extra tree roots per target
+  // would change AVERAGE, so leaves keep a list.
+  std::map<size_t, std::vector<std::pair<int64_t, double>>> leaf_targets;
+  for (size_t k = 0; k < tt.size(); ++k) {
+    auto it = index.find({tt[k], tid[k]});
+    MRT_ENFORCE(it != index.end(), MRT_INVALID_MODEL, n.label(), ": target refers to unknown node ", tid[k], " of tree ",
+                tt[k]);
+    leaf_targets[it->second].push_back({tgt[k], tw[k]});
+  }
+  static const std::map<std::string, uint8_t> kModes = {{"BRANCH_LEQ", 0}, {"BRANCH_LT", 1}, {"BRANCH_GTE", 2},
+                                                        {"BRANCH_GT", 3},  {"BRANCH_EQ", 4}, {"BRANCH_NEQ", 5}};
+  e.splits = vals;
+  e.feature = feat;
+  e.missing_true = n.attr_ints("nodes_missing_value_tracks_true");
+  for (size_t i = 0; i < count; ++i) {
+    const std::string& m = modes->strings[i];
+    if (m == "LEAF") {
+      e.modes.push_back(7);  // marker: a leaf node
+    } else {
+      auto it = kModes.find(m);
+      MRT_ENFORCE(it != kModes.end(), MRT_INVALID_MODEL, n.label(), ": nodes_modes value '", m, "' is not known");
+      e.modes.push_back(it->second);
+    }
+    size_t t = i, f = i;
+    if (m != "LEAF") {
+      auto ti = index.find({tree[i], tn[i]}), fi = index.find({tree[i], fn[i]});
+      MRT_ENFORCE(ti != index.end() && fi != index.end(), MRT_INVALID_MODEL, n.label(), ": node ", id[i], " of tree ",
+                  tree[i], " points to a missing node");
+      t = ti->second;
+      f = fi->second;
+    }
+    e.truen.push_back(static_cast<int64_t>(t));
+    e.falsen.push_back(static_cast<int64_t>(f));
+  }
+  std::set<int64_t> seen;
+  for (size_t i = 0; i < count; ++i)
+    if (seen.insert(tree[i]).second) e.roots.push_back(static_cast<int64_t>(index[{tree[i], 0}]));
+  e.members.resize(count);
+  out->base.assign(static_cast<size_t>(e.n_targets), 0.0);
+  const std::vector<float> base = n.attr_floats("base_values");
+  MRT_ENFORCE(base.empty() || base.size() == static_cast<size_t>(e.n_targets), MRT_INVALID_MODEL, n.label(),
+              ": base_values must hold n_targets values");
+  for (size_t i = 0; i < base.size(); ++i) out->base[i] = base[i];
+  // leaf payloads: leaf_target/leaf_weight hold the pairs, trueleaf[i] = first pair, falseleaf[i] = pair count
+  for (size_t i = 0; i < count; ++i) {
+    const auto& pairs = leaf_targets[i];
+    e.trueleaf.push_back(static_cast<int64_t>(e.leaf_target.size()));
+    e.falseleaf.push_back(static_cast<int64_t>(pairs.size()));
+    for (const auto& p : pairs) {
+      MRT_ENFORCE(p.first >= 0 && p.first < e.n_targets, MRT_INVALID_MODEL, n.label(), ": target id ", p.first,
+                  " is outside n_targets ", e.n_targets);
+      e.leaf_target.push_back(p.first);
+      e.leaf_weight.push_back(p.second);
+    }
+  }
+  return out;
+}
+
+void legacy_check(const Node& n, int64_t) { (void)parse_legacy(n); }
+
+void legacy_regressor_kernel(OpContext& ctx) {
+  auto le = ctx.node_cache<LegacyEnsemble>([&] { return parse_legacy(ctx.node()); });
+  const Ensemble& e = le->e;
+  const Tensor& X = ctx.input(0);
+  MRT_CHECK_ARG(X.rank() == 2, "TreeEnsembleRegressor: X must be [N, features], got ", X.describe());
+  const int64_t N = X.dim(0), F = X.dim(1), T = e.n_targets;
+  for (int64_t f : e.feature)
+    MRT_CHECK_ARG(f >= 0 && f < F, "TreeEnsembleRegressor: feature id ", f, " is outside the ", F, " input features");
+  const std::vector<double> x = norm::to_doubles(X, "TreeEnsembleRegressor X");
+  std::vector<double> y(static_cast<size_t>(N * T));
+  std::vector<double> acc(static_cast<size_t>(T));
+  std::vector<bool> hit(static_cast<size_t>(T));
+  for (int64_t r = 0; r < N; ++r) {
+    const double* xr = &x[static_cast<size_t>(r * F)];
+    std::fill(acc.begin(), acc.end(), 0.0);
+    std::fill(hit.begin(), hit.end(), false);
+    for (int64_t root : e.roots) {
+      size_t i = static_cast<size_t>(root);
+      for (size_t steps = 0; e.modes[i] != 7; ++steps) {
+        MRT_CHECK_ARG(steps <= e.splits.size(), "TreeEnsembleRegressor: a tree has a cycle");
+        i = static_cast<size_t>(goes_true(e, i, xr[e.feature[i]]) ? e.truen[i] : e.falsen[i]);
+      }
+      for (int64_t k = 0; k < e.falseleaf[i]; ++k) {
+        const size_t p = static_cast<size_t>(e.trueleaf[i] + k);
+        const size_t t = static_cast<size_t>(e.leaf_target[p]);
+        const double w = e.leaf_weight[p];
+        if (e.aggregate == 2) acc[t] = hit[t] ? std::min(acc[t], w) : w;
+        else if (e.aggregate == 3) acc[t] = hit[t] ? std::max(acc[t], w) : w;
+        else acc[t] += w;
+        hit[t] = true;
+      }
+    }
+    for (int64_t t = 0; t < T; ++t) {
+      double v = acc[static_cast<size_t>(t)];
+      if (e.aggregate == 0) v /= static_cast<double>(e.roots.size());
+      y[static_cast<size_t>(r * T + t)] = v + le->base[static_cast<size_t>(t)];
+    }
+  }
+  Tensor& Y = ctx.output(0, DType::kFloat, Shape{N, T});
+  norm::from_doubles(Y, y);
+}
+
 }  // namespace
 
 void register_ml_tree_kernels(KernelRegistry& r) {
   r.add_domain("ai.onnx.ml", "TreeEnsemble", 5, tree_kernel, tree_check);
+  r.add_domain("ai.onnx.ml", "TreeEnsembleRegressor", 1, legacy_regressor_kernel, legacy_check);
 }
 
 }  // namespace mrt
