@@ -23,6 +23,7 @@ void register_training_optimizer_kernels(KernelRegistry& r);  // kernels/trainin
 void register_contrib_gqa_kernels(KernelRegistry& r);         // kernels/contrib_gqa.cc (com.microsoft)
 void register_ml_feature_kernels(KernelRegistry& r);          // kernels/ml_feature_ops.cc (ai.onnx.ml)
 void register_ml_tree_kernels(KernelRegistry& r);             // kernels/ml_tree_ensemble.cc (ai.onnx.ml)
+void register_linear_attention_kernels(KernelRegistry& r);    // kernels/linear_attention.cc
 
 const Tensor& OpContext::input(size_t i) const {
   if (!has_input(i)) fail(MRT_INVALID_MODEL, "required input ", i, " is missing");
@@ -109,6 +110,7 @@ const KernelRegistry& KernelRegistry::cpu() {
     register_contrib_gqa_kernels(r);
     register_ml_feature_kernels(r);
     register_ml_tree_kernels(r);
+    register_linear_attention_kernels(r);
     return r;
   }();
   return reg;
