@@ -28,7 +28,6 @@ UNSUPPORTED_VARIANTS: dict[str, str] = {
     "test_if_seq": "sequence values are not supported (tensors only)",
     "test_loop13_seq": "sequence values are not supported (tensors only)",
     "test_loop16_seq_none": "optional/sequence values are not supported (tensors only)",
-    "test_scan_sum": "Scan-8 (batch axis and sequence_lens) is not implemented; Scan 9+ is",
     "test_training_dropout": "Dropout in training mode draws a random mask; only inference (or ratio 0) is supported",
     "test_training_dropout_default": "Dropout in training mode draws a random mask",
     "test_training_dropout_default_mask": "Dropout in training mode draws a random mask",

@@ -1,4 +1,4 @@
-// Control flow: If (opsets 1-21+), Loop (1-21+) and Scan (9-21+). Their branches and
+// Control flow: If (opsets 1-21+), Loop (1-21+) and Scan (8 with its batch axis, 9-21+). Their branches and
 // bodies were compiled by the session at creation (subgraph.h) and arrive through the
 // node cache; values of enclosing graphs the subgraphs read follow the node's own
 // inputs. Loop carries its state through the body until the trip count or the
@@ -236,9 +236,58 @@ void scan_kernel(OpContext& ctx) {
   }
 }
 
+// Scan-8: inputs (sequence_lens, states..., scan inputs...) all with a leading batch axis;
+// each batch entry scans along axis 1 (per `directions`) for its sequence length, and the
+// outputs stack the per-entry results along the batch axis.
+void scan8_kernel(OpContext& ctx) {
+  const Node& n = ctx.node();
+  auto c = compiled(ctx);
+  Session& body = body_of(*c, n, "body");
+  const Graph& g = graph_attr(n, "body");
+  const size_t m = static_cast<size_t>(n.attr_int("num_scan_inputs", 1));
+  const size_t states = n.inputs.size() - 1 - m;
+  const size_t k_out = g.outputs.size() - states;
+  std::vector<int64_t> dirs = n.attr_ints("directions");
+  if (dirs.empty()) dirs.assign(m, 0);
+  MRT_CHECK_ARG(dirs.size() == m, "attribute directions has ", dirs.size(), " values, expected ", m);
+  const Tensor& first = ctx.input(1 + states);
+  MRT_CHECK_ARG(first.rank() >= 2, "Scan-8 inputs need a batch and a sequence axis, got ", first.describe());
+  const int64_t batch = first.dim(0), max_len = first.dim(1);
+  std::vector<int64_t> lens(static_cast<size_t>(batch), max_len);
+  if (const Tensor* sl = ctx.optional_input(0)) {
+    MRT_CHECK_ARG(sl->numel() == batch, "sequence_lens must hold ", batch, " values, got ", sl->describe());
+    for (int64_t b = 0; b < batch; ++b) lens[static_cast<size_t>(b)] = sl->int_at(b);
+  }
+  std::vector<std::vector<Tensor>> state_out(states), scan_out(k_out);
+  for (int64_t b = 0; b < batch; ++b) {
+    std::vector<Tensor> st;
+    for (size_t i = 0; i < states; ++i) st.push_back(take_slice(ctx.input(1 + i), 0, b));
+    std::vector<Tensor> xs;
+    for (size_t j = 0; j < m; ++j) xs.push_back(take_slice(ctx.input(1 + states + j), 0, b));
+    const int64_t T = lens[static_cast<size_t>(b)];
+    MRT_CHECK_ARG(T >= 0 && T <= max_len, "sequence length ", T, " is outside [0, ", max_len, "]");
+    std::vector<std::vector<Tensor>> outs_k(k_out);
+    for (int64_t t = 0; t < T; ++t) {
+      std::vector<Tensor> formal = st;
+      for (size_t j = 0; j < m; ++j) formal.push_back(take_slice(xs[j], 0, dirs[j] ? T - 1 - t : t));
+      std::vector<Tensor> outs = run_body(ctx, body, g, *c, std::move(formal));
+      for (size_t i = 0; i < states; ++i) st[i] = std::move(outs[i]);
+      for (size_t k = 0; k < k_out; ++k) outs_k[k].push_back(std::move(outs[states + k]));
+    }
+    for (size_t i = 0; i < states; ++i) state_out[i].push_back(st[i]);
+    for (size_t k = 0; k < k_out; ++k) {
+      MRT_CHECK_IMPL(!outs_k[k].empty(), "Scan-8 with an empty sequence is not supported");
+      scan_out[k].push_back(stack(outs_k[k], 0, false, "Scan"));
+    }
+  }
+  for (size_t i = 0; i < states; ++i) ctx.set_output(i, stack(state_out[i], 0, false, "Scan"));
+  for (size_t k = 0; k < k_out; ++k) ctx.set_output(states + k, stack(scan_out[k], 0, false, "Scan"));
+}
+
 }  // namespace
 
 void register_control_flow_kernels(KernelRegistry& r) {
+  r.add("Scan", 8, scan8_kernel, scan_check, 8);
   r.add("If", 1, if_kernel, if_check);
   r.add("Loop", 1, loop_kernel, loop_check);
   r.add("Scan", 9, scan_kernel, scan_check);
