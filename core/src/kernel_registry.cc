@@ -25,6 +25,7 @@ void register_ml_feature_kernels(KernelRegistry& r);          // kernels/ml_feat
 void register_ml_tree_kernels(KernelRegistry& r);             // kernels/ml_tree_ensemble.cc (ai.onnx.ml)
 void register_linear_attention_kernels(KernelRegistry& r);    // kernels/linear_attention.cc
 void register_flex_attention_kernels(KernelRegistry& r);      // kernels/flex_attention.cc (ai.onnx.preview)
+void register_tfidf_kernels(KernelRegistry& r);               // kernels/tfidf_vectorizer.cc
 
 const Tensor& OpContext::input(size_t i) const {
   if (!has_input(i)) fail(MRT_INVALID_MODEL, "required input ", i, " is missing");
@@ -113,6 +114,7 @@ const KernelRegistry& KernelRegistry::cpu() {
     register_ml_tree_kernels(r);
     register_linear_attention_kernels(r);
     register_flex_attention_kernels(r);
+    register_tfidf_kernels(r);
     return r;
   }();
   return reg;
