@@ -72,8 +72,8 @@ def test_node_case(case: Any) -> None:
 
 
 def test_enough_node_cases_pass() -> None:
-    """At least 1650 of the generated cases pass (the count is printed in the summary)."""
+    """At least 1800 of the generated cases pass (the count is printed in the summary)."""
     results = {c.name: NODE_CASE_RESULTS.get(c.name) or run_case(c).status for c in CASES}
     passed = sum(1 for s in results.values() if s == "pass")
     print(f"onnx backend node cases passing: {passed} of {len(results)}")
-    assert passed >= 1650, f"only {passed} onnx backend node cases pass"
+    assert passed >= 1800, f"only {passed} onnx backend node cases pass"

@@ -1,5 +1,5 @@
-// Signal processing: DFT (opsets 17 and 20), STFT (17) and the window generators
-// HannWindow, HammingWindow, BlackmanWindow (17).
+// Signal processing: DFT (opsets 17 and 20), STFT (17), the window generators
+// HannWindow, HammingWindow, BlackmanWindow (17) and MelWeightMatrix (17).
 //
 // DFT works along one axis of a real ([..., 1]) or complex ([..., 2]) signal: forward
 // (optionally keeping the n/2 + 1 non-negative frequencies: onesided), inverse (scaled by
@@ -205,9 +205,65 @@ void stft_check(const Node& n, int64_t) {
   MRT_ENFORCE(v == 0 || v == 1, MRT_INVALID_MODEL, n.label(), ": attribute onesided must be 0 or 1, got ", v);
 }
 
+// MelWeightMatrix (opset 17): [dft_length / 2 + 1, num_mel_bins] triangular filters
+// between lower_edge_hertz and upper_edge_hertz on the mel scale. The mel edges are
+// computed in the edges' own precision (float32 for float inputs), as the reference does.
+void mel_kernel(OpContext& ctx) {
+  const int64_t bins = ctx.input(0).int_at(0), dft = ctx.input(1).int_at(0), rate = ctx.input(2).int_at(0);
+  const Tensor& lo_t = ctx.input(3);
+  const Tensor& hi_t = ctx.input(4);
+  MRT_CHECK_ARG(bins > 0 && dft > 0 && rate > 0, "MelWeightMatrix: num_mel_bins, dft_length and sample_rate must be "
+                "positive, got ", bins, ", ", dft, ", ", rate);
+  const bool f32 = lo_t.dtype() != DType::kDouble;
+  const double lo = lo_t.scalar_as_double(0), hi = hi_t.scalar_as_double(0);
+  double lo_mel, step;
+  if (f32) {
+    const float lm = 2595.f * std::log1p(static_cast<float>(lo) / 700.f) / std::log(10.f);
+    const float hm = 2595.f * std::log1p(static_cast<float>(hi) / 700.f) / std::log(10.f);
+    lo_mel = lm;
+    step = static_cast<float>((hm - lm) / static_cast<float>(bins + 2));
+  } else {
+    lo_mel = 2595 * std::log1p(lo / 700) / std::log(10.0);
+    const double hm = 2595 * std::log1p(hi / 700) / std::log(10.0);
+    step = (hm - lo_mel) / static_cast<double>(bins + 2);
+  }
+  std::vector<int64_t> fb(static_cast<size_t>(bins + 2));
+  for (int64_t i = 0; i < bins + 2; ++i) {
+    const double mel = static_cast<double>(i) * step + lo_mel;
+    const double hz = 700 * std::expm1(mel / 2595 * std::log(10.0));
+    fb[static_cast<size_t>(i)] = static_cast<int64_t>(std::floor(static_cast<double>(dft + 1) * hz / static_cast<double>(rate)));
+  }
+  const int64_t spec = dft / 2 + 1;
+  std::vector<double> w(static_cast<size_t>(spec * bins), 0.0);
+  auto set = [&](int64_t j, int64_t i, double v) {
+    MRT_CHECK_ARG(j >= 0 && j < spec, "MelWeightMatrix: frequency bin ", j, " falls outside the ", spec,
+                  " spectrogram bins (edges beyond the Nyquist frequency?)");
+    w[static_cast<size_t>(j * bins + i)] = v;
+  };
+  for (int64_t i = 0; i < bins; ++i) {
+    const int64_t l = fb[static_cast<size_t>(i)], c = fb[static_cast<size_t>(i + 1)], h = fb[static_cast<size_t>(i + 2)];
+    if (c - l == 0) set(c, i, 1.0);
+    else
+      for (int64_t j = l; j <= c; ++j) set(j, i, static_cast<double>(j - l) / static_cast<double>(c - l));
+    if (h - c > 0)
+      for (int64_t j = c; j < h; ++j) set(j, i, static_cast<double>(h - j) / static_cast<double>(h - c));
+  }
+  const DType out = static_cast<DType>(ctx.node().attr_int("output_datatype", 1));
+  Tensor& Y = ctx.output(0, out, Shape{spec, bins});
+  if (dtype_is_float(out)) {
+    norm::from_doubles(Y, w);
+  } else {
+    MRT_DISPATCH_INTEGER(out, "MelWeightMatrix", {
+      T* p = Y.data<T>();
+      for (size_t i = 0; i < w.size(); ++i) p[i] = static_cast<T>(w[i]);
+    });
+  }
+}
+
 }  // namespace
 
 void register_spectral_kernels(KernelRegistry& r) {
+  r.add("MelWeightMatrix", 17, mel_kernel, window_check);
   r.add("DFT", 17, dft_kernel, dft_check);
   r.add("STFT", 17, stft_kernel, stft_check);
   r.add("HannWindow", 17, window_kernel<Window::kHann>, window_check);
