@@ -233,12 +233,16 @@ void Session::build() {
     bool has_subgraph = false;
     for (const auto& a : n.attributes) has_subgraph = has_subgraph || a.g || !a.graphs.empty();
     if (has_subgraph && !s.plugin) {  // compiled now: an unsupported op in a branch fails session creation
+      // Bodies run inline on the calling thread: a pool per branch would start a set of
+      // threads for every If/Loop/Scan node of the model.
+      SessionOptions sub_options = options_;
+      sub_options.intra_op_num_threads = 1;
       auto compiled = std::make_shared<CompiledSubgraphs>();
       compiled->outer = outer[order[k]];
       for (const auto& a : n.attributes) {
         if (!a.g) continue;
         try {
-          compiled->by_attr[a.name] = for_subgraph(*a.g, compiled->outer, model_, options_);
+          compiled->by_attr[a.name] = for_subgraph(*a.g, compiled->outer, model_, sub_options);
         } catch (const Error& e) {
           throw Error(e.code(), n.label() + ": subgraph '" + a.name + "': " + e.what());
         }

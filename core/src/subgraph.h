@@ -3,7 +3,8 @@
 // a branch or body are refused up front) and hands them to the node's kernel through its
 // per-node cache. A subgraph reads values of enclosing graphs by name ("outer scope");
 // the session passes those values to the node as extra inputs after its own, in the
-// order outer_scope_names gives, so they stay alive until the node has run.
+// order outer_scope_names gives, so they stay alive until the node has run. Bodies run
+// on the calling thread (their sessions have a pool of one) and have their own allocator.
 #pragma once
 #include <map>
 #include <memory>
