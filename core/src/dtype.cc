@@ -10,7 +10,7 @@ size_t dtype_size(DType t) {
     case DType::kDouble: case DType::kInt64: case DType::kUInt64: return 8;
     case DType::kInt16: case DType::kUInt16: case DType::kFloat16: case DType::kBFloat16: return 2;
     case DType::kInt8: case DType::kUInt8: case DType::kBool: return 1;
-    default: return 0;
+    default: return dtype_is_narrow(t) ? 1 : 0;
   }
 }
 
@@ -33,23 +33,21 @@ const char* dtype_name(DType t) {
     case DType::kComplex128: return "complex128";
     case DType::kBFloat16: return "bfloat16";
     case DType::kUndefined: return "undefined";
+    case DType::kFloat8E4M3FN: return "float8e4m3fn";
+    case DType::kFloat8E4M3FNUZ: return "float8e4m3fnuz";
+    case DType::kFloat8E5M2: return "float8e5m2";
+    case DType::kFloat8E5M2FNUZ: return "float8e5m2fnuz";
+    case DType::kUInt4: return "uint4";
+    case DType::kInt4: return "int4";
+    case DType::kFloat4E2M1: return "float4e2m1";
+    case DType::kFloat8E8M0: return "float8e8m0";
+    case DType::kUInt2: return "uint2";
+    case DType::kInt2: return "int2";
   }
-  switch (static_cast<int32_t>(t)) {
-    case 17: return "float8e4m3fn";
-    case 18: return "float8e4m3fnuz";
-    case 19: return "float8e5m2";
-    case 20: return "float8e5m2fnuz";
-    case 21: return "uint4";
-    case 22: return "int4";
-    case 23: return "float4e2m1";
-    case 24: return "float8e8m0";
-    case 25: return "uint2";
-    case 26: return "int2";
-    default: return "unknown-type";
-  }
+  return "unknown-type";
 }
 
-bool dtype_is_known(int32_t code) { return code >= 1 && code <= 16; }
+bool dtype_is_known(int32_t code) { return code >= 1 && code <= 26; }
 bool dtype_is_storable(DType t) { return dtype_size(t) != 0; }
 
 float half_to_float(uint16_t h) {

@@ -27,6 +27,20 @@ enum class DType : int32_t {
   kComplex64 = 14,
   kComplex128 = 15,
   kBFloat16 = 16,
+  // Narrow types. In memory each element takes one byte: the 8-bit floats hold their
+  // bit pattern, the 4-bit and 2-bit types their code (two's complement for int4/int2)
+  // in the low bits with the upper bits zero (ml_dtypes' layout). Serialized ONNX tensors pack the
+  // 4-bit and 2-bit types (see narrow_dtype.h); the model decoder unpacks them.
+  kFloat8E4M3FN = 17,
+  kFloat8E4M3FNUZ = 18,
+  kFloat8E5M2 = 19,
+  kFloat8E5M2FNUZ = 20,
+  kUInt4 = 21,
+  kInt4 = 22,
+  kFloat4E2M1 = 23,
+  kFloat8E8M0 = 24,
+  kUInt2 = 25,
+  kInt2 = 26,
 };
 
 // Storage types for the 16-bit floats (bit patterns; convert with the helpers below).
@@ -39,6 +53,10 @@ size_t dtype_size(DType t);
 const char* dtype_name(DType t);
 bool dtype_is_known(int32_t code);
 bool dtype_is_storable(DType t);
+// The one-byte-per-element narrow types (codes 17..26).
+inline bool dtype_is_narrow(DType t) {
+  return static_cast<int32_t>(t) >= 17 && static_cast<int32_t>(t) <= 26;
+}
 inline bool dtype_is_float(DType t) {
   return t == DType::kFloat || t == DType::kDouble || t == DType::kFloat16 || t == DType::kBFloat16;
 }

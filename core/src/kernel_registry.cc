@@ -4,6 +4,29 @@
 
 namespace mrt {
 
+// Kernel groups in their own files, registered here (declared here to keep kernel.h stable).
+void register_resize_kernels(KernelRegistry& r);  // kernels/resize.cc: Resize, Upsample
+void register_rnn_kernels(KernelRegistry& r);     // kernels/rnn.cc: RNN, GRU, LSTM
+void register_attention_kernels(KernelRegistry& r);  // kernels/attention.cc: Attention
+void register_rotary_embedding_kernels(KernelRegistry& r);  // kernels/rotary_embedding.cc
+void register_grid_sample_kernels(KernelRegistry& r);  // kernels/grid_sample.cc
+void register_nms_kernels(KernelRegistry& r);          // kernels/non_max_suppression.cc
+void register_spectral_kernels(KernelRegistry& r);     // kernels/spectral.cc: DFT, STFT, windows
+void register_roi_align_kernels(KernelRegistry& r);    // kernels/roi_align.cc
+void register_affine_grid_kernels(KernelRegistry& r);  // kernels/affine_grid.cc: AffineGrid, SwiGLU, Det
+void register_control_flow_kernels(KernelRegistry& r);  // kernels/control_flow.cc: If, Loop, Scan
+void register_contrib_qlinear_kernels(KernelRegistry& r);      // kernels/contrib_qlinear.cc (com.microsoft)
+void register_contrib_transformer_kernels(KernelRegistry& r);  // kernels/contrib_transformer.cc (com.microsoft)
+void register_contrib_matmul_nbits_kernels(KernelRegistry& r);  // kernels/contrib_matmul_nbits.cc (com.microsoft)
+void register_contrib_attention_kernels(KernelRegistry& r);     // kernels/contrib_attention.cc (com.microsoft)
+void register_training_optimizer_kernels(KernelRegistry& r);  // kernels/training_optimizers.cc
+void register_contrib_gqa_kernels(KernelRegistry& r);         // kernels/contrib_gqa.cc (com.microsoft)
+void register_ml_feature_kernels(KernelRegistry& r);          // kernels/ml_feature_ops.cc (ai.onnx.ml)
+void register_ml_tree_kernels(KernelRegistry& r);             // kernels/ml_tree_ensemble.cc (ai.onnx.ml)
+void register_linear_attention_kernels(KernelRegistry& r);    // kernels/linear_attention.cc
+void register_flex_attention_kernels(KernelRegistry& r);      // kernels/flex_attention.cc (ai.onnx.preview)
+void register_tfidf_kernels(KernelRegistry& r);               // kernels/tfidf_vectorizer.cc
+
 const Tensor& OpContext::input(size_t i) const {
   if (!has_input(i)) fail(MRT_INVALID_MODEL, "required input ", i, " is missing");
   return *inputs_[i];
@@ -74,6 +97,27 @@ const KernelRegistry& KernelRegistry::cpu() {
     register_nn_kernels(r);
     register_norm_kernels(r);
     register_quant_kernels(r);
+    register_resize_kernels(r);
+    register_rnn_kernels(r);
+    register_attention_kernels(r);
+    register_rotary_embedding_kernels(r);
+    register_grid_sample_kernels(r);
+    register_nms_kernels(r);
+    register_spectral_kernels(r);
+    register_roi_align_kernels(r);
+    register_affine_grid_kernels(r);
+    register_control_flow_kernels(r);
+    register_contrib_qlinear_kernels(r);
+    register_contrib_transformer_kernels(r);
+    register_contrib_matmul_nbits_kernels(r);
+    register_contrib_attention_kernels(r);
+    register_training_optimizer_kernels(r);
+    register_contrib_gqa_kernels(r);
+    register_ml_feature_kernels(r);
+    register_ml_tree_kernels(r);
+    register_linear_attention_kernels(r);
+    register_flex_attention_kernels(r);
+    register_tfidf_kernels(r);
     return r;
   }();
   return reg;

@@ -2,6 +2,7 @@
 
 #include "constant_folding.h"
 #include "function_inliner.h"
+#include "subgraph.h"
 #include "graph_optimizer.h"
 #include "session_extras.h"
 #include "type_inference.h"
@@ -85,6 +86,23 @@ std::unique_ptr<Session> Session::from_bytes(const uint8_t* data, size_t size, c
 
 Session::Session(Model model, const SessionOptions& options) : model_(std::move(model)), options_(options) {}
 
+std::shared_ptr<Session> Session::for_subgraph(const Graph& g, const std::vector<std::string>& outer,
+                                               const Model& parent, const SessionOptions& options) {
+  Model m;
+  m.ir_version = parent.ir_version;
+  m.opsets = parent.opsets;
+  m.functions = parent.functions;
+  m.graph = g;
+  for (const auto& name : outer) {
+    ValueInfo v;
+    v.name = name;
+    m.graph.inputs.push_back(v);
+  }
+  std::shared_ptr<Session> s(new Session(std::move(m), options));
+  s->build();
+  return s;
+}
+
 int Session::value_id(const std::string& name) const {
   auto it = ids_.find(name);
   return it == ids_.end() ? -1 : it->second;
@@ -154,12 +172,21 @@ void Session::build() {
   // Kahn's algorithm over node dependencies, keeping the model's order among ready nodes.
   std::vector<std::vector<size_t>> users(g.nodes.size());
   std::vector<int> pending(g.nodes.size(), 0);
+  // Control-flow nodes also read the outer-scope values their subgraphs use.
+  std::vector<std::vector<std::string>> outer(g.nodes.size());
+  for (size_t i = 0; i < g.nodes.size(); ++i) outer[i] = outer_scope_names(g.nodes[i]);
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     const Node& n = g.nodes[i];
     std::set<size_t> deps;
-    for (const auto& in : n.inputs) {
+    std::vector<std::string> reads = n.inputs;
+    reads.insert(reads.end(), outer[i].begin(), outer[i].end());
+    for (size_t r = 0; r < reads.size(); ++r) {
+      const std::string& in = reads[r];
       if (in.empty()) continue;
       int id = value_id(in);
+      if (id < 0 && r >= n.inputs.size())
+        fail(MRT_INVALID_MODEL, n.label(), ": a subgraph reads '", in,
+             "', which is not a graph input, an initializer or the output of any node of the enclosing graph");
       if (id < 0)
         fail(MRT_INVALID_MODEL, n.label(), ": input '", in,
              "' is not a graph input, an initializer or the output of any node");
@@ -224,11 +251,31 @@ void Session::build() {
     s.plugin = std::move(plugin[k]);
     s.opset = model_.opsets.at(n.domain);
     for (const auto& in : n.inputs) s.inputs.push_back(in.empty() ? -1 : value_id(in));
+    for (const auto& in : outer[order[k]]) s.inputs.push_back(value_id(in));  // after the node's own inputs
     for (const auto& o : n.outputs) s.outputs.push_back(o.empty() ? -1 : value_id(o));
     for (int id : s.inputs)
       s.constant.push_back(id >= 0 && constants_[id].valid() &&
                            std::find(overridable_.begin(), overridable_.end(), id) == overridable_.end());
     s.cache = std::make_unique<OpContext::Cache>();
+    bool has_subgraph = false;
+    for (const auto& a : n.attributes) has_subgraph = has_subgraph || a.g || !a.graphs.empty();
+    if (has_subgraph && !s.plugin) {  // compiled now: an unsupported op in a branch fails session creation
+      // Bodies run inline on the calling thread: a pool per branch would start a set of
+      // threads for every If/Loop/Scan node of the model.
+      SessionOptions sub_options = options_;
+      sub_options.intra_op_num_threads = 1;
+      auto compiled = std::make_shared<CompiledSubgraphs>();
+      compiled->outer = outer[order[k]];
+      for (const auto& a : n.attributes) {
+        if (!a.g) continue;
+        try {
+          compiled->by_attr[a.name] = for_subgraph(*a.g, compiled->outer, model_, sub_options);
+        } catch (const Error& e) {
+          throw Error(e.code(), n.label() + ": subgraph '" + a.name + "': " + e.what());
+        }
+      }
+      s.cache->value = compiled;
+    }
     steps_.push_back(std::move(s));
   }
 

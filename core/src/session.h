@@ -57,6 +57,11 @@ class Session {
   // Stops profiling and returns the events recorded since it started (JSON objects, comma-joined).
   std::string end_profiling();
 
+  // A subgraph (If branch, Loop/Scan body) compiled on its own: its inputs are the
+  // graph's formal inputs followed by `outer` (values of enclosing graphs it reads).
+  static std::shared_ptr<Session> for_subgraph(const Graph& g, const std::vector<std::string>& outer,
+                                               const Model& parent, const SessionOptions& options);
+
   // Runs the graph. output_names empty = all graph outputs in order.
   std::vector<Tensor> run(const std::vector<std::string>& input_names, const std::vector<Tensor>& input_values,
                           const std::vector<std::string>& output_names, const RunControl& control = {});

@@ -56,7 +56,10 @@ typedef struct MrtSessionOptions MrtSessionOptions;
 typedef struct MrtSession MrtSession;
 typedef struct MrtValue MrtValue;
 
-/* Element types use ONNX TensorProto.DataType codes (1 = float, 7 = int64, 9 = bool, ...). */
+/* Element types use ONNX TensorProto.DataType codes (1 = float, 7 = int64, 9 = bool, ...).
+ * The narrow types (17-26: float8, uint4/int4, float4e2m1, float8e8m0, uint2/int2) take one
+ * byte per element in tensor data, the 4-bit and 2-bit codes in the low bits (ml_dtypes'
+ * layout), not ONNX's packed serialization. */
 
 /* ---- library ---- */
 /* (major << 16) | minor */

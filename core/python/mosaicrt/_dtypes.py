@@ -46,6 +46,28 @@ def _register_bfloat16() -> None:
 _register_bfloat16()
 
 
+def _register_narrow_types() -> None:
+    """float8/float4/int4/int2 arrays (ml_dtypes), one element per byte as the runtime holds them."""
+    try:
+        import ml_dtypes
+    except ImportError:
+        return
+    names = {17: "float8_e4m3fn", 18: "float8_e4m3fnuz", 19: "float8_e5m2", 20: "float8_e5m2fnuz", 21: "uint4",
+             22: "int4", 23: "float4_e2m1fn", 24: "float8_e8m0fnu", 25: "uint2", 26: "int2"}
+    onnx_names = {17: "float8e4m3fn", 18: "float8e4m3fnuz", 19: "float8e5m2", 20: "float8e5m2fnuz", 21: "uint4",
+                  22: "int4", 23: "float4e2m1", 24: "float8e8m0", 25: "uint2", 26: "int2"}
+    for code, attr in names.items():
+        t = getattr(ml_dtypes, attr, None)
+        if t is None:
+            continue
+        ELEM_TYPES[code] = (t, f"tensor({onnx_names[code]})")
+        CODE_OF_DTYPE[np.dtype(t)] = code
+        TYPE_STRINGS[f"tensor({onnx_names[code]})"] = code
+
+
+_register_narrow_types()
+
+
 def type_string(dtype: np.dtype[Any]) -> str:
     code = CODE_OF_DTYPE.get(np.dtype(dtype))
     if code is None:

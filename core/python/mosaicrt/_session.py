@@ -969,7 +969,8 @@ def _wrap_output(value: int, info: Any) -> np.ndarray[Any, Any]:
         _release_value_fn(value)
         return np.empty(shape, dtype=dtype)
     interface = {"shape": shape, "typestr": dtype.str, "data": (info.data, False), "version": 3}
-    if dtype.kind == "V":  # extension dtypes (ml_dtypes.bfloat16): expose raw bytes, then view
+    if dtype.kind == "V" or (dtype.kind == "f" and dtype.itemsize == 1):
+        # extension dtypes (ml_dtypes bfloat16, float8, int4, ...): expose raw bytes, then view
         raw = np.asarray(_OwnedOutput(value, {**interface, "typestr": f"|V{dtype.itemsize}"}))
         return raw.view(dtype)
     return np.asarray(_OwnedOutput(value, interface))

@@ -1,10 +1,14 @@
-// Cast and CastLike between every storable type: float, double, float16, bfloat16, bool
-// and all integers. Float -> integer conversions saturate and map NaN to 0 (the C++
-// conversion would be undefined there). String and 8/4/2-bit types are rejected.
+// Cast and CastLike between every storable type: float, double, float16, bfloat16, bool,
+// all integers and the narrow types (float8 e4m3fn/e4m3fnuz/e5m2/e5m2fnuz/e8m0, float4
+// e2m1, int4/uint4, int2/uint2). Float -> integer conversions saturate and map NaN to 0
+// (the C++ conversion would be undefined there); float -> int4/int2 truncates and keeps
+// the low bits, as the other integer casts do for integers. Float8 targets follow the
+// `saturate` attribute, float8e8m0 also `round_mode`. String tensors are rejected.
 #include <cstring>
 #include <string>
 
 #include "elementwise_common.h"
+#include "narrow_dtype.h"
 
 namespace mrt {
 namespace ew {
@@ -85,10 +89,6 @@ DType cast_target(const Node& n) {
   } else {
     code = n.attr_int("to", 0);
   }
-  static const char* const kNarrow[] = {"float8e4m3fn", "float8e4m3fnuz", "float8e5m2", "float8e5m2fnuz", "uint4",
-                                        "int4",         "float4e2m1",     "float8e8m0", "uint2",          "int2"};
-  MRT_ENFORCE(code < 17 || code > 26, MRT_NOT_IMPLEMENTED, n.label(), ": cast to ", kNarrow[code - 17],
-              " is not supported");
   MRT_ENFORCE(code >= 0 && code <= 0x7fffffff && dtype_is_known(static_cast<int32_t>(code)), MRT_INVALID_MODEL,
               n.label(), ": attribute 'to' holds unknown element type ", code);
   const DType dt = static_cast<DType>(code);
@@ -97,7 +97,82 @@ DType cast_target(const Node& n) {
   return dt;
 }
 
-void cast_to(OpContext& ctx, const Tensor& x, DType to) {
+// The rounding/saturation attributes (opset 19: saturate, opset 24: round_mode).
+struct CastMode {
+  bool saturate = true;
+  narrow::E8M0Round round = narrow::E8M0Round::kUp;
+};
+
+CastMode cast_mode(const Node& n) {
+  CastMode m;
+  m.saturate = n.attr_int("saturate", 1) != 0;
+  const std::string r = n.attr_string("round_mode", "up");
+  if (r == "up") m.round = narrow::E8M0Round::kUp;
+  else if (r == "down") m.round = narrow::E8M0Round::kDown;
+  else if (r == "nearest") m.round = narrow::E8M0Round::kNearest;
+  else fail(MRT_INVALID_MODEL, n.label(), ": attribute round_mode is '", r, "'; expected up, down or nearest");
+  return m;
+}
+
+// One value on its way through a narrow cast: integers stay exact as int64.
+struct Wide {
+  bool is_int;
+  int64_t i;
+  double d;
+};
+
+template <class S>
+inline Wide widen(S v) {
+  if constexpr (std::is_same<S, bool>::value) return {true, v ? 1 : 0, v ? 1.0 : 0.0};
+  else if constexpr (std::is_integral<S>::value)
+    return {true, static_cast<int64_t>(v), static_cast<double>(v)};
+  else return {false, 0, static_cast<double>(load_wide(v))};
+}
+
+inline uint8_t encode_narrow(DType to, const Wide& w, const CastMode& m) {
+  if (narrow::is_integer(to)) {
+    if (w.is_int) return narrow::encode_int_wrap(to, w.i);
+    if (!std::isfinite(w.d)) return 0;
+    const double t = std::trunc(w.d);
+    if (std::fabs(t) >= 9.2e18) return 0;
+    return narrow::encode_int_wrap(to, static_cast<int64_t>(t));
+  }
+  if (to == DType::kFloat8E8M0) return narrow::encode_e8m0(static_cast<float>(w.d), m.saturate, m.round);
+  return narrow::encode_float(to, w.d, m.saturate);
+}
+
+// Casts where the source or the target (or both) is a narrow type.
+void cast_narrow(OpContext& ctx, const Tensor& x, Tensor& y, const CastMode& m) {
+  const DType from = x.dtype(), to = y.dtype();
+  const int64_t n = x.numel();
+  if (dtype_is_narrow(from)) {
+    const double* table = narrow::decode_table(from);
+    const bool int_src = narrow::is_integer(from);
+    const uint8_t* src = x.data_as<uint8_t>();
+    if (dtype_is_narrow(to)) {
+      uint8_t* dst = y.data_as<uint8_t>();
+      for (int64_t i = 0; i < n; ++i) {
+        const double d = table[src[i]];
+        dst[i] = encode_narrow(to, Wide{int_src, static_cast<int64_t>(int_src ? d : 0), d}, m);
+      }
+      return;
+    }
+    MRT_DISPATCH_ALL(to, "Cast", {
+      T* dst = y.data<T>();
+      if (int_src) {
+        for (int64_t i = 0; i < n; ++i) dst[i] = convert<T, int64_t>(static_cast<int64_t>(table[src[i]]));
+      } else {
+        for (int64_t i = 0; i < n; ++i) dst[i] = convert<T, double>(table[src[i]]);
+      }
+    });
+    return;
+  }
+  MRT_DISPATCH_ALL(from, "Cast", {
+    unary_apply<T, uint8_t>(ctx, x, y, [&](T v) { return encode_narrow(to, widen<T>(v), m); });
+  });
+}
+
+void cast_to(OpContext& ctx, const Tensor& x, DType to, const CastMode& m) {
   MRT_CHECK_IMPL(dtype_is_storable(x.dtype()) && x.dtype() != DType::kString, "cast from ",
                  dtype_name(x.dtype()), " is not supported");
   MRT_CHECK_IMPL(dtype_is_storable(to) && to != DType::kString, "cast to ", dtype_name(to), " is not supported");
@@ -106,23 +181,34 @@ void cast_to(OpContext& ctx, const Tensor& x, DType to) {
     if (x.nbytes()) std::memcpy(y.raw(), x.raw(), x.nbytes());
     return;
   }
+  if (dtype_is_narrow(x.dtype()) || dtype_is_narrow(to)) {
+    cast_narrow(ctx, x, y, m);
+    return;
+  }
   MRT_DISPATCH_ALL(x.dtype(), "Cast", {
     using S = T;
     MRT_DISPATCH_ALL(to, "Cast", { cast_apply<S, T>(ctx, x, y); });
   });
 }
 
-void cast_check(const Node& n, int64_t) { (void)cast_target(n); }
+void cast_check(const Node& n, int64_t) {
+  (void)cast_target(n);
+  (void)cast_mode(n);
+}
 
-void cast_kernel(OpContext& ctx) { cast_to(ctx, ctx.input(0), cast_target(ctx.node())); }
+void castlike_check(const Node& n, int64_t) { (void)cast_mode(n); }
 
-void castlike_kernel(OpContext& ctx) { cast_to(ctx, ctx.input(0), ctx.input(1).dtype()); }
+void cast_kernel(OpContext& ctx) { cast_to(ctx, ctx.input(0), cast_target(ctx.node()), cast_mode(ctx.node())); }
+
+void castlike_kernel(OpContext& ctx) {
+  cast_to(ctx, ctx.input(0), ctx.input(1).dtype(), cast_mode(ctx.node()));
+}
 
 }  // namespace
 
 void register_cast_kernels(KernelRegistry& r) {
   r.add("Cast", 1, cast_kernel, cast_check);
-  r.add("CastLike", 15, castlike_kernel);
+  r.add("CastLike", 15, castlike_kernel, castlike_check);
 }
 
 }  // namespace ew

@@ -5,6 +5,8 @@
 // Scales and zero points are per tensor (one element), per axis (1-D, length of `axis`)
 // or blocked (opset 21: same rank as x, dimension `axis` holds ceil(D / block_size)).
 // Rounding is half to even; results saturate to the range of the quantized type.
+// The narrow types (int4/uint4/int2/uint2, float8, float4e2m1) quantize and dequantize
+// through narrow_dtype.h; float8 targets honour the `saturate` attribute.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -13,6 +15,7 @@
 #include <emmintrin.h>
 #endif
 
+#include "narrow_dtype.h"
 #include "quant_common.h"
 
 namespace mrt {
@@ -138,6 +141,60 @@ void quantize_typed(OpContext& ctx, const QuantLayout& q, const std::vector<doub
   });
 }
 
+// Zero points of a narrow type as their values (empty: no zero point).
+std::vector<double> narrow_zero_points(const Tensor* Z) {
+  std::vector<double> zp;
+  if (!Z) return zp;
+  const double* table = narrow::decode_table(Z->dtype());
+  const uint8_t* z = Z->data_as<uint8_t>();
+  for (int64_t i = 0; i < Z->numel(); ++i) zp.push_back(table[z[i]]);
+  return zp;
+}
+
+// x / scale in the requested precision.
+inline double scaled(double xv, double s, DType prec) {
+  switch (prec) {
+    case DType::kDouble: return xv / s;
+    case DType::kFloat16: return half_to_float(float_to_half(static_cast<float>(xv) / static_cast<float>(s)));
+    case DType::kBFloat16: return bfloat16_to_float(float_to_bfloat16(static_cast<float>(xv) / static_cast<float>(s)));
+    default: return static_cast<float>(xv) / static_cast<float>(s);
+  }
+}
+
+void quantize_narrow(OpContext& ctx, const QuantLayout& q, const std::vector<double>& scale,
+                     const std::vector<double>& zp, DType prec, bool saturate, Tensor& Y) {
+  const Tensor& X = ctx.input(0);
+  const DType out = Y.dtype();
+  std::vector<double> xs(static_cast<size_t>(X.numel()));
+  if (X.dtype() == DType::kInt32) {
+    const int32_t* x = X.data<int32_t>();
+    for (size_t i = 0; i < xs.size(); ++i) xs[i] = x[i];
+  } else {
+    MRT_NORM_DISPATCH(X.dtype(), "QuantizeLinear", {
+      const T* x = X.data<T>();
+      for (size_t i = 0; i < xs.size(); ++i) xs[i] = static_cast<double>(load(x[i]));
+    });
+  }
+  uint8_t* y = Y.data_as<uint8_t>();
+  const bool is_int = narrow::is_integer(out);
+  const double* sc = scale.data();
+  const double* zpp = zp.empty() ? nullptr : zp.data();
+  const double* xv = xs.data();
+  for_each_run(q, ctx.threads(), [&](int64_t b, int64_t e, int64_t si, int64_t step) {
+    for (int64_t j = b; j < e; ++j, si += step) {
+      const double v = scaled(xv[j], sc[si], prec);
+      const double z = zpp ? zpp[si] : 0.0;
+      if (is_int) {
+        const double r = quant::round_even(v) + z;
+        const double c = std::isnan(r) ? 0.0 : std::min(std::max(r, -1e9), 1e9);
+        y[j] = narrow::encode_int_clamp(out, static_cast<int64_t>(c));
+      } else {
+        y[j] = narrow::encode_float(out, v + z, saturate);
+      }
+    }
+  });
+}
+
 void quantize_kernel(OpContext& ctx) {
   const Node& node = ctx.node();
   const Tensor& X = ctx.input(0);
@@ -152,12 +209,12 @@ void quantize_kernel(OpContext& ctx) {
   } else if (attr_dt != 0) {
     out = static_cast<DType>(attr_dt);
   }
-  MRT_CHECK_IMPL(out == DType::kUInt8 || out == DType::kInt8 || out == DType::kUInt16 || out == DType::kInt16,
+  MRT_CHECK_IMPL(out == DType::kUInt8 || out == DType::kInt8 || out == DType::kUInt16 || out == DType::kInt16 ||
+                     (dtype_is_narrow(out) && out != DType::kFloat8E8M0),
                  "QuantizeLinear: quantizing to element type ", dtype_name(out), " (code ", static_cast<int>(out),
-                 ") is not supported; uint8, int8, uint16 and int16 are");
+                 ") is not supported; uint8, int8, uint16, int16, int4, uint4, int2, uint2, float8 and float4e2m1 are");
   const QuantLayout q = quant_layout(ctx, X, S, Z, "QuantizeLinear");
   const std::vector<double> scale = norm::to_doubles(S, "QuantizeLinear scale");
-  const std::vector<int32_t> zp = Z ? quant::to_int32s(*Z) : std::vector<int32_t>();
   DType prec = S.dtype();
   if (ctx.opset() >= 25) {
     const int64_t p = node.attr_int("precision", 0);
@@ -166,6 +223,12 @@ void quantize_kernel(OpContext& ctx) {
   }
   Tensor& Y = ctx.output(0, out, X.shape());
   if (X.numel() == 0) return;
+  if (dtype_is_narrow(out)) {
+    const bool saturate = ctx.opset() >= 19 ? node.attr_int("saturate", 1) != 0 : true;
+    quantize_narrow(ctx, q, scale, narrow_zero_points(Z), prec, saturate, Y);
+    return;
+  }
+  const std::vector<int32_t> zp = Z ? quant::to_int32s(*Z) : std::vector<int32_t>();
   auto with_out = [&](auto tag_in) {
     using TIn = decltype(tag_in);
     switch (out) {
@@ -206,13 +269,33 @@ void dequantize_typed(OpContext& ctx, const QuantLayout& q, const std::vector<do
   });
 }
 
+void dequantize_narrow(OpContext& ctx, const QuantLayout& q, const std::vector<double>& scale,
+                       const std::vector<double>& zp, Tensor& Y) {
+  const Tensor& X = ctx.input(0);
+  const double* table = narrow::decode_table(X.dtype());
+  const uint8_t* x = X.data_as<uint8_t>();
+  const bool dbl = Y.dtype() == DType::kDouble;
+  const double* sc = scale.data();
+  const double* zpp = zp.empty() ? nullptr : zp.data();
+  MRT_NORM_DISPATCH(Y.dtype(), "DequantizeLinear", {
+    T* y = Y.data<T>();
+    for_each_run(q, ctx.threads(), [&](int64_t b, int64_t e, int64_t si, int64_t step) {
+      for (int64_t j = b; j < e; ++j, si += step) {
+        const double d = table[x[j]] - (zpp ? zpp[si] : 0.0);
+        if (dbl) y[j] = store<T>(d * sc[si]);
+        else y[j] = store<T>(static_cast<float>(d) * static_cast<float>(sc[si]));
+      }
+    });
+  });
+}
+
 void dequantize_kernel(OpContext& ctx) {
   const Node& node = ctx.node();
   const Tensor& X = ctx.input(0);
   const Tensor& S = ctx.input(1);
   const Tensor* Z = ctx.optional_input(2);
-  MRT_CHECK_IMPL(quant::is_quant_int(X.dtype()), "DequantizeLinear: input element type ", dtype_name(X.dtype()),
-                 " (code ", static_cast<int>(X.dtype()), ") is not supported; uint8, int8, uint16, int16 and int32 are");
+  MRT_CHECK_IMPL(quant::is_quant_int(X.dtype()) || dtype_is_narrow(X.dtype()), "DequantizeLinear: input element type ",
+                 dtype_name(X.dtype()), " (code ", static_cast<int>(X.dtype()), ") is not supported");
   if (Z) {
     MRT_CHECK_ARG(Z->dtype() == X.dtype(), "DequantizeLinear: zero point type ", dtype_name(Z->dtype()),
                   " differs from the input type ", dtype_name(X.dtype()));
@@ -224,9 +307,13 @@ void dequantize_kernel(OpContext& ctx) {
                  " is not supported");
   const QuantLayout q = quant_layout(ctx, X, S, Z, "DequantizeLinear");
   const std::vector<double> scale = norm::to_doubles(S, "DequantizeLinear scale");
-  const std::vector<int32_t> zp = Z ? quant::to_int32s(*Z) : std::vector<int32_t>();
   Tensor& Y = ctx.output(0, out, X.shape());
   if (X.numel() == 0) return;
+  if (dtype_is_narrow(X.dtype())) {
+    dequantize_narrow(ctx, q, scale, narrow_zero_points(Z), Y);
+    return;
+  }
+  const std::vector<int32_t> zp = Z ? quant::to_int32s(*Z) : std::vector<int32_t>();
   auto with_out = [&](auto tag_in) {
     using TIn = decltype(tag_in);
     MRT_NORM_DISPATCH(out, "DequantizeLinear", { dequantize_typed<TIn, T>(ctx, q, scale, zp, Y); });

@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "../graph.h"
+#include "../narrow_dtype.h"
 #include "wire.h"
 
 namespace mrt {
@@ -442,6 +443,7 @@ class Decoder {
       bad("has too many elements");
     uint64_t want_bytes = static_cast<uint64_t>(numel) * esz;
 
+    if (dtype_is_narrow(dt)) return narrow_tensor(dt, dims, numel, has_raw, raw, external, typed_field, ints, bad);
     if (external) {
       // The caller supplies this initializer's data (add_external_initializers): nothing to read.
       if (name_out && opts_.supplied_initializers.count(name)) return std::make_shared<Tensor>(dt, dims);
@@ -482,6 +484,33 @@ class Decoder {
           }
         });
     }
+    return out;
+  }
+
+  // float8/float4/int4/int2: raw_data or int32_data hold ONNX's packed bytes (one per
+  // element for the 8-bit types); unpack to one byte per element.
+  template <class Bad, class Raw>
+  std::shared_ptr<Tensor> narrow_tensor(DType dt, const Shape& dims, int64_t numel, bool has_raw, const Raw& raw,
+                                        bool external, int typed_field, const std::vector<int64_t>& ints,
+                                        const Bad& bad) {
+    if (external) fail(MRT_NOT_IMPLEMENTED, "external data for element type ", dtype_name(dt), " is not supported");
+    const size_t want = narrow::packed_bytes(dt, numel);
+    std::vector<uint8_t> packed;
+    if (has_raw) {
+      if (raw.size != want)
+        bad(str_cat("raw_data holds ", raw.size, " bytes but shape ", shape_str(dims), " of ", dtype_name(dt),
+                    " needs ", want));
+      packed.assign(reinterpret_cast<const uint8_t*>(raw.data), reinterpret_cast<const uint8_t*>(raw.data) + want);
+    } else {
+      if (numel != 0 && typed_field != 5)
+        bad(str_cat("stores ", dtype_name(dt), " values in the wrong typed field (", typed_field, ")"));
+      if (ints.size() != want)
+        bad(str_cat("holds ", ints.size(), " packed values but shape ", shape_str(dims), " of ", dtype_name(dt),
+                    " needs ", want));
+      for (int64_t v : ints) packed.push_back(static_cast<uint8_t>(v));
+    }
+    auto out = std::make_shared<Tensor>(dt, dims);
+    narrow::unpack(dt, packed.data(), numel, static_cast<uint8_t*>(out->raw()));
     return out;
   }
 
