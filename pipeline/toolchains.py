@@ -117,8 +117,11 @@ def cmake_defines(target: Target, work: Path, *, component_toolchain: str = "tar
         ("CMAKE_CXX_COMPILER", str(tools["c++"])),
         ("CMAKE_AR", str(tools["ar"])),
         ("CMAKE_RANLIB", str(tools["ranlib"])),
-        # zig keeps debug info by default; the shipped libraries are stripped at link time
-        ("CMAKE_SHARED_LINKER_FLAGS", "-s"),
+        # one section per function and object so the linker drops what nothing calls (libc++ is linked
+        # statically), and no debug info in the shipped libraries (zig keeps it by default)
+        ("CMAKE_C_FLAGS", "-ffunction-sections -fdata-sections"),
+        ("CMAKE_CXX_FLAGS", "-ffunction-sections -fdata-sections"),
+        ("CMAKE_SHARED_LINKER_FLAGS", "-s -Wl,--gc-sections"),
     ]
 
 
