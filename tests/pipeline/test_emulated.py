@@ -88,7 +88,10 @@ def test_spec_from_the_matrix_targets() -> None:
     assert spec.pip_platforms[0] == "manylinux_2_36_aarch64"
     assert {"manylinux_2_17_aarch64", "manylinux2014_aarch64", "linux_aarch64"} <= set(spec.pip_platforms)
     assert [emulated.requirement_name(r) for r in spec.requires] == ["pytest", "numpy"]
-    assert {emulated.requirement_name(r) for r in spec.oracles} == {"onnx", "onnxruntime", "ml_dtypes"}
+    # everything else the suite lists is an oracle or a helper of one: installed where a wheel exists
+    assert {emulated.requirement_name(r) for r in spec.oracles} == {
+        emulated.requirement_name(line) for line in reqs
+    } - {"pytest"}
     armv7 = emulated.sysroot_spec(MATRIX.target("linux-armv7"), requires=("numpy>=1.24",), suite_requirements=reqs)
     assert (armv7.debian_arch, armv7.multiarch, armv7.pip_platforms[-1]) == ("armhf", "arm-linux-gnueabihf",
                                                                              "linux_armv7l")
