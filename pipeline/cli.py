@@ -27,6 +27,7 @@ from .plan import PlannedCell, Selection, host_target, plan
 
 if TYPE_CHECKING:
     from .build import BuildReport
+    from .crosscheck import Check
     from .wheeltest import TestReport
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -85,6 +86,11 @@ def _parser() -> argparse.ArgumentParser:
         help="stop after this step (configure: manifest + compile commands only; default: test)",
     )
     x.add_argument("--library-only", action="store_true", help="build only the library, not the native test programs")
+    x.add_argument(
+        "--wheel-suite",
+        action="store_true",
+        help="also build each target's core wheel and run the wheel suite under emulation (nox -s test -- --target T)",
+    )
     x.add_argument(
         "--cmake-arg",
         action="append",
@@ -189,7 +195,7 @@ def _run_step(
         work = (args.work_dir or root / "build" / "crosscheck").resolve()
         xlayout = Layout(root=root, dist=layout.dist, work=work)
         with _exclusive(work):
-            return _crosscheck(matrix, host, xlayout, args)
+            return _crosscheck(matrix, host, xlayout, args, wheels=layout)
     with _exclusive(layout.work):
         if args.step == "release":
             from .release_cli import release
@@ -257,7 +263,35 @@ def _build(
     return 0
 
 
-def _crosscheck(matrix: Matrix, host: Target | None, layout: Layout, args: argparse.Namespace) -> int:
+def _wheel_suite_check(matrix: Matrix, host: Target | None, layout: Layout, target: Target, jobs: int | None) -> Check:
+    """The crosscheck's last column: the target's core wheel (built as `nox -s build` builds it, into
+    ``layout``) and its wheel suite under emulation, recorded like `nox -s test -- --target T` records it."""
+    from .crosscheck import Check
+    from .emulated import run_emulated
+    from .wheeltest import suites_for
+
+    problem = _emulation_problem(target)
+    if problem:
+        return Check(name="wheel suite", outcome="not run", detail=problem)
+    try:
+        built, _ = run_build(matrix, Selection(targets=(target.name,), components=("core",)), host, layout, jobs=jobs)
+        cell = next((c for c in built.wheels() if c.cell.target.name == target.name and c.wheel), None)
+        if cell is None or cell.wheel is None:
+            return Check(name="wheel suite", outcome="fail", detail=f"no core wheel was built ({layout.build_report})")
+        suite = suites_for(matrix, [cell.wheel]).get(cell.wheel.name)
+        record, _ = run_emulated(cell.wheel, target, layout, suite=suite, emulator=target.suite_emulator or None)
+    except PipelineError as exc:
+        return Check(name="wheel suite", outcome="fail", detail=str(exc))
+    c = record.counts
+    detail = f"{c.passed}/{c.tests} passed, {c.skipped} skipped"
+    if record.outcome != "passed":
+        return Check(name="wheel suite", outcome="fail", detail=f"{detail}; {record.reason} (log {record.log})")
+    return Check(name="wheel suite", outcome="pass", detail=detail)
+
+
+def _crosscheck(
+    matrix: Matrix, host: Target | None, layout: Layout, args: argparse.Namespace, *, wheels: Layout
+) -> int:
     from .crosscheck import (
         CrosscheckOptions,
         crosscheck,
@@ -271,6 +305,8 @@ def _crosscheck(matrix: Matrix, host: Target | None, layout: Layout, args: argpa
     opts = CrosscheckOptions(stage=args.stage, build_tests=not args.library_only, cmake_args=tuple(args.cmake_arg))
     if args.jobs is not None:
         opts = dataclasses.replace(opts, jobs=max(1, args.jobs))
+    if args.wheel_suite:
+        opts = dataclasses.replace(opts, wheel_suite=lambda t: _wheel_suite_check(matrix, host, wheels, t, args.jobs))
     result = crosscheck(matrix, targets, layout, host=host, opts=opts, unknown=unknown)
     print(format_table(result))
     print(f"crosscheck report: {crosscheck_report_path(layout)}")

@@ -33,6 +33,8 @@ class CrosscheckOptions:
     cmake_args: tuple[str, ...] = ()  #: extra CMake arguments (the regression tests inject through these)
     test_timeout_s: int = 1200
     quiet: bool = False
+    #: runs the target's wheel suite (its core wheel under emulation) after the native tests; None: not asked
+    wheel_suite: Callable[[Target], Check] | None = None
 
 
 def select_targets(matrix: Matrix, names: Sequence[str]) -> tuple[list[Target], list[str]]:
@@ -228,6 +230,10 @@ def _check_target(
     run = parse_ctest(cmake.read_from(log, mark))
     row.set(check_native_tests(target, run, returncode=rc, emulator=target.emulator[0] if target.emulator else "host"))
     row.kernels = run.kernels
+    if opts.wheel_suite is None:
+        return row.done("--wheel-suite not given")
+    say(f"[{target.name}] the core wheel's suite under emulation")
+    row.set(opts.wheel_suite(target))
     return row.done()
 
 

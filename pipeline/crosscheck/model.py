@@ -9,7 +9,7 @@ from typing import Literal
 Outcome = Literal["pass", "fail", "not run"]
 Stage = Literal["configure", "build", "test"]
 STAGES: tuple[Stage, ...] = ("configure", "build", "test")
-CHECKS = ("toolchain", "build", "machine type", "arm kernels", "native tests")
+CHECKS = ("toolchain", "build", "machine type", "arm kernels", "native tests", "wheel suite")
 
 #: Fixed cause names, so a failure says which known regression shape it is.
 CAUSES = {
@@ -44,7 +44,8 @@ class TargetResult:
         return all(c.outcome != "fail" for c in self.checks)
 
     def check(self, name: str) -> Check:
-        return next(c for c in self.checks if c.name == name)
+        """The named check; one the row does not hold did not run."""
+        return next((c for c in self.checks if c.name == name), Check(name=name, outcome="not run"))
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -294,7 +294,7 @@ def test_table_has_a_row_per_target_and_a_line_per_failure() -> None:
     text = format_table(report)
     lines = text.splitlines()
     assert lines[0].split() == ["target", "toolchain", "build", "machine", "type", "arm", "kernels", "native",
-                                "tests", "time"]
+                                "tests", "wheel", "suite", "time"]
     assert lines[2].startswith("linux-aarch64") and lines[2].count("pass (ok)") == 5
     assert lines[3].split()[:6] == ["linux-armv7", "pass", "FAIL", "pass", "FAIL", "-"]
     assert "FAIL linux-armv7 build: link failed: undefined mrt::sgemm_neon_kernel()" in lines
@@ -375,7 +375,9 @@ def test_crosscheck_passes_on_every_cross_target(capsys: pytest.CaptureFixture[s
         "linux-aarch64", "linux-armv7", "linux-riscv64", "linux-x86_64-musl", "windows-x86_64"
     }  # fmt: skip
     for t in targets:
-        assert all(c["outcome"] == "pass" for c in t["checks"]), t
+        assert all(c["outcome"] == "pass" for c in t["checks"] if c["name"] != "wheel suite"), t
+        suite = next(c for c in t["checks"] if c["name"] == "wheel suite")
+        assert (suite["outcome"], suite["detail"]) == ("not run", "--wheel-suite not given"), t
     assert "target" in out and "native tests" in out  # the table
     kernels = next(line for line in out.splitlines() if line.startswith("linux-aarch64: kernels run"))
     assert "igemm:dotprod" in kernels and "igemm:i8mm" in kernels and "sgemm:neon" in kernels
@@ -434,3 +436,17 @@ def test_injected_arm_symbol_reference_fails_the_armv7_link(tmp_path: Path) -> N
     check = arm_check(data)
     assert check["outcome"] == "fail" and check["cause"] == "arm-symbol-ref", check
     assert "mrt::sgemm_neon_dotprod_kernel()" in check["detail"] or "sgemm_neon_dotprod_kernel" in check["detail"]
+
+
+def test_wheel_suite_column_says_why_a_target_has_no_emulated_suite(tmp_path: Path) -> None:
+    """`--wheel-suite` runs the core wheel's suite under emulation where a Debian CPython for the arch exists;
+    elsewhere the column says why not (it never pretends to pass)."""
+    from pipeline.cli import _wheel_suite_check
+    from pipeline.layout import Layout
+
+    layout = Layout(root=REPO, dist=tmp_path / "dist", work=tmp_path / "work")
+    for name, why in (("windows-x86_64", "only glibc Linux wheels"), ("linux-x86_64-musl", "only glibc Linux wheels"),
+                      ("linux-riscv64", "no Debian architecture")):  # fmt: skip
+        check = _wheel_suite_check(MATRIX, MATRIX.target("linux-x86_64"), layout, MATRIX.target(name), 1)
+        assert (check.name, check.outcome) == ("wheel suite", "not run") and why in check.detail, check
+    assert not (tmp_path / "dist").exists()  # nothing was built for them
