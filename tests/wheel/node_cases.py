@@ -87,6 +87,26 @@ TOLERANCE_OVERRIDES: dict[str, tuple[float, float, str]] = {
 }
 
 
+# Float → int4/uint4/int2/uint2 casts of values outside the target's range are not defined by the ONNX spec
+# ("value change caused by range difference"); the reference computes them with ml_dtypes, whose answer changed
+# between releases (0.6 wraps like an integer cast, 0.7 gives 0). Those positions are left out of the comparison;
+# every in-range value must still match, and at least one must exist.
+_NARROW_INT_RANGE = {"int4": (-8, 7), "uint4": (0, 15), "int2": (-2, 1), "uint2": (0, 3)}
+
+
+def _unspecified_narrow_casts(case: Any, inputs: list[Any], expected: np.ndarray[Any, Any]) -> Any:
+    """A mask of the output positions whose value the spec defines, or None when every position counts."""
+    if case_ops(case) not in (("Cast",), ("CastLike",)) or expected.dtype.name not in _NARROW_INT_RANGE:
+        return None
+    source = np.asarray(inputs[0])
+    if source.dtype.kind != "f" and source.dtype.name not in _ML_FLOAT_DTYPES:
+        return None
+    values = source.astype(np.float64)
+    lo, hi = _NARROW_INT_RANGE[expected.dtype.name]
+    with np.errstate(invalid="ignore"):
+        return np.isfinite(values) & (np.trunc(values) >= lo) & (np.trunc(values) <= hi)
+
+
 def run_case(case: Any) -> CaseResult:
     import mosaicrt
 
@@ -118,7 +138,13 @@ def run_case(case: Any) -> CaseResult:
         except Exception as exc:
             return CaseResult(case.name, ops, "fail", f"run: {type(exc).__name__}: {exc}")
         for name, exp, act in zip(output_names, expected, actual, strict=False):
-            problem = _compare(name, np.asarray(exp), act, rtol, atol)
+            exp = np.asarray(exp)
+            defined = _unspecified_narrow_casts(case, inputs, exp)
+            if defined is not None and defined.shape == exp.shape and np.asarray(act).shape == exp.shape:
+                if not defined.any():
+                    return CaseResult(case.name, ops, "fail", "no input value inside the target range to compare")
+                exp, act = exp[defined], np.asarray(act)[defined]
+            problem = _compare(name, exp, act, rtol, atol)
             if problem:
                 return CaseResult(case.name, ops, "fail", problem)
     return CaseResult(case.name, ops, "pass")

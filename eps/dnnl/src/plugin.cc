@@ -36,6 +36,8 @@ MrtStatus* guard(const std::string& where, const std::function<void()>& fn) {
     return make_status(MRT_NOT_IMPLEMENTED, cat(kEpName, ": ", where, ": ", e.what()));
   } catch (const dnnl::error& e) {
     return make_status(MRT_RUNTIME_ERROR, cat(kEpName, ": ", where, ": oneDNN: ", e.what(), " (status ", e.status, ")"));
+  } catch (const std::invalid_argument& e) {  // the caller's mistake (an unknown option, a wrong device)
+    return make_status(MRT_INVALID_ARGUMENT, cat(kEpName, ": ", where, ": ", e.what()));
   } catch (const std::bad_alloc&) {
     return make_status(MRT_OUT_OF_MEMORY, cat(kEpName, ": ", where, ": out of memory"));
   } catch (const std::exception& e) {
