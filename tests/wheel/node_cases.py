@@ -137,13 +137,13 @@ def run_case(case: Any) -> CaseResult:
             return CaseResult(case.name, ops, "unsupported", str(exc))
         except Exception as exc:
             return CaseResult(case.name, ops, "fail", f"run: {type(exc).__name__}: {exc}")
-        for name, exp, act in zip(output_names, expected, actual, strict=False):
-            exp = np.asarray(exp)
+        for name, raw_exp, raw_act in zip(output_names, expected, actual, strict=False):
+            exp, act = np.asarray(raw_exp), np.asarray(raw_act)
             defined = _unspecified_narrow_casts(case, inputs, exp)
-            if defined is not None and defined.shape == exp.shape and np.asarray(act).shape == exp.shape:
+            if defined is not None and defined.shape == exp.shape and act.shape == exp.shape:
                 if not defined.any():
                     return CaseResult(case.name, ops, "fail", "no input value inside the target range to compare")
-                exp, act = exp[defined], np.asarray(act)[defined]
+                exp, act = exp[defined], act[defined]
             problem = _compare(name, exp, act, rtol, atol)
             if problem:
                 return CaseResult(case.name, ops, "fail", problem)
