@@ -317,11 +317,15 @@ def test_conv_1d_and_3d_with_constant_filters(spatial: tuple[int, ...]) -> None:
     np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-4)
 
 
-@pytest.mark.parametrize(("c", "mult", "size", "k", "stride", "pad", "dilation"),
-                         [(8, 1, 9, 3, 1, 1, 1), (6, 2, 10, 3, 2, 1, 1), (4, 1, 11, 3, 1, 2, 2), (5, 1, 12, 5, 2, 2, 1)])
-def test_depthwise_conv_matches_onnxruntime(c: int, mult: int, size: int, k: int, stride: int, pad: int,
-                                            dilation: int) -> None:
+@pytest.mark.parametrize(
+    "geometry",
+    [(8, 1, 9, 3, 1, 1, 1), (6, 2, 10, 3, 2, 1, 1), (4, 1, 11, 3, 1, 2, 2), (5, 1, 12, 5, 2, 2, 1)],
+    ids=str,
+)
+def test_depthwise_conv_matches_onnxruntime(geometry: tuple[int, int, int, int, int, int, int]) -> None:
     # Depthwise convolutions (3x3 windows unrolled, other sizes generic) with the fused Relu.
+    # geometry: channels, channel multiplier, spatial size, kernel, stride, pad, dilation
+    c, mult, size, k, stride, pad, dilation = geometry
     import onnxruntime
 
     rng = np.random.default_rng(c * 100 + size)
