@@ -397,7 +397,7 @@ def _build_cell(
         env.setdefault("CCACHE_DIR", str(layout.ccache_dir))
         env.setdefault("CCACHE_BASEDIR", str(layout.root))
         cmd += ["-Ccmake.define.CMAKE_C_COMPILER_LAUNCHER=ccache", "-Ccmake.define.CMAKE_CXX_COMPILER_LAUNCHER=ccache"]
-    compilers = toolchains.cmake_defines(cell.target, layout.work, component_toolchain=comp_tc)
+    compilers = toolchains.cmake_defines(cell.target, layout.root, component_toolchain=comp_tc)
     for key, value in (*cell.variant.cmake_defines, *sdk_defines, *compilers):
         cmd.append(f"-Ccmake.define.{key}={value}")
     runner.run(cmd, step="wheel build", env=env)

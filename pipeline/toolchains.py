@@ -105,13 +105,14 @@ def zig_wrappers(zig_target: str, folder: Path) -> dict[str, Path]:
     return out
 
 
-def cmake_defines(target: Target, work: Path, *, component_toolchain: str = "target") -> list[tuple[str, str]]:
+def cmake_defines(target: Target, root: Path, *, component_toolchain: str = "target") -> list[tuple[str, str]]:
     """The CMake cache entries that select the target's compilers (none for system compilers: the conan
-    host profile names them)."""
+    host profile names them). The zig wrappers live once per checkout (``<root>/build/toolchains``), so
+    every work folder compiles with the same files and ccache shares its hits between them."""
     if kind_of(target, component_toolchain=component_toolchain) != "zig":
         return []
     assert target.zig_target is not None
-    tools = zig_wrappers(target.zig_target, work / "toolchains" / target.zig_target)
+    tools = zig_wrappers(target.zig_target, root / "build" / "toolchains" / target.zig_target)
     return [
         ("CMAKE_C_COMPILER", str(tools["cc"])),
         ("CMAKE_CXX_COMPILER", str(tools["c++"])),

@@ -59,7 +59,7 @@ def configure(
         args.append(f"-DCMAKE_CROSSCOMPILING_EMULATOR={';'.join(target.emulator)}")
     if toolchain is not None:
         args.append(f"--toolchain={toolchain}")
-    args += [f"-D{key}={value}" for key, value in toolchains.cmake_defines(target, layout.work)]
+    args += [f"-D{key}={value}" for key, value in toolchains.cmake_defines(target, layout.root)]
     if shutil.which("ccache"):
         args += ["-DCMAKE_C_COMPILER_LAUNCHER=ccache", "-DCMAKE_CXX_COMPILER_LAUNCHER=ccache"]
     args += cmake_args

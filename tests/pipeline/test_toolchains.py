@@ -50,11 +50,12 @@ def test_zig_target_gets_generated_wrappers(tmp_path) -> None:  # type: ignore[n
     assert kind_of(t) == "zig" and kind_of(t, component_toolchain="system") == "system"
     assert max_glibc(t) == (2, 28)
     defines = dict(cmake_defines(t, tmp_path))
-    cc = tmp_path / "toolchains" / "x86_64-linux-gnu.2.28" / "cc"
+    cc = tmp_path / "build" / "toolchains" / "x86_64-linux-gnu.2.28" / "cc"
     assert defines["CMAKE_C_COMPILER"] == str(cc)
     assert "-target x86_64-linux-gnu.2.28" in cc.read_text() and cc.stat().st_mode & 0o111
     assert cmake_defines(t, tmp_path, component_toolchain="system") == []
-    again = zig_wrappers("x86_64-linux-gnu.2.28", tmp_path / "toolchains" / "x86_64-linux-gnu.2.28")
-    assert again["cc"] == cc
+    mtime = cc.stat().st_mtime_ns
+    again = zig_wrappers("x86_64-linux-gnu.2.28", tmp_path / "build" / "toolchains" / "x86_64-linux-gnu.2.28")
+    assert again["cc"] == cc and cc.stat().st_mtime_ns == mtime  # unchanged wrappers are not rewritten (ccache)
     musl = dataclasses.replace(t, zig_target="x86_64-linux-musl", libc="musl")
     assert max_glibc(musl) is None
