@@ -9,7 +9,7 @@
 #if (defined(__x86_64__) || defined(__i386__)) && (defined(__GNUC__) || defined(__clang__))
 #include <cpuid.h>
 #define MRT_X86_CPUID 1
-#elif defined(_M_X64)
+#elif defined(_MSC_VER) && defined(_M_X64)
 #include <intrin.h>
 #define MRT_X86_CPUID 1
 #endif
@@ -48,7 +48,7 @@ struct Regs {
 
 Regs cpuid(unsigned leaf, unsigned sub) {
   Regs r;
-#if defined(_M_X64)
+#if defined(_MSC_VER)
   int v[4];
   __cpuidex(v, static_cast<int>(leaf), static_cast<int>(sub));
   r.a = v[0], r.b = v[1], r.c = v[2], r.d = v[3];
@@ -60,7 +60,7 @@ Regs cpuid(unsigned leaf, unsigned sub) {
 
 // XCR0: which register states the OS saves on a context switch (only meaningful with OSXSAVE).
 unsigned long long xcr0() {
-#if defined(_M_X64)
+#if defined(_MSC_VER)
   return _xgetbv(0);
 #else
   unsigned lo = 0, hi = 0;
