@@ -362,9 +362,8 @@ def test_cross_wheel_suite_under_qemu(
     target = MATRIX.target(target_name)
     t0 = time.monotonic()
     emulated.ensure_toolchains([MATRIX.target(name) for name in ARCH_TARGETS], print)
-    # cells at build/<x>/cells/<slug>/cmake, the depth `nox -s build` uses, so ccache shares objects;
-    # the dist folder persists, so a rerun with unchanged sources builds nothing
-    work = REPO / "build" / "emulated-test"
+    # the cross wheel tests' folder: the wheel they built and checked is up to date here (no second build)
+    work = REPO / "build" / "xwheel-test"
     monkeypatch.setenv("CCACHE_DIR", str(REPO / "build" / "pipeline" / "ccache"))
     where = ["--dist-dir", str(work / "dist"), "--work-dir", str(work)]
     rc = main(["build", "--target", target_name, "--component", "core", "--jobs", "2", *where])
