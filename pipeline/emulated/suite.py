@@ -426,6 +426,8 @@ def pytest_make_collect_report(collector):
         return None
     try:
         collector.obj
+    except pytest.skip.Exception:  # the module skips itself (pytest.importorskip): pytest's own report says so
+        return None
     except Exception as exc:  # noqa: BLE001 - inspected, then left to pytest's own report
         name = _missing_oracle(exc)
         if name is None:
