@@ -74,10 +74,8 @@ def build_table(report: BuildReport) -> str:
         (c.cell.id, c.status, c.wheel.name if c.wheel else (c.reason or ""), f"{c.duration_s:.1f}s")
         for c in report.cells
     ]
-    summary = ", ".join(
-        f"{report.count(s)} {s}" for s in ("built", "up-to-date", "stale", "skipped", "failed") if s != "stale"
-        or report.count(s)
-    )
+    shown = ("built", "up-to-date", "stale", "skipped", "failed")
+    summary = ", ".join(f"{report.count(s)} {s}" for s in shown if s != "stale" or report.count(s))  # stale: if any
     return table(("cell", "status", "wheel / reason", "time"), rows) + f"\n{summary} in {report.duration_s:.1f}s"
 
 
