@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
-from .build import BuildReport
+from .build import BuildReport, Status
 from .matrix import Matrix
 from .plan import PlannedCell
 from .wheeltest import TestRow
@@ -74,7 +74,7 @@ def build_table(report: BuildReport) -> str:
         (c.cell.id, c.status, c.wheel.name if c.wheel else (c.reason or ""), f"{c.duration_s:.1f}s")
         for c in report.cells
     ]
-    shown = ("built", "up-to-date", "stale", "skipped", "failed")
+    shown: tuple[Status, ...] = ("built", "up-to-date", "stale", "skipped", "failed")
     summary = ", ".join(f"{report.count(s)} {s}" for s in shown if s != "stale" or report.count(s))  # stale: if any
     return table(("cell", "status", "wheel / reason", "time"), rows) + f"\n{summary} in {report.duration_s:.1f}s"
 
