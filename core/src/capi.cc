@@ -7,6 +7,7 @@
 #include <mutex>
 #include <thread>
 
+#include "mosaicrt/ep.h"
 #include "mosaicrt/mosaicrt.h"
 #include "gemm/backend_registry.h"
 #include "gemm/sgemm.h"
@@ -130,6 +131,10 @@ std::string build_info() {
 #endif
 #if defined(MOSAICRT_ARM64_KERNELS)
   s += ",arm64_kernels=on";
+#endif
+  s += ",ep_abi=" + std::to_string(MRT_EP_ABI_VERSION_MAJOR) + "." + std::to_string(MRT_EP_ABI_VERSION_MINOR);
+#if defined(MOSAICRT_DYNAMIC_EP_DOWNLOAD)
+  s += ",dynamic_ep_download=on";
 #endif
   s += std::string(",") + mrt::cpu_kernel_summary();
   s += ",hardware_threads=" + std::to_string(std::thread::hardware_concurrency());

@@ -8,7 +8,11 @@ through its C ABI. onnxruntime's exception classes are importable from
 
 from __future__ import annotations
 
-from ._capi import lib as _lib
+from ._variant import check_single_variant as _check_single_variant
+
+_check_single_variant()  # mosaicrt and mosaicrt-winml in one environment: refuse, naming both and the fix
+
+from ._capi import lib as _lib  # noqa: E402
 from ._capi import library_path as _library_path
 from ._errors import (
     EngineError,

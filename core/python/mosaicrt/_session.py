@@ -18,7 +18,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from . import _capi, _providers
+from . import _capi, _providers, _variant
 from ._capi import check, lib
 from ._dtypes import CODE_OF_DTYPE, ELEM_TYPES, dtype_of_element_type
 from ._errors import ExecutionProviderError, InvalidArgument, MosaicrtError, NotImplementedInRuntime, RuntimeFailure
@@ -410,6 +410,25 @@ def _normalize_providers(providers: Sequence[Any] | None,
     return result
 
 
+def _fetch_from_catalog(requested: list[tuple[str, dict[str, Any]]], options: SessionOptions) -> None:
+    """winml builds with EP download on: fetch the EPs the session wants that are not installed (named in
+    providers=[...], or for a device policy the certified EPs serving a preferred device that is present)."""
+    if not _variant.is_winml_build():
+        return
+    entry = options._config.get(_variant.SESSION_CONFIG_KEY)
+    if not _variant.download_decision(entry)[0]:
+        return
+    from .catalog import _auto
+
+    available = set(_providers.get_available_providers())
+    missing = [n for n, _ in requested if n not in available]
+    if missing:
+        _auto.provide(missing)
+    elif not requested and options._policy is not None:
+        present = {d.device.type.name for d in _providers.get_ep_devices()}
+        _auto.provide_for_policy(options._policy.name, present, available)
+
+
 def _available_only(requested: list[tuple[str, dict[str, Any]]], severity: int) -> list[tuple[str, dict[str, Any]]]:
     """Drop providers this installation cannot run, with a warning (onnxruntime's behaviour)."""
     available = _providers.get_available_providers()
@@ -561,6 +580,7 @@ class InferenceSession:
         if requested and (options._policy is not None or options._delegate is not None):
             raise InvalidArgument("pass either providers=[...] or a provider selection policy/delegate, not both")
         explicit = bool(requested)
+        _fetch_from_catalog(requested, options)
         if requested:
             requested = _available_only(requested, severity)
             if not requested:
