@@ -257,7 +257,8 @@ def run_build(
     from .build import BuildOptions, build
 
     planned = plan(matrix, sel, host)
-    result = build(planned, layout, host=host, opts=BuildOptions(force=force, jobs=jobs, check_only=check_only, policy=matrix.policy))
+    opts = BuildOptions(force=force, jobs=jobs, check_only=check_only, policy=matrix.policy)
+    result = build(planned, layout, host=host, opts=opts)
     print(report.build_table(result))
     print(f"build report: {layout.build_report}")
     return result, planned

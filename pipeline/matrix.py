@@ -639,7 +639,7 @@ def _suite(t: _Table, root: Path, default: str | None) -> str | None:
     tests = t.string("tests", default)
     if "tests" in t.data and not all((root / tests / f).is_file() for f in ("pytest.ini", "requirements.txt")):
         raise t.error("tests", f"'{tests}' must be a test folder with pytest.ini and requirements.txt")
-    return tests
+    return cast("str | None", tests)
 
 
 def _catalog_entry(t: _Table, kind: str) -> CatalogEntry | None:
@@ -716,7 +716,8 @@ def _load_components(
             )
             for tn in variants[-1].targets:
                 if tn not in comp_targets:
-                    raise vt.error("targets", f"'{tn}' is not one of the component's targets{choices_hint(tn, comp_targets)}")
+                    hint = choices_hint(tn, comp_targets)
+                    raise vt.error("targets", f"'{tn}' is not one of the component's targets{hint}")
         for v in variants:
             owner = dists.get(v.dist)
             if owner is not None:

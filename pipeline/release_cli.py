@@ -260,7 +260,8 @@ def catalog(args: argparse.Namespace, layout: Layout) -> int:
         print(f"no EP catalog yet at {repo.folder} (nox -s release creates it)")
         return 0
     running = running_catalog(catalog_dir(layout))
-    print(f"EP catalog {repo.folder}: root v{root.signed.version}, served at {running.url if running else '(not running)'}")
+    served = running.url if running else "(not running)"
+    print(f"EP catalog {repo.folder}: root v{root.signed.version}, served at {served}")
     for role in ("certified", "uncertified"):
         md = repo.load(role, Targets)
         for path, t in sorted(md.signed.targets.items()) if md else []:

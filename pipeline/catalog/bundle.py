@@ -58,7 +58,7 @@ def _wheel_metadata(zf: zipfile.ZipFile) -> email.message.Message:
 
 
 def _platform_tags(wheel_name: str) -> list[str]:
-    return wheel_name[: -len(".whl")].split("-")[-1].split(".")
+    return wheel_name[: -len(".whl")].rsplit("-", maxsplit=1)[-1].split(".")
 
 
 def _pip_platforms(tags: list[str]) -> list[str]:

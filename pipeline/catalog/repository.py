@@ -24,16 +24,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from securesystemslib.signer import Key
 from tuf.api.metadata import (
     DelegatedRole,
     Delegations,
-    MetaFile,
     Metadata,
+    MetaFile,
     Root,
-    Signed,
     Snapshot,
     TargetFile,
     Targets,
@@ -44,7 +43,7 @@ from tuf.api.serialization.json import JSONSerializer
 from ..errors import EnvironmentProblem, UsageError
 from .trust import DELEGATED_ROLES, KEY_ENV_PREFIX, CatalogConfig, RoleSigner, role_signers
 
-T = TypeVar("T", bound=Signed)
+T = TypeVar("T", Root, Snapshot, Targets, Timestamp)
 ROOT_ENV = "MOSAICRT_CATALOG_ROOT"  #: a root metadata file signed offline, to seed a fresh repository (CI)
 INDEX_NAME = "index.json"
 _SERIALIZER = JSONSerializer(compact=False)
@@ -62,7 +61,7 @@ def _atomic_write(path: Path, data: bytes) -> None:
             fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())
-        os.replace(tmp, path)
+        Path(tmp).replace(path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
@@ -121,10 +120,10 @@ class Repository:
         path = self.path_of(role)
         if not path.is_file():
             return None
-        md = Metadata[kind].from_bytes(path.read_bytes())  # type: ignore[valid-type]
+        md: Metadata[Any] = Metadata.from_bytes(path.read_bytes())
         if not isinstance(md.signed, kind):
             raise EnvironmentProblem(f"{path} is not {kind.__name__} metadata")
-        return md
+        return cast("Metadata[T]", md)
 
     def root_bytes(self) -> bytes:
         path = self.path_of("root")
@@ -308,7 +307,7 @@ def publish(
                 top.add_key(s.signer.public_key, "certified")
                 top_changed = True
     dele = top.delegations.roles.get(role) if top.delegations and top.delegations.roles else None
-    if dele is None or not dele.keyids and role == "uncertified":
+    if dele is None or (not dele.keyids and role == "uncertified"):
         raise EnvironmentProblem(
             "no third-party key is delegated the 'uncertified' role: the third party's first publication passes"
             " its public key (publish(..., delegate_keys=[key]) with its own signer for the role)"
@@ -364,7 +363,7 @@ def publish(
 def _near_expiry(md: Metadata[Any] | None, repo: Repository, role: str) -> bool:
     if md is None:
         return True
-    return md.signed.expires - _now() < timedelta(days=repo.config.role(role).expires_days / 2)
+    return bool(md.signed.expires - _now() < timedelta(days=repo.config.role(role).expires_days / 2))
 
 
 def _write_snapshot(repo: Repository, signers: Mapping[str, Sequence[RoleSigner]], *, force: bool) -> bool:

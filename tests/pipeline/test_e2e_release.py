@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.cli import main
 from pipeline.catalog.server import stop_catalog_server
+from pipeline.cli import main
 from pipeline.index import running_index, stop_local_index
 from pipeline.wheeltest import clean_env
 

@@ -96,7 +96,7 @@ class _Handler(http.server.SimpleHTTPRequestHandler):
     def log_message(self, *args: Any) -> None:
         pass
 
-    def do_GET(self) -> None:  # noqa: N802
+    def do_GET(self) -> None:
         self.faults.requests.append(self.path)
         f = self.faults
         if f.match and f.match in self.path and (f.extra_bytes or f.cut_at is not None):
@@ -126,7 +126,7 @@ class Catalog:
     stop: Callable[[], None]
     env: dict[str, str]
 
-    def add(self, path: str, data: bytes, custom: dict[str, Any], role: str = "certified",
+    def add(self, path: str, data: bytes, custom: dict[str, Any], *, role: str = "certified",
             signers: dict[str, list[RoleSigner]] | None = None, delegate: list[Any] | None = None) -> None:
         publish(self.repo, role, [NewTarget(path=path, data=data, custom=custom)],
                 signers=signers or self.signers, delegate_keys=delegate or [])

@@ -17,16 +17,15 @@ from pathlib import Path
 import mosaicrt
 import numpy as np
 import pytest
+from conftest import Catalog, assert_clean, ep_custom, make_bundle
 from mosaicrt import catalog as C
 from mosaicrt.catalog import ExecutionProviderCatalog, ReadyState
 from onnx import TensorProto, helper
 from securesystemslib.signer import CryptoSigner
-from tuf.api.metadata import Metadata, Targets, TargetFile, Timestamp
+from tuf.api.metadata import Metadata, TargetFile, Targets, Timestamp
 
 from pipeline.catalog import repository as R
 from pipeline.catalog.trust import RoleSigner
-
-from conftest import Catalog, assert_clean, ep_custom, make_bundle
 
 _tags = itertools.count()
 
@@ -67,7 +66,7 @@ def _registered(ep: str) -> bool:
 
 
 def test_download_verify_register_and_run(catalog: Catalog, cache: Path, fake_ep_library: Path) -> None:
-    reg, ep, path = _publish_fake(catalog, fake_ep_library)
+    _, ep, _ = _publish_fake(catalog, fake_ep_library)
     client = _client(catalog, cache)
     providers = {p.name: p for p in client.find_all_providers()}
     p = providers[ep]
@@ -290,7 +289,7 @@ def test_mix_and_match_refused(catalog: Catalog, cache: Path, fake_ep_library: P
 
 
 def test_endless_data_refused(catalog: Catalog, cache: Path, fake_ep_library: Path) -> None:
-    _, ep, path = _publish_fake(catalog, fake_ep_library)
+    _, ep, _ = _publish_fake(catalog, fake_ep_library)
     catalog.faults.match, catalog.faults.extra_bytes = ep, 4 << 20
     err = _refused(_client(catalog, cache), ep, C.OversizedTarget, cache)
     assert "more data than the signed metadata declares" in str(err)
@@ -320,7 +319,7 @@ def test_other_platform_or_abi_is_not_offered(custom: dict[str, object], catalog
     _, ep, _ = _publish_fake(catalog, fake_ep_library, **custom)
     client = _client(catalog, cache)
     assert ep not in {p.name for p in client.find_all_providers()}
-    with pytest.raises(C.IncompatibleProvider, match="platform|EP ABI"):
+    with pytest.raises(C.IncompatibleProvider, match=r"platform|EP ABI"):
         client.find_provider(ep)
     assert not _registered(ep)
     assert_clean(cache, ep)
@@ -375,7 +374,8 @@ def test_download_gate(platform: str, build: int | None, env: str, on: bool, mon
 
     monkeypatch.setattr(sys, "platform", platform)
     if build is not None:
-        monkeypatch.setattr(sys, "getwindowsversion", lambda: type("V", (), {"build": build})(), raising=False)
+        version = type("WindowsVersion", (), {"build": build})
+        monkeypatch.setattr(sys, "getwindowsversion", version, raising=False)
     monkeypatch.setenv("MOSAICRT_DYNAMIC_EP_DOWNLOAD", env)
     enabled, why = _variant.download_decision()
     assert enabled is on, why

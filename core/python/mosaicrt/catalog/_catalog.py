@@ -513,7 +513,7 @@ class ExecutionProviderCatalog:
                     " (refused: oversized)"
                 )
             with _file_lock(self.cache / ".lock"):
-                if provider.ready_state is ReadyState.READY:  # another process finished it meanwhile
+                if self._ready_state(provider) is ReadyState.READY:  # another process finished it meanwhile
                     return
                 self._install(provider, e, progress)
 
