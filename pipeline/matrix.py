@@ -276,6 +276,11 @@ class Matrix:
                 return cell
         return None
 
+    @property
+    def has_ep_catalog(self) -> bool:
+        """A variant ships the EP catalog client or an EP is published in it: the release keeps the catalog."""
+        return any(c.catalog is not None or any(v.catalog_client for v in c.variants) for c in self.components)
+
     def cells(self) -> tuple[Cell, ...]:
         """Every declared cell, in declaration order (component, variant, target)."""
         return tuple(
@@ -449,8 +454,8 @@ def _load_policy(doc: _Table) -> Policy:
                 name=name, replacements=t.str_list("replacements", _REQUIRED), message=t.string("message", _REQUIRED)
             )
         )
-    winml = doc.table("winml", ("min_windows_build",), required=True)
-    min_build = winml.number("min_windows_build", _REQUIRED)
+    winml = doc.table("winml", ("min_windows_build",))
+    min_build = winml.number("min_windows_build", Policy.winml_min_windows_build)
     if not isinstance(min_build, int) or min_build <= 0:
         raise winml.error("min_windows_build", f"expected a positive Windows build number, got {min_build!r}")
     return Policy(

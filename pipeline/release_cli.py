@@ -74,13 +74,16 @@ def release(matrix: Matrix, sel: Selection, host: Target | None, layout: Layout,
     result = publish(gated, layout, signer=signer, trust=trust, index=index, opts=opts, required=required)
     rows = [(r.wheel, r.sha256[:16], r.status, r.tag, r.tag_status) for r in result.rows]
     print(report.table(("wheel", "sha256", "index", "tag", "tag status"), rows))
-    from .catalog.release import publish_eps
+    catalog = None
+    if matrix.has_ep_catalog:  # a winml variant consumes it, or an EP is published in it
+        from .catalog.release import publish_eps
 
-    released = [(g.artifact.cell, g.artifact.wheel, g.artifact.sha256) for g in gated]
-    catalog = publish_eps(layout, released)
+        released = [(g.artifact.cell, g.artifact.wheel, g.artifact.sha256) for g in gated]
+        catalog = publish_eps(layout, released)
     layout.release_report.parent.mkdir(parents=True, exist_ok=True)
     document = json.loads(result.to_json())
-    document.update(catalog.to_dict())
+    if catalog is not None:
+        document.update(catalog.to_dict())
     layout.release_report.write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
     print(f"release report: {layout.release_report}")
     pins = " ".join(sorted({f"{g.artifact.cell.dist}=={g.artifact.cell.component.version}" for g in gated}))
@@ -91,6 +94,8 @@ def release(matrix: Matrix, sel: Selection, host: Target | None, layout: Layout,
             f"  pip install --index-url {index.simple_url} --extra-index-url https://pypi.org/simple/ {pins}\n"
             f"check what it serves:\n  nox -s verify -- {index.simple_url}"
         )
+    if catalog is None:
+        return 0
     print(
         f"\nthe EP catalog {catalog.url} keeps running too ({len(catalog.targets)} certified EP bundle(s)). Point a"
         f" mosaicrt-winml install at it and opt in to EP download (on by default on Windows ≥ the policy's build):\n"

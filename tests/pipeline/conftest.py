@@ -34,8 +34,8 @@ def real_matrix_repo(tmp_path: Path) -> Path:
         (root / "eps" / ep.parent.name).mkdir(parents=True)
         for name in ("pyproject.toml", "VERSION"):
             shutil.copy(ep.parent / name, root / "eps" / ep.parent.name / name)
-    for suite in sorted((REPO / "tests" / "eps").glob("*/pytest.ini")):
-        shutil.copytree(suite.parent, root / "tests" / "eps" / suite.parent.name,
+    for suite in [*sorted((REPO / "tests" / "eps").glob("*/pytest.ini")), REPO / "tests" / "winml" / "pytest.ini"]:
+        shutil.copytree(suite.parent, root / suite.parent.relative_to(REPO),
                         ignore=shutil.ignore_patterns("__pycache__"))
     return root
 
