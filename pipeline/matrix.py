@@ -145,6 +145,8 @@ class CatalogEntry:
     ep_name: str  #: the provider name sessions ask for, e.g. DnnlExecutionProvider
     device_types: tuple[str, ...]  #: CPU / GPU / NPU
     vendor_ids: tuple[int, ...] = ()  #: PCI vendor ids it serves; empty: any vendor
+    #: environment defaults the client sets (unless already set) before loading the EP's libraries
+    environment: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -636,7 +638,7 @@ _COMPONENT_KEYS = (
     "variant",
 )
 _VARIANT_KEYS = ("dist", "cmake_defines", "planned", "dependencies", "tests", "catalog_client", "targets")
-_CATALOG_KEYS = ("ep_name", "device_types", "vendor_ids")
+_CATALOG_KEYS = ("ep_name", "device_types", "vendor_ids", "environment")
 _DEVICE_TYPES = ("CPU", "GPU", "NPU")
 
 
@@ -659,7 +661,8 @@ def _catalog_entry(t: _Table, kind: str) -> CatalogEntry | None:
             raise ct.error("device_types", f"'{d}' is not a device type{choices_hint(d, _DEVICE_TYPES)}")
     raw_ids = ct._get("vendor_ids", lambda v: isinstance(v, list) and all(isinstance(x, int) for x in v),
                       "a list of integers (PCI vendor ids)", [])
-    return CatalogEntry(ep_name=ct.string("ep_name", _REQUIRED), device_types=device_types, vendor_ids=tuple(raw_ids))
+    return CatalogEntry(ep_name=ct.string("ep_name", _REQUIRED), device_types=device_types, vendor_ids=tuple(raw_ids),
+                        environment=ct.str_map("environment"))
 
 
 def _load_components(

@@ -179,6 +179,7 @@ def build_bundle(wheel: Path, cell: Cell, *, root: Path, deps_dir: Path) -> Bund
         "distribution": cell.dist,
         "device_types": list(entry.device_types),
         "vendor_ids": list(entry.vendor_ids),
+        "environment": dict(entry.environment),
         "ep_abi": {"major": major, "min_minor": minor},
         "platform_tags": tags,
         "os": cell.target.os,

@@ -129,6 +129,7 @@ def test_bundle_holds_the_plugin_and_is_reproducible(tmp_path: Path) -> None:
     major, minor = ep_abi_version(REPO)
     assert one.custom["ep_abi"] == {"major": major, "min_minor": minor}
     assert one.custom["device_types"] == ["CPU"] and one.custom["registration_name"] == "dnnl"
+    assert one.custom["environment"] == {"OMP_WAIT_POLICY": "PASSIVE"}
     with zipfile.ZipFile(__import__("io").BytesIO(one.data)) as zf:
         manifest = json.loads(zf.read("manifest.json"))
         assert manifest["library"] == "lib/libmosaicrt_ep_dnnl.so"

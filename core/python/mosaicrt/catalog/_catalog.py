@@ -551,6 +551,7 @@ class ExecutionProviderCatalog:
                 "ep_version": provider.version, "certification": provider.certification.value,
                 "registration_name": e.custom.get("registration_name") or provider.name,
                 "device_types": list(provider.device_types), "vendor_ids": list(provider.vendor_ids),
+                "environment": {str(k): str(v) for k, v in (e.custom.get("environment") or {}).items()},
             }  # fmt: skip
             _atomic_write(ep_dir / "current.json", json.dumps(current, indent=1).encode() + b"\n")
         except BaseException:
@@ -574,6 +575,8 @@ class ExecutionProviderCatalog:
             if current is None or (provider._entry is not None and current.get("target_sha256") != provider._entry.sha256):
                 return False
             folder = self._ep_dir(provider.name) / current["dir"]
+            for key, value in (current.get("environment") or {}).items():  # the EP's defaults; the user's win
+                os.environ.setdefault(str(key), str(value))
             _preload(folder, current.get("preload") or [])
             _providers.register_execution_provider_library(str(current.get("registration_name") or provider.name),
                                                            folder / current["library"])  # fmt: skip
