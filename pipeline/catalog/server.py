@@ -9,13 +9,12 @@ import signal
 import subprocess
 import sys
 import time
-import urllib.error
-import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import PublishError
 from ..index import _LAUNCHER, _alive, _free_port
+from ..index import _answers as index_answers
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -29,11 +28,7 @@ class CatalogServer:
 
 
 def _answers(url: str) -> bool:
-    try:
-        with urllib.request.urlopen(url + "metadata/timestamp.json", timeout=2) as resp:
-            return bool(resp.status == 200)
-    except (urllib.error.URLError, OSError):
-        return False
+    return index_answers(url, "metadata/timestamp.json")
 
 
 def _state(state_dir: Path) -> CatalogServer | None:
