@@ -7,6 +7,7 @@ nox -s build -- --target T --component C --variant V
 nox -s test  -- --python 3.12 --wheel dist/linux-x86_64/<file>.whl
 nox -s matrix -- --json
 nox -s crosscheck -- --target linux-armv7   cross builds + native tests under qemu/wine
+nox -s catalog -- status         the winml EP catalog the release publishes (sign-root, serve, stop)
 nox -l                           list every session
 """
 
@@ -87,6 +88,13 @@ def release(session: nox.Session) -> None:
     """Build and test what is missing, then publish signed, attested wheels (`-- --stop-index`, `--repository`)."""
     _install(session, "build", "test", "release")
     _pipeline(session, "release", *session.posargs)
+
+
+@nox.session(reuse_venv=True, default=False)
+def catalog(session: nox.Session) -> None:
+    """The winml EP catalog: `-- status`, `-- sign-root [--root-key FILE]` (offline root step), `-- serve`/`stop`."""
+    _install(session, "release")
+    _pipeline(session, "catalog", *(session.posargs or ["status"]))
 
 
 @nox.session(reuse_venv=True, default=False)
