@@ -40,7 +40,7 @@ from packaging import tags as packaging_tags
 from packaging.version import InvalidVersion, Version
 from tuf.api import exceptions as tuf_errors
 from tuf.api.metadata import TargetFile
-from tuf.ngclient import Updater, UpdaterConfig
+from tuf.ngclient import FetcherInterface, Updater, UpdaterConfig
 
 from .. import _providers, _variant
 from . import _errors as E
@@ -251,7 +251,7 @@ class ExecutionProviderCatalog:
 
     def __init__(self, url: str, *, root: bytes, cache_dir: Path | None = None, timeout_s: float | None = None,
                  allow_uncertified: bool | None = None, max_target_bytes: int | None = None,
-                 download: bool | None = None) -> None:  # fmt: skip
+                 download: bool | None = None, fetcher: FetcherInterface | None = None) -> None:  # fmt: skip
         self.url = url if url.endswith("/") else url + "/"
         self._root = root
         base = cache_dir or _default_cache_root()
@@ -269,7 +269,8 @@ class ExecutionProviderCatalog:
         self.download = download
         self.skipped: list[str] = []  #: catalog entries not offered here, and why
         self._updater: Updater | None = None
-        self._fetcher = CatalogFetcher(self.timeout_s)
+        #: HTTP(S) with timeouts by default; another FetcherInterface serves other transports (or tests)
+        self._fetcher: FetcherInterface = fetcher or CatalogFetcher(self.timeout_s)
         self._lock = threading.RLock()
 
     # ---- construction
@@ -349,14 +350,19 @@ class ExecutionProviderCatalog:
 
     def _download_verified(self, updater: Updater, info: TargetFile, dest: Path,
                            on_bytes: Callable[[int], None] | None = None) -> None:  # fmt: skip
-        self._fetcher.on_bytes = on_bytes
+        counter = self._fetcher if isinstance(self._fetcher, CatalogFetcher) else None
+        if counter is not None:
+            counter.on_bytes = on_bytes
         try:
             updater.download_target(info, filepath=str(dest))
         except BaseException as exc:
             dest.unlink(missing_ok=True)
             raise _translate(exc, f"downloading {info.path}") from exc
         finally:
-            self._fetcher.on_bytes = None
+            if counter is not None:
+                counter.on_bytes = None
+        if counter is None and on_bytes is not None:
+            on_bytes(info.length)
 
     def _entries(self) -> list[_Entry]:
         updater = self._get_updater()
