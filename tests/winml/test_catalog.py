@@ -393,3 +393,19 @@ def test_session_fetches_a_missing_provider(catalog: Catalog, cache: Path, fake_
     monkeypatch.setattr(ExecutionProviderCatalog, "_default", _client(catalog, cache))
     sess = mosaicrt.InferenceSession(_relu_model(), providers=[ep, "CPUExecutionProvider"])
     assert [a.provider for a in sess.get_node_assignments()] == [ep]
+
+
+def test_policy_session_fetches_the_certified_ep_for_the_cpu(catalog: Catalog, cache: Path, fake_ep_library: Path,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    """A device policy (PREFER_CPU) with download on: the certified catalog EP serving the CPU is fetched, and
+    the policy then picks it (plugin EPs on the CPU come before the CPU EP)."""
+    _, ep, _ = _publish_fake(catalog, fake_ep_library)
+    _, npu_only, _ = _publish_fake(catalog, fake_ep_library, device_types=["NPU"])
+    monkeypatch.setenv("MOSAICRT_EP_CATALOG_URL", catalog.url)
+    monkeypatch.setattr(ExecutionProviderCatalog, "_default", _client(catalog, cache))
+    opts = mosaicrt.SessionOptions()
+    opts.add_session_config_entry("session.dynamic_ep_download", "1")
+    opts.set_provider_selection_policy(mosaicrt.ExecutionProviderDevicePolicy.PREFER_CPU)
+    sess = mosaicrt.InferenceSession(_relu_model(), sess_options=opts)
+    assert _registered(ep) and not _registered(npu_only)  # no NPU here: not fetched
+    assert ep in {a.provider for a in sess.get_node_assignments()} | set(sess.get_providers())
