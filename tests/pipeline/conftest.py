@@ -8,6 +8,12 @@ from pathlib import Path
 
 import pytest
 
+# Before anything imports conan: conan installs an import hook without find_spec, and securesystemslib (the
+# EP catalog's signer, pipeline/catalog/) probes optional modules (boto3, ...) at import; through that hook
+# each probe is an ImportWarning, an error here. Imported first, it finds them the normal way.
+import securesystemslib.signer  # noqa: F401
+import tuf.ngclient  # noqa: F401
+
 REPO = Path(__file__).resolve().parents[2]
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 
