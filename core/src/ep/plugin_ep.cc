@@ -176,7 +176,7 @@ EpGraphView::EpGraphView(const std::vector<const Node*>& nodes, const std::map<s
 
 const MrtEpValue* EpGraphView::values(const std::vector<std::string>& names) {
   auto& out = values_.emplace_back();
-  for (const auto& n : names) out.push_back(value(n));
+  for (const auto& n : names) out.push_back(value(names_.emplace_back(n)));  // the view keeps the names
   return out.data();
 }
 

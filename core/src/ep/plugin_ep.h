@@ -43,6 +43,7 @@ class EpGraphView {
   std::deque<std::vector<int64_t>> dims_;
   std::deque<MrtEpTensor> tensors_;
   std::deque<std::vector<const char*>> strings_;
+  std::deque<std::string> names_;
 };
 
 // A group of nodes as Compile sees it (MrtEpSubgraph), and as ONNX bytes on request.
