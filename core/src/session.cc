@@ -113,7 +113,14 @@ void Session::build() {
   override_free_dims(model_.graph, options_.config);
   inline_model_functions(model_);
   pool_ = std::make_unique<ThreadPool>(options_.intra_op_num_threads);
-  optimize_graph(model_, optimization_level(options_.config), *pool_);
+  // EPs are chosen first: the extended rewrites make CPU-EP-only nodes (com.microsoft FusedConv),
+  // which would hide Conv/Add/Relu from plugin EPs, so with a plugin EP the graph gets the basic
+  // (ONNX-preserving) rewrites only.
+  choices_ = EpRegistry::instance().select(options_.providers);
+  int level = optimization_level(options_.config);
+  if (std::any_of(choices_.begin(), choices_.end(), [](const EpChoice& c) { return c.factory != nullptr; }))
+    level = std::min(level, static_cast<int>(kOptBasic));
+  optimize_graph(model_, level, *pool_);
   const std::set<std::string> overridable = mrt::overridable_initializers(model_);
   const Graph& g = model_.graph;
   auto intern = [&](const std::string& name) {
@@ -345,7 +352,7 @@ std::vector<Session::Unit> Session::partition(const std::vector<size_t>& order,
                                               const std::vector<std::vector<std::string>>& outer) {
   const Graph& g = model_.graph;
   const size_t n = order.size();
-  std::vector<EpChoice> choices = EpRegistry::instance().select(options_.providers);
+  std::vector<EpChoice> choices = std::move(choices_);
   for (const auto& c : choices) provider_names_.push_back(c.name());
   auto node_at = [&](size_t k) -> const Node& { return g.nodes[order[k]]; };
   auto reads = [&](size_t k) {
@@ -540,7 +547,7 @@ std::vector<Session::Unit> Session::partition(const std::vector<size_t>& order,
         std::string why;
         void* h = nullptr;
         {
-          EpSubgraphView sv(name, group_nodes, sub, known, constant);
+          EpSubgraphView sv(name, group_nodes, sub, known, constant, static_cast<int32_t>(pool_->size()));
           h = ep->compile(sv, why);
         }
         if (!h) {

@@ -128,6 +128,7 @@ class Session {
   std::vector<int> input_ids_, output_ids_;  // graph inputs (feedable) and outputs
   std::vector<int> overridable_;             // initializers that are also graph inputs
   std::vector<ValueInfo> overridable_info_;
+  std::vector<EpChoice> choices_;               // chosen before optimization, consumed by partition()
   std::vector<std::unique_ptr<PluginEp>> eps_;  // before steps_: kernels are released first
   std::vector<std::string> provider_names_;
   std::vector<NodeAssignment> assignments_;

@@ -158,6 +158,7 @@ typedef struct MrtEpSubgraph {
   const MrtEpValue* outputs; /* values read after the group (or graph outputs), in context order */
   size_t initializer_count;
   const MrtEpValue* initializers; /* constants the nodes read (constant_value set) */
+  int32_t intra_op_threads;       /* the session's intra-op thread count (what Compute will report) */
 } MrtEpSubgraph;
 
 /* ---- services the core offers plugins ---- */

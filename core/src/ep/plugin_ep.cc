@@ -211,7 +211,8 @@ MrtEpValue EpGraphView::value(const std::string& name) {
 }
 
 EpSubgraphView::EpSubgraphView(const std::string& name, const std::vector<const Node*>& nodes, const Model& model,
-                               const std::map<std::string, ValueInfo>& known, const ConstantFn& constant)
+                               const std::map<std::string, ValueInfo>& known, const ConstantFn& constant,
+                               int32_t threads)
     : EpGraphView(nodes, known, constant, model.opsets), name_(name), model_(model) {
   const Graph& g = model.graph;
   std::vector<std::string> ins, outs, inits;
@@ -227,6 +228,7 @@ EpSubgraphView::EpSubgraphView(const std::string& name, const std::vector<const 
   c_.outputs = values(outs);
   c_.initializer_count = inits.size();
   c_.initializers = values(inits);
+  c_.intra_op_threads = threads;
   std::lock_guard<std::mutex> lock(views_mutex());
   live_views()[&c_] = this;
 }

@@ -51,7 +51,7 @@ class EpSubgraphView : public EpGraphView {
  public:
   // `model` is the group as a standalone model (its graph inputs/outputs = the boundary).
   EpSubgraphView(const std::string& name, const std::vector<const Node*>& nodes, const Model& model,
-                 const std::map<std::string, ValueInfo>& known, const ConstantFn& constant);
+                 const std::map<std::string, ValueInfo>& known, const ConstantFn& constant, int32_t threads);
   ~EpSubgraphView();
   EpSubgraphView(const EpSubgraphView&) = delete;
   EpSubgraphView& operator=(const EpSubgraphView&) = delete;
