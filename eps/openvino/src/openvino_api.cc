@@ -63,6 +63,9 @@ void load(OpenVino& ov) {
   resolve(lib, "ov_model_free", ov.model_free, missing);
   resolve(lib, "ov_core_compile_model", ov.compile_model, missing);
   resolve(lib, "ov_compiled_model_free", ov.compiled_model_free, missing);
+  resolve(lib, "ov_compiled_model_export_model", ov.export_model, missing);
+  resolve(lib, "ov_core_import_model", ov.import_model, missing);
+  resolve(lib, "ov_core_set_properties", ov.set_properties, missing);
   resolve(lib, "ov_compiled_model_create_infer_request", ov.create_infer_request, missing);
   resolve(lib, "ov_infer_request_free", ov.infer_request_free, missing);
   resolve(lib, "ov_infer_request_set_input_tensor_by_index", ov.set_input, missing);

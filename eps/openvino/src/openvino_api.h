@@ -19,6 +19,9 @@ struct OpenVino {
   decltype(&ov_model_free) model_free = nullptr;
   decltype(&ov_core_compile_model) compile_model = nullptr;
   decltype(&ov_compiled_model_free) compiled_model_free = nullptr;
+  decltype(&ov_compiled_model_export_model) export_model = nullptr;
+  decltype(&ov_core_import_model) import_model = nullptr;
+  decltype(&ov_core_set_properties) set_properties = nullptr;
   decltype(&ov_compiled_model_create_infer_request) create_infer_request = nullptr;
   decltype(&ov_infer_request_free) infer_request_free = nullptr;
   decltype(&ov_infer_request_set_input_tensor_by_index) set_input = nullptr;

@@ -5,8 +5,14 @@
 //   precision        f32 | f16 | bf16 (INFERENCE_PRECISION_HINT; default: f32 on CPU, else the device's)
 //   num_of_threads   INFERENCE_NUM_THREADS (default: the session's intra-op thread count)
 //   num_streams      NUM_STREAMS (default 1: one request at a time, latency)
-//   cache_dir        OpenVINO's compiled-blob cache (keyed by model, device and options)
+//   cache_dir        compiled-blob cache: one file per partition, keyed by the partition's ONNX bytes,
+//                    device, options, EP and OpenVINO versions, with a SHA-256 of the blob; a blob
+//                    whose key or checksum does not match is not loaded (the partition is recompiled
+//                    and the file rewritten, with one line on stderr saying why)
+#include <cstdio>
 #include <cstring>
+#include <fstream>
+#include <iterator>
 #include <memory>
 #include <mutex>
 #include <stdexcept>
@@ -15,6 +21,7 @@
 
 #include "mosaicrt/ep.h"
 #include "openvino_api.h"
+#include "sha256.h"
 
 #ifndef MRT_OPENVINO_EP_VERSION
 #define MRT_OPENVINO_EP_VERSION "0.0.0"
@@ -24,6 +31,7 @@ namespace {
 
 using mrt_ov::OpenVino;
 using mrt_ov::openvino;
+using mrt_ov::Sha256;
 
 const MrtEpApi* g_api = nullptr;
 constexpr const char* kName = "OpenVINOExecutionProvider";
@@ -110,6 +118,58 @@ MrtStatus* ep_groups(MrtEp*, const MrtEpGraph* graph, int32_t* group) {
   return nullptr;
 }
 
+// ---- compiled-blob cache: "<magic>\n<key>\n<sha256 of blob>\n<blob>" in <cache_dir>/<key>.mrtov ----
+constexpr const char* kBlobMagic = "mosaicrt-openvino-blob-1";
+
+bool read_file(const std::string& path, std::string& out) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return false;
+  out.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  return true;
+}
+
+// The cached blob for `key`, or "" with `why` set when there is none or it cannot be trusted.
+std::string load_blob(const std::string& path, const std::string& key, std::string& why) {
+  std::string data;
+  if (!read_file(path, data)) return "";
+  size_t a = data.find('\n'), b = a == std::string::npos ? a : data.find('\n', a + 1),
+         c = b == std::string::npos ? b : data.find('\n', b + 1);
+  if (c == std::string::npos || data.compare(0, a, kBlobMagic) != 0) {
+    why = "not a mosaicrt OpenVINO blob";
+    return "";
+  }
+  if (data.compare(a + 1, b - a - 1, key) != 0) {
+    why = "it was compiled from another partition, device, options or version (stale key)";
+    return "";
+  }
+  Sha256 sum;
+  sum.update(data.data() + c + 1, data.size() - c - 1);
+  if (data.compare(b + 1, c - b - 1, sum.hex()) != 0) {
+    why = "its checksum does not match its content (corrupted or tampered)";
+    return "";
+  }
+  return data.substr(c + 1);
+}
+
+void store_blob(const OpenVino& ov, ov_compiled_model_t* compiled, const std::string& path, const std::string& key) {
+  std::string raw_path = path + ".export", blob;
+  if (ov.export_model(compiled, raw_path.c_str()) != OK || !read_file(raw_path, blob)) {
+    std::remove(raw_path.c_str());
+    return;  // a cache that cannot be written only costs the next session a compile
+  }
+  std::remove(raw_path.c_str());
+  Sha256 sum;
+  sum.update(blob);
+  std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    out << kBlobMagic << '\n' << key << '\n' << sum.hex() << '\n';
+    out.write(blob.data(), static_cast<std::streamsize>(blob.size()));
+    if (!out) return;
+  }
+  std::rename(tmp.c_str(), path.c_str());
+}
+
 MrtStatus* ep_compile(MrtEp* base, const MrtEpSubgraph* sg, void** out) {
   OpenVino& ov = openvino();
   if (!ov.problem.empty()) return error(MRT_EP_ERROR, ov.problem);
@@ -133,10 +193,6 @@ MrtStatus* ep_compile(MrtEp* base, const MrtEpSubgraph* sg, void** out) {
     props.push_back("INFERENCE_PRECISION_HINT");
     props.push_back(precision.c_str());
   }
-  if (!o.cache_dir.empty()) {
-    props.push_back("CACHE_DIR");
-    props.push_back(o.cache_dir.c_str());
-  }
   props.resize(10, nullptr);  // the variadic call passes 10; OpenVINO reads the first n
   auto p = std::make_unique<Partition>();
   p->name = sg->name;
@@ -144,6 +200,36 @@ MrtStatus* ep_compile(MrtEp* base, const MrtEpSubgraph* sg, void** out) {
   p->outputs = sg->output_count;
   size_t n_props = 0;
   while (n_props < props.size() && props[n_props]) ++n_props;
+  std::string cache_path, key;
+  if (!o.cache_dir.empty()) {
+    Sha256 k;
+    k.update(bytes, size);
+    for (size_t i = 0; i < n_props; ++i) k.update(std::string(props[i]) + '\0');
+    k.update(o.device + '\0' + MRT_OPENVINO_EP_VERSION + '\0' + ov.version);
+    key = k.hex();
+    cache_path = o.cache_dir + "/" + key + ".mrtov";
+    std::string why;
+    std::string blob = load_blob(cache_path, key, why);
+    if (!blob.empty()) {
+      // An imported blob takes its run-time settings (precision, threads) from the core's
+      // settings for the device: set them to this EP's, under a lock shared by every import.
+      static std::mutex import_mutex;
+      std::lock_guard<std::mutex> lock(import_mutex);
+      std::vector<ov_property_t> settings;
+      for (size_t i = 0; i + 1 < n_props; i += 2) settings.push_back(ov_property_t{props[i], props[i + 1]});
+      ov_status_e set = ov.set_properties(ov.core, o.device.c_str(), settings.size(), settings.data());
+      if (set == OK && ov.import_model(ov.core, blob.data(), blob.size(), o.device.c_str(), &p->compiled) == OK) {
+        ov.model_free(model);
+        *out = p.release();
+        return nullptr;
+      }
+      p->compiled = nullptr;
+      why = "OpenVINO could not import it";
+    }
+    if (!why.empty())
+      std::fprintf(stderr, "mosaicrt OpenVINO EP: compiled blob %s of partition '%s' not used: %s; recompiling\n",
+                   cache_path.c_str(), sg->name, why.c_str());
+  }
   st = ov.compile_model(ov.core, model, o.device.c_str(), n_props, &p->compiled, props[0], props[1], props[2],
                         props[3], props[4], props[5], props[6], props[7], props[8], props[9]);
   ov.model_free(model);
@@ -151,6 +237,7 @@ MrtStatus* ep_compile(MrtEp* base, const MrtEpSubgraph* sg, void** out) {
     p->compiled = nullptr;
     return error(MRT_EP_ERROR, ov.error(("compiling the partition for OpenVINO device " + o.device).c_str(), st));
   }
+  if (!cache_path.empty()) store_blob(ov, p->compiled, cache_path, key);
   *out = p.release();
   return nullptr;
 }
