@@ -53,8 +53,8 @@ def _cases() -> dict[str, tuple[bytes, dict[str, np.ndarray[Any, Any]]]]:
     light = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light" / "light_resnet50.onnx"
     if light.exists():
         m = onnx.load(str(light))
-        cases["resnet50 (light) b1"] = (m.SerializeToString(),
-                                        {m.graph.input[0].name: rng.standard_normal((1, 3, 224, 224)).astype(np.float32)})
+        x = rng.standard_normal((1, 3, 224, 224)).astype(np.float32)
+        cases["resnet50 (light) b1"] = (m.SerializeToString(), {m.graph.input[0].name: x})
     r18 = models.resnet(224, batch=1)
     cases["resnet18 224 b1"] = (r18.SerializeToString(),
                                 {r18.graph.input[0].name: rng.standard_normal((1, 3, 224, 224)).astype(np.float32)})
@@ -76,7 +76,8 @@ def main() -> int:
         print(f"{EP} is not available: pip install mosaicrt-ep-openvino", file=sys.stderr)
         return 1
     print(f"threads {args.threads}, {args.repeat} alternating runs per runtime")
-    print(f"{'model':22} {'runtime':18} {'median ms':>10} {'min ms':>8} {'/ort med':>9} {'/ort min':>9} {'max|diff|':>10}")
+    print(f"{'model':22} {'runtime':18} {'median ms':>10} {'min ms':>8} {'/ort med':>9} {'/ort min':>9} "
+          f"{'max|diff|':>10}")
     for name, (data, feed) in _cases().items():
         runners = _runners(data, args.threads)
         outputs = {k: r.run(None, feed)[0] for k, r in runners.items()}  # warm-up (compilation, weight packing)

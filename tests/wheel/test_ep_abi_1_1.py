@@ -83,7 +83,7 @@ def test_1_0_plugin_built_against_the_1_0_header_runs_on_this_core(libs: dict[st
     name = f"old{next(_tags)}:npu"
     mosaicrt.register_execution_provider_library(name, libs["v1_0"])
     try:
-        ep = f"FakeNpu_{name.split(':')[0]}"
+        ep = f"FakeNpu_{name.split(':', maxsplit=1)[0]}"
         sess = mosaicrt.InferenceSession(_chain(), providers=[ep])
         nodes = _by_node(sess)
         assert {k: a.provider for k, a in nodes.items()} == {"add": ep, "relu": ep, "sigmoid": "CPUExecutionProvider"}

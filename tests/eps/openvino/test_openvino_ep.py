@@ -145,7 +145,8 @@ def test_compiled_blob_cache_is_reused_and_stale_or_tampered_blobs_are_rebuilt(
     cache.mkdir()
 
     def session(**extra: str) -> mosaicrt.InferenceSession:
-        return mosaicrt.InferenceSession(data, _options(), providers=[(openvino_ep, {"cache_dir": str(cache), **extra})])
+        options = {"cache_dir": str(cache), **extra}
+        return mosaicrt.InferenceSession(data, _options(), providers=[(openvino_ep, options)])
 
     first = session()
     feed = _feed(first)

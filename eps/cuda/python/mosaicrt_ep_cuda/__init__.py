@@ -21,7 +21,7 @@ import os
 import sys
 from pathlib import Path
 
-__all__ = ["CUDA_MAJOR", "__version__", "library_path", "get_ep_names", "get_library_path"]
+__all__ = ["CUDA_MAJOR", "__version__", "get_ep_names", "get_library_path", "library_path"]
 
 CUDA_MAJOR = 13
 _LIB_NAME = "libmosaicrt_ep_cuda.so"

@@ -18,7 +18,7 @@ import os
 import sys
 from pathlib import Path
 
-__all__ = ["EP_NAME", "__version__", "library_path", "get_ep_names", "get_library_path"]
+__all__ = ["EP_NAME", "__version__", "get_ep_names", "get_library_path", "library_path"]
 
 EP_NAME = "DnnlExecutionProvider"
 
