@@ -27,7 +27,9 @@
  *   kernel   -- an opaque pointer owned by the EP (a per-node kernel or a compiled partition).
  *
  * Every struct a plugin implements starts with `abi_version`, set to MRT_EP_ABI_VERSION
- * when the plugin fills it; the core checks it before reading any other field.
+ * when the plugin fills it; the core checks it before reading any other field. Zero the struct
+ * before filling it (C: `MrtEp ep = {0}`, C++: `MrtEp ep{}` or a `: MrtEp{}` base initializer):
+ * rebuilt against a newer header, the fields it does not set are then NULL, as they must be.
  *
  * Tensors handed to kernels live in host memory, unless the EP brings device memory (1.1:
  * DeviceAllocate/DeviceFree/CopyToDevice/CopyToHost all set). Then every tensor its kernels and
