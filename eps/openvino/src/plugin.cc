@@ -5,6 +5,8 @@
 //   precision        f32 | f16 | bf16 (INFERENCE_PRECISION_HINT; default: f32 on CPU, else the device's)
 //   num_of_threads   INFERENCE_NUM_THREADS (default: the session's intra-op thread count)
 //   num_streams      NUM_STREAMS (default 1: one request at a time, latency)
+//   enable_cpu_pinning  true | false (ENABLE_CPU_PINNING; default false: pinned threads suffer most
+//                    when other processes share the cores, and onnxruntime does not pin either)
 //   cache_dir        compiled-blob cache: one file per partition, keyed by the partition's ONNX bytes,
 //                    device, options, EP and OpenVINO versions, with a SHA-256 of the blob; a blob
 //                    whose key or checksum does not match is not loaded (the partition is recompiled
@@ -66,6 +68,7 @@ int32_t onnx_type(ov_element_type_e t) {
 
 struct Options {
   std::string device = "CPU", precision, threads, streams = "1", cache_dir;
+  bool cpu_pinning = false;
 };
 
 struct InferRequests {  // a pool: one request per concurrent run
@@ -186,6 +189,8 @@ MrtStatus* ep_compile(MrtEp* base, const MrtEpSubgraph* sg, void** out) {
   if (o.device.rfind("CPU", 0) == 0) {
     props.push_back("INFERENCE_NUM_THREADS");
     props.push_back(threads.c_str());
+    props.push_back("ENABLE_CPU_PINNING");
+    props.push_back(o.cpu_pinning ? "YES" : "NO");
   }
   // f32 unless asked otherwise: OpenVINO's CPU plugin would pick bf16 on CPUs that have it.
   std::string precision = o.precision.empty() && o.device.rfind("CPU", 0) == 0 ? "f32" : o.precision;
@@ -193,6 +198,7 @@ MrtStatus* ep_compile(MrtEp* base, const MrtEpSubgraph* sg, void** out) {
     props.push_back("INFERENCE_PRECISION_HINT");
     props.push_back(precision.c_str());
   }
+  if (props.size() > 10) return error(MRT_INTERNAL, "more OpenVINO properties than the compile call passes");
   props.resize(10, nullptr);  // the variadic call passes 10; OpenVINO reads the first n
   auto p = std::make_unique<Partition>();
   p->name = sg->name;
@@ -419,10 +425,14 @@ MrtStatus* f_create_ep(MrtEpFactory* base, const MrtHardwareDevice* const* devic
       (k == "num_streams" ? ep->options.streams : ep->options.threads) = v;
     } else if (k == "cache_dir") {
       ep->options.cache_dir = v;
+    } else if (k == "enable_cpu_pinning") {
+      if (v != "true" && v != "false" && v != "1" && v != "0")
+        return error(MRT_INVALID_ARGUMENT, "enable_cpu_pinning must be true or false, got '" + v + "'");
+      ep->options.cpu_pinning = v == "true" || v == "1";
     } else {
       return error(MRT_INVALID_ARGUMENT, "unknown provider option '" + k +
                                              "' (OpenVINOExecutionProvider takes device_type, precision, "
-                                             "num_of_threads, num_streams, cache_dir)");
+                                             "num_of_threads, num_streams, enable_cpu_pinning, cache_dir)");
     }
   }
   MrtEp b{};
