@@ -878,7 +878,8 @@ std::vector<Tensor> Session::run(const std::vector<std::string>& input_names, co
     if (profile)
       append_node_event(events, *s.node, s.plugin ? s.plugin->ep->name() : std::string(MRT_CPU_EP_NAME), tid,
                         micros(node_start - created_), micros(Clock::now() - node_start),
-                        s.device ? std::vector<const Tensor*>() : ctx.inputs_, outs);
+                        s.device ? std::vector<const Tensor*>() : ctx.inputs_,
+                        s.device ? std::vector<Tensor>() : outs);  // device values: no host tensors to describe
     for (size_t i = 0; i < s.outputs.size(); ++i) {
       const int id = s.outputs[i];
       if (id < 0) continue;
