@@ -292,6 +292,28 @@ MRT_API MrtStatus* MrtSessionGetNodeAssignment(const MrtSession* session, size_t
   });
 }
 
+MRT_API MrtStatus* MrtSessionGetNodePartition(const MrtSession* session, size_t index, const char** partition,
+                                              const char** copies) {
+  return guarded([&] {
+    MRT_REQUIRE_ARG(session);
+    const auto& a = session->session->assignments();
+    if (index >= a.size()) mrt::fail(MRT_INVALID_ARGUMENT, "node index ", index, " out of range (", a.size(), ")");
+    if (partition) *partition = a[index].partition.c_str();
+    if (copies) *copies = a[index].copies.c_str();
+  });
+}
+MRT_API MrtStatus* MrtSessionGetTransferCounts(const MrtSession* session, uint64_t* to_device, uint64_t* to_host,
+                                               uint64_t* device_resident, uint64_t* constants_uploaded) {
+  return guarded([&] {
+    MRT_REQUIRE_ARG(session);
+    mrt::TransferCounts c = session->session->transfer_counts();
+    if (to_device) *to_device = c.to_device;
+    if (to_host) *to_host = c.to_host;
+    if (device_resident) *device_resident = c.device_resident;
+    if (constants_uploaded) *constants_uploaded = c.constants_uploaded;
+  });
+}
+
 MRT_API MrtStatus* MrtCreateSessionOptions(MrtSessionOptions** out) {
   return guarded([&] {
     MRT_REQUIRE_ARG(out);

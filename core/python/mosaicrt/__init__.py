@@ -56,6 +56,7 @@ from ._session import (
     NodeAssignment,
     RunOptions,
     SessionOptions,
+    TransferCounts,
     get_device,
     set_default_logger_severity,
 )
@@ -147,6 +148,7 @@ __all__ = [
     "RuntimeFailure",
     "SessionIOBinding",
     "SessionOptions",
+    "TransferCounts",
     "__version__",
     "get_all_providers",
     "get_available_providers",

@@ -365,12 +365,28 @@ class NodeArg:
 
 @dataclass(frozen=True)
 class NodeAssignment:
-    """Which execution provider runs a node; `note` says why it fell back to the CPU EP."""
+    """Which execution provider runs a node; `note` says why it fell back to the CPU EP.
+
+    `partition` names the group of nodes the EP runs as one unit ("" on the CPU EP); `copies`
+    lists the host/device memory copies made before that partition runs ("" for none).
+    """
 
     node_name: str
     op_type: str
     provider: str
     note: str
+    partition: str = ""
+    copies: str = ""
+
+
+@dataclass(frozen=True)
+class TransferCounts:
+    """Copies between host and device memory a session made since it was created."""
+
+    to_device: int
+    to_host: int
+    device_resident: int  # device inputs read in place: produced by the same EP, no copy
+    constants_uploaded: int
 
 
 @dataclass(frozen=True)
@@ -686,8 +702,16 @@ class InferenceSession:
         for i in range(count.value):
             fields = [ctypes.c_char_p() for _ in range(4)]
             check(lib.MrtSessionGetNodeAssignment(self._native.handle, i, *[ctypes.byref(f) for f in fields]))
-            result.append(NodeAssignment(*[(f.value or b"").decode("utf-8", "replace") for f in fields]))
+            place = [ctypes.c_char_p() for _ in range(2)]
+            check(lib.MrtSessionGetNodePartition(self._native.handle, i, *[ctypes.byref(f) for f in place]))
+            result.append(NodeAssignment(*[(f.value or b"").decode("utf-8", "replace") for f in fields + place]))
         return result
+
+    def get_transfer_counts(self) -> TransferCounts:
+        """Host/device copies made by this session's runs so far (EPs with device memory)."""
+        counts = [ctypes.c_uint64() for _ in range(4)]
+        check(lib.MrtSessionGetTransferCounts(self._native.handle, *[ctypes.byref(c) for c in counts]))
+        return TransferCounts(*[int(c.value) for c in counts])
 
     # ---- metadata ----
     def get_inputs(self) -> list[NodeArg]:
