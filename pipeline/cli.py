@@ -167,7 +167,7 @@ def _dispatch(args: argparse.Namespace) -> int:
     layout = Layout(root=root, dist=(args.dist_dir or base.dist).resolve(), work=(args.work_dir or base.work).resolve())
     host = host_target(matrix)
     sel = Selection(
-        targets=tuple(args.target),
+        targets=tuple(getattr(args, "target", ())),
         components=tuple(getattr(args, "component", ())),
         variants=tuple(getattr(args, "variant", ())),
     )

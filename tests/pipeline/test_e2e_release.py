@@ -58,8 +58,8 @@ assert "DnnlExecutionProvider" not in mosaicrt.get_available_providers()
 sess = mosaicrt.InferenceSession(model, providers=["DnnlExecutionProvider", "CPUExecutionProvider"])
 used = sorted({a.provider for a in sess.get_node_assignments()})
 assert "DnnlExecutionProvider" in used, used
-(got,) = sess.run(None, {"input": x})
-(want,) = mosaicrt.InferenceSession(model, providers=["CPUExecutionProvider"]).run(None, {"input": x})
+got = sess.run(None, {"input": x})[0]
+want = mosaicrt.InferenceSession(model, providers=["CPUExecutionProvider"]).run(None, {"input": x})[0]
 np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
 lib = mosaicrt.get_registered_execution_provider_libraries()["dnnl"]
 print("winml ok", used, lib)
@@ -148,9 +148,6 @@ def _winml_downloads_dnnl_from_the_catalog(tmp_path: Path, report: dict[str, obj
     """A fresh venv with only mosaicrt-winml: the session asks for the oneDNN EP, which is downloaded from the
     release's catalog, verified, registered and run (matching the CPU EP); a second process with the catalog
     server stopped uses the cache."""
-    sys.path.insert(0, str(REPO / "tests" / "eps" / "dnnl"))
-    from resnet_model import resnet_small
-
     url = report["catalog_url"]
     assert isinstance(url, str) and url.startswith("http://127.0.0.1:")
     targets = report["catalog_targets"]
@@ -159,8 +156,10 @@ def _winml_downloads_dnnl_from_the_catalog(tmp_path: Path, report: dict[str, obj
     assert dnnl and dnnl[0]["path"].startswith("certified/DnnlExecutionProvider/")
     winml = [row for row in report["rows"] if row["wheel"].startswith("mosaicrt_winml-")]  # type: ignore[attr-defined]
     assert winml, report["rows"]
-    model = tmp_path / "resnet.onnx"
-    model.write_bytes(resnet_small().SerializeToString())
+    model = tmp_path / "resnet.onnx"  # made in a child: pypiserver's import hook is in this process now
+    make = (f"import sys; sys.path.insert(0, {str(REPO / 'tests' / 'eps' / 'dnnl')!r}); from resnet_model import"
+            f" resnet_small; open({str(model)!r}, 'wb').write(resnet_small().SerializeToString())")
+    subprocess.run([sys.executable, "-c", make], check=True)
     venv = tmp_path / "winml-venv"
     subprocess.run([sys.executable, "-m", "virtualenv", "-q", str(venv)], check=True, env=clean_env())
     py = str(venv / "bin" / "python")

@@ -17,7 +17,7 @@ _POLICY_DEVICES = {  # ExecutionProviderDevicePolicy name -> the device types it
 }
 
 
-def provide(names: Iterable[str]) -> list[str]:
+def provide(names: Iterable[str], *, stacklevel: int = 5) -> list[str]:
     """Make the named EPs available from the catalog; returns the ones registered. Any failure is one
     warning and the session goes on with the installed EPs."""
     wanted = list(names)
@@ -39,8 +39,9 @@ def provide(names: Iterable[str]) -> list[str]:
             problems.append(str(exc))
     problems += [str(w.message) for w in caught]
     if problems:
-        warnings.warn("EP download from the catalog: " + " | ".join(problems) + "; using the installed EPs",
-                      RuntimeWarning, stacklevel=4)
+        # stacklevel: provide → _fetch_from_catalog → _create → InferenceSession.__init__ → the user's line
+        warnings.warn("EP download from the catalog: " + " | ".join(problems) + "; going on with the installed and cached EPs",
+                      RuntimeWarning, stacklevel=stacklevel)
     return registered
 
 
@@ -54,8 +55,8 @@ def provide_for_policy(policy_name: str, present_types: set[str], available: set
             warnings.simplefilter("always")
             offered = ExecutionProviderCatalog.get_default().find_all_providers()
     except CatalogError as exc:
-        warnings.warn(f"EP download from the catalog: {exc}; using the installed EPs", RuntimeWarning, stacklevel=4)
+        warnings.warn(f"EP download from the catalog: {exc}; using the installed EPs", RuntimeWarning, stacklevel=5)
         return []
     names = [p.name for p in offered if p.certification is Certification.CERTIFIED
              and set(p.device_types) & set(types) and p.name not in available]  # fmt: skip
-    return provide(names) if names else []
+    return provide(names, stacklevel=6) if names else []

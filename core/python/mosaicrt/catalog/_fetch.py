@@ -26,6 +26,8 @@ class CatalogFetcher(FetcherInterface):
     def _fetch(self, url: str) -> Iterator[bytes]:
         try:
             response = self._pool.request("GET", url, preload_content=False, timeout=self.timeout)
+        except urllib3.exceptions.NewConnectionError as exc:  # refused / unreachable (a ConnectTimeoutError subclass)
+            raise exceptions.DownloadError(f"cannot connect to {url}: {exc}") from exc
         except urllib3.exceptions.TimeoutError as exc:
             raise exceptions.SlowRetrievalError(f"{url}: no answer within {self.timeout.connect_timeout} s") from exc
         except (urllib3.exceptions.HTTPError, OSError) as exc:  # refused, reset, TLS: unreachable
