@@ -44,6 +44,7 @@ from . import cibw
 from .ci import load_ci
 from .errors import EnvironmentProblem, PipelineError, UsageError, choices_hint
 from .matrix import Cell, Matrix, load_matrix
+from .yamlout import Pinned
 from .workflow import ACTIONS, WORKFLOW_FILE, Generated, build_job_id, ci_cells, drift, generate, wheel_glob
 
 _EXPR = re.compile(r"\$\{\{\s*(.*?)\s*\}\}")
@@ -233,7 +234,7 @@ def _action(
     ctx: Mapping[str, str],
     job_dir: Path,
 ) -> str:
-    uses = str(step["uses"])
+    uses = step["uses"].ref if isinstance(step["uses"], Pinned) else str(step["uses"])
     args = _expand_map(step.get("with", {}), ctx)
     if uses == ACTIONS["checkout"].ref:
         return "checkout → the fresh clone"
