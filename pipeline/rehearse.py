@@ -44,6 +44,7 @@ from . import cibw
 from .ci import load_ci
 from .errors import EnvironmentProblem, PipelineError, UsageError, choices_hint
 from .matrix import Cell, Matrix, load_matrix
+from .wheeltest import find_pythons
 from .yamlout import Pinned
 from .workflow import ACTIONS, WORKFLOW_FILE, Generated, build_job_id, ci_cells, drift, generate, wheel_glob
 
@@ -160,10 +161,10 @@ def _contexts(clone: Path, job: Mapping[str, Any], python: str | None) -> dict[s
         wanted = [python] if python else list(versions)
         if python and python not in versions:
             raise UsageError(f"--python {python} is not in the job's matrix ({', '.join(versions)})")
-        found = next((v for v in wanted if shutil.which(f"python{v}")), None)
-        if found is None:
-            raise EnvironmentProblem(f"no CPython {' or '.join(wanted)} here (python3.X on PATH) to rehearse with")
-        ctx["matrix.python"] = found
+        found, _ = find_pythons(wanted[:1] if python else wanted)
+        if not found:
+            raise EnvironmentProblem(f"no CPython {' or '.join(wanted)} here (PATH or pyenv) to rehearse with")
+        ctx["matrix.python"] = found[0].version
     return ctx
 
 
@@ -240,9 +241,10 @@ def _action(
         return "checkout → the fresh clone"
     if uses == ACTIONS["setup-python"].ref:
         version = args["python-version"]
-        exe = shutil.which(f"python{version}")
-        if exe is None:
-            raise EnvironmentProblem(f"setup-python wants CPython {version}: no python{version} on PATH here")
+        found, _ = find_pythons([version])
+        if not found:
+            raise EnvironmentProblem(f"setup-python wants CPython {version}: none here (PATH or pyenv)")
+        exe = found[0].executable
         venv = job_dir / f"python{version}"
         subprocess.run([exe, "-m", "venv", str(venv)], check=True)
         env["PATH"] = f"{venv / 'bin'}{os.pathsep}{env['PATH']}"
