@@ -369,8 +369,8 @@ def _release_job(matrix: Matrix, ci: CiConfig, cells: list[Cell], needs: list[st
                 "mkdir -p build/ci/pypi build/ci/assets\n"
                 f"cp {STAGING}/*.whl build/ci/pypi/\n"
                 f"cp {STAGING}/* build/ci/assets/\n"
-                f"tar -C {CATALOG.rsplit('/', 1)[0]} -czf build/ci/assets/ep-catalog.tar.gz "
-                f"{CATALOG.rsplit('/', 1)[1]}"
+                # the TUF repository nox -s release writes: metadata/ (signed roles) and targets/ (the EPs)
+                f"tar -czf build/ci/assets/ep-catalog.tar.gz -C {CATALOG} metadata targets"
             ),
         }
     )

@@ -53,8 +53,11 @@ def scalar(value: object) -> str:
 
 
 def _block(text: str, indent: str) -> list[str]:
+    """A literal block; ``|`` keeps one final newline, ``|-`` none (more than one is not supported)."""
+    if text.endswith("\n\n") or any(line != line.rstrip() for line in text.split("\n")):
+        raise ValueError(f"cannot write this text as a literal block: {text!r}")
     body = text.rstrip("\n").split("\n")
-    return ["|"] + [f"{indent}{line}".rstrip() for line in body]
+    return ["|" if text.endswith("\n") else "|-"] + [f"{indent}{line}".rstrip() for line in body]
 
 
 def _lines(value: object, indent: str) -> list[str]:
