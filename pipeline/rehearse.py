@@ -236,7 +236,10 @@ def _action(
     job_dir: Path,
 ) -> str:
     uses = step["uses"].ref if isinstance(step["uses"], Pinned) else str(step["uses"])
-    args = _expand_map(step.get("with", {}), ctx)
+    given = step.get("with", {})
+    # only the inputs a local equivalent uses are evaluated (a cache key's hashFiles() is GitHub's business)
+    used = {"cache": ("path",)}.get(next((k for k, v in ACTIONS.items() if v.ref == uses), ""), tuple(given))
+    args = _expand_map({k: v for k, v in given.items() if k in used}, ctx)
     if uses == ACTIONS["checkout"].ref:
         return "checkout → the fresh clone"
     if uses == ACTIONS["setup-python"].ref:
