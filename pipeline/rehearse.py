@@ -283,8 +283,8 @@ def _upload(args: Mapping[str, str], clone: Path, artifacts: Path) -> str:
     shutil.rmtree(dest, ignore_errors=True)
     dest.mkdir(parents=True)
     for f in files:
-        if f.is_dir():
-            shutil.copytree(f, dest / f.name, dirs_exist_ok=True)
+        if f.is_dir():  # a folder uploads its contents (upload-artifact keeps paths below it)
+            shutil.copytree(f, dest, dirs_exist_ok=True)
         else:
             shutil.copy2(f, dest / f.name)
     return f"upload-artifact → {dest} ({len(files)} files)"
