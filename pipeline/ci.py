@@ -64,7 +64,9 @@ def load_ci(matrix: Matrix, matrix_dir: Path | None = None) -> CiConfig:
     ci = doc.table("ci", ("python", "nox"), required=True)
     python = ci.string("python", _REQUIRED)
     if python not in matrix.pythons:
-        raise ci.error("python", f"'{python}' is not a tested CPython (matrix/python.toml: {', '.join(matrix.pythons)})")
+        raise ci.error(
+            "python", f"'{python}' is not a tested CPython (matrix/python.toml: {', '.join(matrix.pythons)})"
+        )
     nox_req = ci.string("nox", _REQUIRED)
     if not re.fullmatch(r"nox==[0-9][0-9.]*", nox_req):
         raise ci.error("nox", f"'{nox_req}' must pin one release, e.g. nox==2026.10.20 (CI installs exactly it)")
@@ -90,7 +92,9 @@ def load_ci(matrix: Matrix, matrix_dir: Path | None = None) -> CiConfig:
         t = _Table(display, f"gpu_tests.{comp}", body, ("runner", "target"))
         component = next((c for c in matrix.components if c.name == comp), None)
         if component is None:
-            raise t.error("runner", f"unknown component '{comp}'{choices_hint(comp, [c.name for c in matrix.components])}")
+            raise t.error(
+                "runner", f"unknown component '{comp}'{choices_hint(comp, [c.name for c in matrix.components])}"
+            )
         target = t.string("target", _REQUIRED)
         if target not in component.targets:
             raise t.error("target", f"'{target}' is not a target of {comp}{choices_hint(target, component.targets)}")
@@ -102,7 +106,9 @@ def load_ci(matrix: Matrix, matrix_dir: Path | None = None) -> CiConfig:
             raise t.error("runner", f"runner '{label}' has no GPU: set gpu = true on it or pick a GPU runner")
         tgt = matrix.target(target)
         if (runner.os, runner.arch) != (tgt.os, tgt.arch):
-            raise t.error("runner", f"runner '{label}' is {runner.os}/{runner.arch}, the {target} wheel needs {tgt.os}/{tgt.arch}")
+            raise t.error(
+                "runner", f"runner '{label}' is {runner.os}/{runner.arch}, the {target} wheel needs {tgt.os}/{tgt.arch}"
+            )
         gpu_tests.append(GpuTests(component=comp, target=target, runner=label))
     return CiConfig(python=python, nox=nox_req, runners=tuple(runners), gpu_tests=tuple(gpu_tests))
 

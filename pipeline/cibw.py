@@ -143,7 +143,8 @@ def check_config(matrix: Matrix, cell: Cell, config: CibwConfig | None = None) -
     if arch not in cfg.archs[plat]:
         raise fail(
             f"{key}.{plat}.archs",
-            f"does not build {arch} (has: {', '.join(cfg.archs[plat]) or 'auto'}); add '{arch}' for target {target.name}",
+            f"does not build {arch} (has: {', '.join(cfg.archs[plat]) or 'auto'});"
+            f" add '{arch}' for target {target.name}",
         )
     if not cfg.test_command:
         raise fail(f"{key}.test-command", f"no test command: run the wheel suite ({comp.tests})")
@@ -152,7 +153,9 @@ def check_config(matrix: Matrix, cell: Cell, config: CibwConfig | None = None) -
     for other in comp.test_with:
         glob = f"{COMPANIONS_DIR}/{normalize(matrix.component(other).variants[0].dist)}-*.whl"
         if glob not in cfg.before_test:
-            raise fail(f"{key}.before-test", f"must install the {other} wheel it is tested with: add {{project}}/{glob}")
+            raise fail(
+                f"{key}.before-test", f"must install the {other} wheel it is tested with: add {{project}}/{glob}"
+            )
     if target.os == "linux":
         family = platforms.LINUX_TAG_FAMILY[target.libc]
         image_key = f"{family}-{arch}-image"

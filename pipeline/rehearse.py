@@ -45,8 +45,8 @@ from .ci import load_ci
 from .errors import EnvironmentProblem, PipelineError, UsageError, choices_hint
 from .matrix import Cell, Matrix, load_matrix
 from .wheeltest import find_pythons
-from .yamlout import Pinned
 from .workflow import ACTIONS, WORKFLOW_FILE, Generated, build_job_id, ci_cells, drift, generate, wheel_glob
+from .yamlout import Pinned
 
 _EXPR = re.compile(r"\$\{\{\s*(.*?)\s*\}\}")
 #: what a rehearsal keeps from this machine's environment (the rest comes from the workflow)
@@ -69,9 +69,9 @@ def rehearsable_jobs(matrix: Matrix, document: Mapping[str, Any]) -> list[str]:
     out = []
     for job_id, job in document["jobs"].items():
         runner = ci.runner(str(job.get("runs-on", "")))
-        if job_id != "release" and runner is not None and (runner.os, runner.arch) == ("linux", "x86_64"):
-            if not runner.gpu:
-                out.append(job_id)
+        linux_x86_64 = runner is not None and (runner.os, runner.arch) == ("linux", "x86_64") and not runner.gpu
+        if job_id != "release" and linux_x86_64:
+            out.append(job_id)
     return out
 
 
@@ -113,9 +113,9 @@ def rehearse(
         if step.get("id") == "cibuildwheel":
             if cell is None:
                 raise UsageError(f"step {name} of {job_id}: no matrix cell for this build job")
-            how = _cibuildwheel_stand_in(clone, clone_matrix, cell, root, step_env, job_dir)
+            how = _cibuildwheel_stand_in(clone, clone_matrix, cell, root=root, env=step_env, job_dir=job_dir)
         elif "uses" in step:
-            how = _action(step, clone, root, artifacts, env, ctx, job_dir)
+            how = _action(step, clone=clone, root=root, artifacts=artifacts, env=env, ctx=ctx, job_dir=job_dir)
         else:
             _run(step["run"], clone / step.get("working-directory", "."), step_env, f"{job_id}: {name}")
             _apply_github_env(env)
@@ -221,13 +221,16 @@ def _apply_github_env(env: dict[str, str]) -> None:
 def _run(script: str, cwd: Path, env: Mapping[str, str], what: str) -> None:
     with tempfile.NamedTemporaryFile("w", suffix=".sh", delete=False, dir=env.get("RUNNER_TEMP")) as fh:
         fh.write(script)
-    proc = subprocess.run(["bash", "--noprofile", "--norc", "-eo", "pipefail", fh.name], cwd=cwd, env=dict(env))
+    proc = subprocess.run(
+        ["bash", "--noprofile", "--norc", "-eo", "pipefail", fh.name], cwd=cwd, env=dict(env), check=False
+    )
     if proc.returncode != 0:
         raise RehearsalFailed(f"step '{what}' failed with exit status {proc.returncode}:\n{script}")
 
 
 def _action(
     step: Mapping[str, Any],
+    *,
     clone: Path,
     root: Path,
     artifacts: Path,
@@ -309,7 +312,7 @@ def _download(args: Mapping[str, str], clone: Path, artifacts: Path) -> str:
 
 
 def _cibuildwheel_stand_in(
-    clone: Path, matrix: Matrix, cell: Cell, root: Path, env: Mapping[str, str], job_dir: Path
+    clone: Path, matrix: Matrix, cell: Cell, *, root: Path, env: Mapping[str, str], job_dir: Path
 ) -> str:
     """Build the cell with the pipeline, then run its cibuildwheel before-test + test-command on the wheel."""
     print(
@@ -328,7 +331,7 @@ def _cibuildwheel_stand_in(
     cmd = [sys.executable, "-m", "pipeline", "build", "--root", str(clone), *selection]
     if os.environ.get("MOSAICRT_BUILD_JOBS"):
         cmd += ["--jobs", os.environ["MOSAICRT_BUILD_JOBS"]]
-    if subprocess.run(cmd, cwd=clone, env=build_env).returncode != 0:
+    if subprocess.run(cmd, cwd=clone, env=build_env, check=False).returncode != 0:
         raise RehearsalFailed(f"the pipeline build of {cell.id} failed (log under {clone}/build/pipeline/logs)")
     wheels = sorted((clone / "dist" / cell.target.name).glob(Path(wheel_glob(cell)).name))
     if len(wheels) != 1:

@@ -2,16 +2,14 @@
 
 One job per thing the matrix declares, each running the nox session a person runs locally:
 
-==========================  =========================================================  =====================
-job                         what it runs                                               local session
-==========================  =========================================================  =====================
-``plan``                    the cells as JSON; the committed workflow is current       ``nox -s matrix -- --json``, ``nox -s workflows -- --check``
-``build-<cell>``            cibuildwheel for one (component, variant, target)          ``nox -s wheels -- --component C --variant V --target T``
-``test-<cell>``             the wheel suite per tested CPython, sha256-bound records   ``nox -s test -- --python X --wheel W``
-``gpu-test-<cell>``         the wheel suite again on a GPU runner                      ``nox -s test -- --python X --wheel W``
-``crosscheck-<target>``     cross build + native tests under qemu/wine                 ``nox -s crosscheck -- --target T``
-``release`` (release.yml)   tags only: gate, sign, PyPI (trusted publishing, PEP 740)  ``nox -s release``
-==========================  =========================================================  =====================
+- ``plan``: the cells as JSON, and the committed workflow is current — ``nox -s matrix -- --json``,
+  ``nox -s workflows -- --check``
+- ``build-<cell>``: cibuildwheel for one (component, variant, target) —
+  ``nox -s wheels -- --component C --variant V --target T``
+- ``test-<cell>`` (per tested CPython) and ``gpu-test-<cell>``: the wheel suite on the installed wheel,
+  sha256-bound records — ``nox -s test -- --python X --wheel W``
+- ``crosscheck-<target>``: cross build + native tests under qemu/wine — ``nox -s crosscheck -- --target T``
+- ``release`` (release.yml, tags only): gate, sign, PyPI by trusted publishing — ``nox -s release``
 
 Hardening is built in, not added later: every action pinned by full commit SHA (the release in a
 comment), ``permissions: {}`` at the top and the least each job needs, one concurrency group per
@@ -132,16 +130,18 @@ def _install_nox(ci: CiConfig) -> dict[str, Any]:
 def _pip_cache(os_name: str, key: str, caches: bool) -> list[dict[str, Any]]:
     if not caches:
         return []
-    return [{
-        "name": "pip cache",
-        "uses": ACTIONS["cache"],
-        "with": {
-            "path": PIP_CACHE[os_name],
-            "key": f"pip-{key}-${{{{ hashFiles('pyproject.toml', '*/pyproject.toml', 'eps/*/pyproject.toml', "
-            f"'tests/**/requirements.txt') }}}}",
-            "restore-keys": f"pip-{key}-",
-        },
-    }]
+    return [
+        {
+            "name": "pip cache",
+            "uses": ACTIONS["cache"],
+            "with": {
+                "path": PIP_CACHE[os_name],
+                "key": f"pip-{key}-${{{{ hashFiles('pyproject.toml', '*/pyproject.toml', 'eps/*/pyproject.toml', "
+                f"'tests/**/requirements.txt') }}}}",
+                "restore-keys": f"pip-{key}-",
+            },
+        }
+    ]
 
 
 def _download(name: str, path: str) -> dict[str, Any]:
@@ -241,21 +241,25 @@ def natively_tested(ci: CiConfig, cell: Cell) -> bool:
 
 
 def _test_steps(
-    matrix: Matrix, ci: CiConfig, cell: Cell, python: str, os_name: str, caches: bool
+    matrix: Matrix, ci: CiConfig, cell: Cell, *, python: str, os_name: str, caches: bool
 ) -> list[dict[str, Any]]:
     dist = f"dist/{cell.target.name}"
-    steps: list[dict[str, Any]] = [_checkout(), _setup_python(python), *_pip_cache(os_name, f"test-{cell.slug}", caches)]
+    steps: list[dict[str, Any]] = [
+        _checkout(),
+        _setup_python(python),
+        *_pip_cache(os_name, f"test-{cell.slug}", caches),
+    ]
     steps.append(_download(artifact_name(cell), dist))
     steps += [_download(artifact_name(c), dist) for c in _companions(matrix, cell)]
     steps.append(_install_nox(ci))
-    script = f"wheels=({wheel_glob(cell)})\nnox -s test -- --python \"$PYTHON\" --wheel \"${{wheels[0]}}\""
+    script = f'wheels=({wheel_glob(cell)})\nnox -s test -- --python "$PYTHON" --wheel "${{wheels[0]}}"'
     steps.append({"name": "wheel suite on the installed wheel", "env": {"PYTHON": python}, "run": script})
     return steps
 
 
 def _test_job(matrix: Matrix, ci: CiConfig, cell: Cell, caches: bool) -> dict[str, Any]:
     runner = check_runner(ci, cell.id, cell.target.name, cell.target.os, cell.target.ci_runner)
-    steps = _test_steps(matrix, ci, cell, "${{ matrix.python }}", runner.os, caches)
+    steps = _test_steps(matrix, ci, cell, python="${{ matrix.python }}", os_name=runner.os, caches=caches)
     steps.append(
         {
             "name": "upload the test records",
@@ -288,7 +292,7 @@ def _gpu_test_job(matrix: Matrix, ci: CiConfig, cell: Cell, runner_label: str, c
         "needs": [build_job_id(cell), *(build_job_id(c) for c in _companions(matrix, cell))],
         "permissions": {"contents": "read"},
         "timeout-minutes": 60,
-        "steps": _test_steps(matrix, ci, cell, ci.python, runner.os, caches),
+        "steps": _test_steps(matrix, ci, cell, python=ci.python, os_name=runner.os, caches=caches),
     }
 
 
@@ -309,17 +313,21 @@ def _crosscheck_job(matrix: Matrix, ci: CiConfig, target: Target, caches: bool) 
     host = crosscheck_host(matrix, target)
     runner = check_runner(ci, f"crosscheck/{target.name}", host.name, host.os, host.ci_runner)
     steps: list[dict[str, Any]] = [_checkout(), _setup_python(ci.python), *_pip_cache(runner.os, "crosscheck", caches)]
-    steps += [
-        {
-            "name": "compiler caches (ccache, zig)",
-            "uses": ACTIONS["cache"],
-            "with": {
-                "path": f"{CROSSCHECK_CCACHE}\n{ZIG_CACHE}",
-                "key": f"crosscheck-{target.name}-${{{{ github.sha }}}}",
-                "restore-keys": f"crosscheck-{target.name}-",
-            },
-        }
-    ] if caches else []
+    steps += (
+        [
+            {
+                "name": "compiler caches (ccache, zig)",
+                "uses": ACTIONS["cache"],
+                "with": {
+                    "path": f"{CROSSCHECK_CCACHE}\n{ZIG_CACHE}",
+                    "key": f"crosscheck-{target.name}-${{{{ github.sha }}}}",
+                    "restore-keys": f"crosscheck-{target.name}-",
+                },
+            }
+        ]
+        if caches
+        else []
+    )
     if target.debian_packages:
         packages = " ".join(target.debian_packages)
         steps.append(
@@ -394,7 +402,7 @@ def _release_job(matrix: Matrix, ci: CiConfig, cells: list[Cell], needs: list[st
             "env": {"GH_TOKEN": "${{ github.token }}", "TAG": "${{ github.ref_name }}"},
             "run": (
                 'gh release view "$TAG" > /dev/null 2>&1 || gh release create "$TAG" --verify-tag --title "$TAG"'
-                " --notes \"mosaicrt release $TAG\"\n"
+                ' --notes "mosaicrt release $TAG"\n'
                 'gh release upload "$TAG" build/ci/assets/* --clobber'
             ),
         }

@@ -70,7 +70,7 @@ def _lines(value: object, indent: str) -> list[str]:
         for item in value:
             if isinstance(item, Mapping) and item:
                 first, *rest = _lines(item, indent + "  ")
-                out.append(f"{indent}- {first[len(indent) + 2:]}")
+                out.append(f"{indent}- {first[len(indent) + 2 :]}")
                 out += rest
             else:
                 out += _entry(f"{indent}-", item, indent)

@@ -104,7 +104,9 @@ def test_one_job_per_cell_on_the_matrix_runner() -> None:
     # test jobs per tested CPython where the runner runs the wheel natively; crosscheck per cross target
     assert jobs["test-core-default-linux-x86_64"]["strategy"]["matrix"]["python"] == list(m.pythons)
     assert "test-core-default-linux-riscv64" not in jobs and "test-core-default-linux-x86_64-musl" not in jobs
-    assert {j for j in jobs if j.startswith("crosscheck-")} == {f"crosscheck-{t.name}" for t in m.targets if t.crosscheck}
+    assert {j for j in jobs if j.startswith("crosscheck-")} == {
+        f"crosscheck-{t.name}" for t in m.targets if t.crosscheck
+    }
     assert jobs["gpu-test-cuda-default-linux-x86_64"]["runs-on"] == "linux-x86_64-nvidia-gpu"
 
 
@@ -205,7 +207,9 @@ def test_unknown_runner_label(real_matrix_repo: Path) -> None:
 
 def test_runner_of_the_wrong_os(real_matrix_repo: Path) -> None:
     edit(real_matrix_repo / "matrix" / "targets.toml", 'ci_runner = "windows-latest"', 'ci_runner = "ubuntu-24.04"')
-    with pytest.raises(MatrixError, match=r"cell core/default/windows-x86_64: runner 'ubuntu-24.04' is a linux machine"):
+    with pytest.raises(
+        MatrixError, match=r"cell core/default/windows-x86_64: runner 'ubuntu-24.04' is a linux machine"
+    ):
         generate(load_matrix(real_matrix_repo))
 
 
@@ -226,7 +230,11 @@ def test_cibuildwheel_python_range_contradicts_matrix(real_matrix_repo: Path) ->
 
 
 def test_cibuildwheel_archs_contradict_matrix(real_matrix_repo: Path) -> None:
-    edit(real_matrix_repo / "matrix" / "components.toml", 'targets = ["linux-x86_64"]        # oneDNN', 'targets = ["linux-x86_64", "linux-aarch64"]  #')
+    edit(
+        real_matrix_repo / "matrix" / "components.toml",
+        'targets = ["linux-x86_64"]        # oneDNN',
+        'targets = ["linux-x86_64", "linux-aarch64"]  #',
+    )
     with pytest.raises(MatrixError) as err:
         generate(load_matrix(real_matrix_repo))
     assert str(err.value) == (
