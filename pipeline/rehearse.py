@@ -326,8 +326,6 @@ def _cibuildwheel_stand_in(
     build_env.setdefault("ZIG_GLOBAL_CACHE_DIR", str(root / "build" / "zig-cache"))
     build_env.setdefault("ZIG_LOCAL_CACHE_DIR", str(root / "build" / "zig-cache" / "local"))
     build_env.setdefault("CCACHE_DIR", str(root / "build" / "pipeline" / "ccache"))
-    # every clone writes its own zig wrapper scripts (new mtimes): compare compilers by content to hit
-    build_env.setdefault("CCACHE_COMPILERCHECK", "content")
     build_env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{build_env['PATH']}"
     selection = ["--target", cell.target.name, "--component", cell.component.name, "--variant", cell.variant.name]
     cmd = [sys.executable, "-m", "pipeline", "build", "--root", str(clone), *selection]
