@@ -95,7 +95,10 @@ def rehearse(
     clone_generated = generate(clone_matrix)
     stale = drift(clone, clone_generated)
     if stale:
-        raise UsageError(f"HEAD's {', '.join(stale)} differ from what its matrix/ generates: run `nox -s workflows`")
+        raise UsageError(
+            f"HEAD's {', '.join(stale)} differ from what this checkout's generator makes of HEAD's matrix/:"
+            " the rehearsal runs HEAD, so run `nox -s workflows` and commit"
+        )
     job = clone_generated.documents[WORKFLOW_FILE]["jobs"][job_id]
     ctx = _contexts(clone, job, python)
     env = _base_env(clone, job_dir, ctx)
