@@ -16,7 +16,6 @@ and the fix; ``tests/pipeline/test_cibw_identifiers.py`` runs ``cibuildwheel
 from __future__ import annotations
 
 import os
-import re
 import subprocess
 import sys
 import tomllib
@@ -28,6 +27,7 @@ from typing import Any
 from . import platforms
 from .errors import EnvironmentProblem, MatrixError
 from .matrix import Cell, Matrix, Target
+from .wheelcheck import normalize
 
 #: where a build job puts the wheels of the components a cell is tested with (``test_with``)
 COMPANIONS_DIR = "build/ci/companions"
@@ -45,11 +45,6 @@ class CibwConfig:
     before_test: str
     repair_command: Mapping[str, str]  #: per platform
     environment: Mapping[str, Mapping[str, str]]  #: per platform
-
-
-def normalize(dist: str) -> str:
-    """The distribution part of a wheel file name (PEP 427 escaping), e.g. mosaicrt_ep_dnnl."""
-    return re.sub(r"[-_.]+", "_", dist).lower()
 
 
 def cibw_platform(target: Target) -> str:

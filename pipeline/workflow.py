@@ -30,6 +30,7 @@ from . import cibw
 from .ci import CiConfig, check_runner, load_ci
 from .errors import MatrixError
 from .matrix import Cell, Matrix, Target
+from .wheelcheck import normalize
 from .yamlout import Pinned, dump
 
 WORKFLOW_FILE = ".github/workflows/ci.yml"
@@ -103,7 +104,7 @@ def artifact_name(cell: Cell) -> str:
 
 
 def wheel_glob(cell: Cell) -> str:
-    return f"dist/{cell.target.name}/{cibw.normalize(cell.dist)}-*.whl"
+    return f"dist/{cell.target.name}/{normalize(cell.dist)}-*.whl"
 
 
 def ci_cells(matrix: Matrix) -> list[Cell]:
