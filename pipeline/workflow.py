@@ -4,8 +4,9 @@ One job per thing the matrix declares, each running the nox session a person run
 
 - ``plan``: the cells as JSON, and the committed workflow is current — ``nox -s matrix -- --json``,
   ``nox -s workflows -- --check``
-- ``build-<cell>``: cibuildwheel for one (component, variant, target) —
-  ``nox -s wheels -- --component C --variant V --target T``
+- ``build-<cell>``: cibuildwheel for one (component, default variant, target) —
+  ``nox -s wheels -- --component C --variant V --target T``; another variant (its own distribution name,
+  options and files) is built by ``nox -s build -- --component C --variant V --target T``
 - ``test-<cell>`` (per tested CPython) and ``gpu-test-<cell>``: the wheel suite on the installed wheel,
   sha256-bound records — ``nox -s test -- --python X --wheel W``
 - ``crosscheck-<target>``: cross build + native tests under qemu/wine — ``nox -s crosscheck -- --target T``
@@ -188,11 +189,13 @@ def _plan_job(ci: CiConfig, runner: str) -> dict[str, Any]:
 
 def _build_job(matrix: Matrix, ci: CiConfig, cell: Cell, caches: bool) -> dict[str, Any]:
     runner = check_runner(ci, cell.id, cell.target.name, cell.target.os, cell.target.ci_runner)
-    cibw.check_config(matrix, cell)
+    by_cibuildwheel = cell.variant.name == "default"
+    if by_cibuildwheel:
+        cibw.check_config(matrix, cell)
     target = cell.target
-    companions = _companions(matrix, cell)
+    companions = _companions(matrix, cell) if by_cibuildwheel else []
     steps: list[dict[str, Any]] = [_checkout(), _setup_python(ci.python), *_pip_cache(runner.os, cell.slug, caches)]
-    if target.os == "linux" and runner.arch != target.arch:
+    if by_cibuildwheel and target.os == "linux" and runner.arch != target.arch:
         steps.append(
             {
                 "name": f"run {target.arch} containers under qemu",
@@ -201,14 +204,16 @@ def _build_job(matrix: Matrix, ci: CiConfig, cell: Cell, caches: bool) -> dict[s
         )
     steps += [_download(artifact_name(c), cibw.COMPANIONS_DIR) for c in companions]
     steps.append(_install_nox(ci))
-    wheels_args = f"--component {cell.component.name} --variant {cell.variant.name} --target {target.name}"
-    env = dict(sorted(cibw.environment(target).items()))
-    if cell.variant.cmake_defines:
-        env["CIBW_CONFIG_SETTINGS"] = " ".join(f"cmake.define.{k}={v}" for k, v in cell.variant.cmake_defines)
-    steps.append(
-        {"name": "cibuildwheel: build, repair, test on every CPython", "id": "cibuildwheel", "env": env,
-         "run": f"nox -s wheels -- {wheels_args}"}
-    )  # fmt: skip
+    selection = f"--component {cell.component.name} --variant {cell.variant.name} --target {target.name}"
+    if by_cibuildwheel:
+        steps.append(
+            {"name": "cibuildwheel: build, repair, test on every CPython", "id": "cibuildwheel",
+             "env": dict(sorted(cibw.environment(target).items())), "run": f"nox -s wheels -- {selection}"}
+        )  # fmt: skip
+    else:
+        # A variant is the component rebuilt with its own options and distribution name (and possibly
+        # extra files): the pipeline's build makes it; its tests run in the test jobs.
+        steps.append({"name": "build the variant (pipeline build)", "run": f"nox -s build -- {selection}"})
     steps.append(
         {
             "name": "upload the wheel",

@@ -110,6 +110,19 @@ def test_one_job_per_cell_on_the_matrix_runner() -> None:
     assert jobs["gpu-test-cuda-default-linux-x86_64"]["runs-on"] == "linux-x86_64-nvidia-gpu"
 
 
+def test_a_variant_is_built_by_the_pipeline(real_matrix_repo: Path) -> None:
+    """cibuildwheel builds a component's own distribution; a variant (own name, options) uses `nox -s build`."""
+    edit(real_matrix_repo / "matrix" / "components.toml", 'planned = "arrives with the winml issue', '# "')
+    jobs = _jobs(generate(load_matrix(real_matrix_repo)))
+    job = jobs["build-core-winml-linux-x86_64"]
+    runs = [s["run"] for s in job["steps"] if "run" in s]
+    assert runs[-1] == "nox -s build -- --component core --variant winml --target linux-x86_64"
+    assert not any(s.get("id") == "cibuildwheel" for s in job["steps"])
+    upload = job["steps"][-1]
+    assert upload["with"]["path"] == "dist/linux-x86_64/mosaicrt_winml-*.whl"
+    assert "test-core-winml-linux-x86_64" in jobs
+
+
 def test_changing_a_target_in_matrix_changes_the_workflow(real_matrix_repo: Path) -> None:
     before = generate(load_matrix(real_matrix_repo))
     # linux-aarch64 moves from the arm runner to an x86-64 one (cibuildwheel under qemu)
