@@ -9,6 +9,7 @@ nox -s matrix -- --json
 nox -s crosscheck -- --target linux-armv7   cross builds + native tests under qemu/wine
 nox -s workflows                 regenerate .github/workflows/ from matrix/ (-- --check, -- --rehearse JOB)
 nox -s wheels -- --component core --target linux-x86_64   cibuildwheel, as the CI build jobs run it
+nox -s catalog -- status         the winml EP catalog the release publishes (sign-root, serve, stop)
 nox -l                           list every session
 """
 
@@ -111,6 +112,13 @@ def release(session: nox.Session) -> None:
 
 
 @nox.session(reuse_venv=True, default=False)
+def catalog(session: nox.Session) -> None:
+    """The winml EP catalog: `-- status`, `-- sign-root [--root-key FILE]` (offline root step), `-- serve`/`stop`."""
+    _install(session, "release")
+    _pipeline(session, "catalog", *(session.posargs or ["status"]))
+
+
+@nox.session(reuse_venv=True, default=False)
 def verify(session: nox.Session) -> None:
     """Check wheels as a consumer: `-- <wheel file | wheel URL | simple index URL>` against the trust roots."""
     _install(session, "verify")
@@ -145,10 +153,13 @@ def _host_wheels(session: nox.Session, *patterns: str) -> list[str]:
 @nox.session(reuse_venv=True, default=False)
 def bench(session: nox.Session) -> None:
     """Benchmarks against onnxruntime on the built host wheels: the CPU EP (bench/run_bench.py) and,
-    when its wheel was built, the oneDNN EP (bench/bench_dnnl.py)."""
-    core, *eps = _host_wheels(session, "mosaicrt-*.whl", "mosaicrt_ep_dnnl-*.whl")
+    when their wheels were built, the oneDNN EP (bench/bench_dnnl.py) and the OpenVINO EP
+    (bench/bench_openvino.py)."""
+    core, *eps = _host_wheels(session, "mosaicrt-*.whl", "mosaicrt_ep_dnnl-*.whl", "mosaicrt_ep_openvino-*.whl")
     session.install("--force-reinstall", "--no-deps", core, *eps)
     session.install(core, *eps, "onnx", "onnxruntime")
     session.run("python", "bench/run_bench.py", *session.posargs)
-    if eps:
+    if any(Path(w).name.startswith("mosaicrt_ep_dnnl-") for w in eps):
         session.run("python", "bench/bench_dnnl.py", "--threads", "2")
+    if any(Path(w).name.startswith("mosaicrt_ep_openvino-") for w in eps):
+        session.run("python", "bench/bench_openvino.py", "--threads", "2")

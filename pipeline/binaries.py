@@ -57,6 +57,8 @@ class BinaryInfo:
     arm_eabi: int | None = None  #: ELF ARM only: EABI version from e_flags
     arm_float_abi: Literal["hard", "soft", "unspecified"] | None = None  #: ELF ARM only
     symbols: tuple[Symbol, ...] = field(default=(), repr=False)
+    #: the shared libraries it loads at start (ELF DT_NEEDED, PE imported DLLs, Mach-O load commands)
+    needed: tuple[str, ...] = ()
 
     def describe(self) -> str:
         extra = ""
@@ -158,6 +160,7 @@ def _elf(b: lief.ELF.Binary, want_symbols: bool) -> BinaryInfo:
         arm_eabi=eabi,
         arm_float_abi=float_abi,
         symbols=_elf_symbols(b) if want_symbols else (),
+        needed=tuple(str(x) for x in b.libraries),
     )
 
 
@@ -200,6 +203,7 @@ def _pe(b: lief.PE.Binary, want_symbols: bool) -> BinaryInfo:
         bits=bits,
         kind=kind,
         symbols=_coff_symbols(b) if want_symbols else (),
+        needed=tuple(str(imp.name) for imp in b.imports),
     )
 
 
@@ -224,4 +228,5 @@ def _macho(b: lief.MachO.Binary) -> BinaryInfo:
     header = b.header
     cpu = _number(lambda: header.cpu_type) & 0xFFFFFFFF
     bits = 64 if header.magic in (lief.MachO.MACHO_TYPES.MAGIC_64, lief.MachO.MACHO_TYPES.CIGAM_64) else 32
-    return BinaryInfo(format="MachO", arch=arch_of_binary("MachO", cpu), bits=bits, kind=header.file_type.name.lower())
+    return BinaryInfo(format="MachO", arch=arch_of_binary("MachO", cpu), bits=bits, kind=header.file_type.name.lower(),
+                      needed=tuple(str(lib.name) for lib in b.libraries))

@@ -25,13 +25,14 @@ from pathlib import Path
 from typing import Literal
 
 from . import hashing, toolchains
-from .errors import BuildError, EnvironmentProblem, ToolchainError
+from .errors import BuildError, EnvironmentProblem, PipelineError, ToolchainError
 from .layout import Layout
-from .matrix import Cell, Target
+from .matrix import Cell, Policy, Target
 from .plan import PlannedCell, Selection, SkipKind, is_requested
 from .progress import Progress
 from .records import BuildRecord, read_build_record, write_build_record
 from .wheelcheck import EP_ENTRY_POINTS, check_wheel, normalize
+from .wheeledit import project_name, rename_distribution
 
 #: built: made now; up-to-date: the record's inputs are the current ones and the wheel has its bytes;
 #: stale: --check-only found no current wheel (the release refuses it); skipped / failed.
@@ -114,6 +115,8 @@ class BuildOptions:
     quiet: bool = False
     #: decide up-to-date / stale from the build records without building anything (``release --no-build``)
     check_only: bool = False
+    #: the platform policy (matrix/policy.toml): a catalog-client variant ships its Windows build floor
+    policy: Policy | None = None
 
 
 def build(planned: Sequence[PlannedCell], layout: Layout, *, host: Target | None, opts: BuildOptions) -> BuildReport:
@@ -158,9 +161,22 @@ def _build_planned(
     files = files_cache.get(cell.component.path)
     if files is None:
         files = files_cache[cell.component.path] = hashing.tree_files(layout.root / cell.component.path)
+    catalog_files: Path | None = None
+    catalog_hash: str | None = None
+    if cell.variant.catalog_client:
+        catalog_files = layout.cell_dir(cell.slug) / "catalog-client"
+        from .catalog.release import write_client_files  # the TUF tooling is needed by catalog-client cells only
+
+        floor = opts.policy.winml_min_windows_build if opts.policy is not None else Policy.winml_min_windows_build
+        try:
+            catalog_hash = write_client_files(layout, floor, catalog_files)
+        except PipelineError as exc:
+            progress.done(cell.id, "failed", f"the EP catalog's client files: {exc}")
+            return CellResult(cell=cell, status="failed", reason=str(exc), duration_s=time.monotonic() - t0)
     inputs = hashing.cell_input_hash(
-        cell, root=layout.root, sdk_defines=pc.sdk_defines, component_files=files, logic=logic
-    )
+        cell, root=layout.root, sdk_defines=pc.sdk_defines, component_files=files, logic=logic,
+        catalog_client=catalog_hash,
+    )  # fmt: skip
     old = read_build_record(layout.state_file(cell.slug))
     log = layout.log_file(cell.slug)
     wheel = _up_to_date_wheel(layout, cell, old, inputs.hash)
@@ -184,7 +200,8 @@ def _build_planned(
     _check_environment(cell)
     progress.step(cell.id, f"building (changed: {', '.join(changed)}); log: {_rel(log, layout.root)}")
     try:
-        record, wheel = _build_cell(cell, layout, host, jobs, log, inputs=inputs, sdk_defines=pc.sdk_defines)
+        record, wheel = _build_cell(cell, layout, host, jobs, log, inputs=inputs, sdk_defines=pc.sdk_defines,
+                                    catalog_files=catalog_files)
     except (CellFailure, OSError) as exc:
         progress.done(cell.id, "failed", f"{exc}; log: {_rel(log, layout.root)}")
         progress.note(_tail(log))
@@ -360,6 +377,7 @@ def _build_cell(
     *,
     inputs: hashing.CellInputs,
     sdk_defines: Sequence[tuple[str, str]] = (),
+    catalog_files: Path | None = None,
 ) -> tuple[BuildRecord, Path]:
     started = _now()
     log.parent.mkdir(parents=True, exist_ok=True)
@@ -401,10 +419,20 @@ def _build_cell(
         env.setdefault("CCACHE_COMPILERCHECK", "content")
         cmd += ["-Ccmake.define.CMAKE_C_COMPILER_LAUNCHER=ccache", "-Ccmake.define.CMAKE_CXX_COMPILER_LAUNCHER=ccache"]
     compilers = toolchains.cmake_defines(cell.target, layout.root, component_toolchain=comp_tc)
-    for key, value in (*cell.variant.cmake_defines, *sdk_defines, *compilers):
+    catalog_define = (("MOSAICRT_CATALOG_FILES", str(catalog_files)),) if catalog_files is not None else ()
+    for key, value in (*cell.variant.cmake_defines, *catalog_define, *sdk_defines, *compilers):
         cmd.append(f"-Ccmake.define.{key}={value}")
     runner.run(cmd, step="wheel build", env=env)
     raw = _single_wheel(raw_dir, "wheel build")
+    if normalize(cell.dist) != normalize(project_name(layout.root / cell.component.path)) or cell.variant.dependencies:
+        # A variant is its component's wheel under another distribution name (scikit-build-core reads the one
+        # name in pyproject.toml): rename it, add the variant's requirements, rewrite RECORD.
+        renamed_dir = cdir / "wheel-variant"
+        shutil.rmtree(renamed_dir, ignore_errors=True)
+        raw = rename_distribution(raw, cell.dist, cell.variant.dependencies, renamed_dir)
+        runner.commands.append(f"rename the wheel's distribution to {cell.dist}"
+                               + (f", adding Requires-Dist {', '.join(cell.variant.dependencies)}"
+                                  if cell.variant.dependencies else ""))
 
     if cell.target.repair == "auditwheel":
         # Libraries the component takes from other wheels at run time (oneDNN, CUDA) stay external.

@@ -151,6 +151,12 @@ def _release_parsers(
     v.add_argument("--project", action="append", default=[], help="with an index URL: only this project")
     v.add_argument("--trust-root", action="append", type=Path, default=[], help="trust file (default: repo + local)")
     v.add_argument("--no-local-trust", action="store_true", help="ignore this machine's trusted-keys.json")
+    c = sub.add_parser("catalog", parents=[common], help="the winml EP catalog: status, root signing, serving")
+    c.add_argument("action", choices=("status", "sign-root", "serve", "stop"),
+                   help="status: versions and targets; sign-root: the explicit (offline) root-signing step;"
+                        " serve / stop: the local server")
+    c.add_argument("--root-key", action="append", type=Path, default=[],
+                   help="sign-root: an ed25519 PEM root key (default: this machine's development root key)")
     k = sub.add_parser("keys", parents=[common], help="show the signing key and trust roots; make a CI or dev key")
     k.add_argument("--generate-ci", action="store_true", help="print a new CI key and its trust-root entry")
     k.add_argument("--create-dev", action="store_true", help="create this machine's development signing key")
@@ -227,6 +233,10 @@ def _run_step(
             from .release_cli import release
 
             return release(matrix, sel, host, layout, args)
+        if args.step == "catalog":
+            from .release_cli import catalog
+
+            return catalog(args, layout)
         if args.step == "build":
             return _build(matrix, sel, host, layout, force=args.force, jobs=args.jobs)
         return _test(matrix, sel, host, layout, wheels=args.wheel, pythons=args.python, force=args.force)
@@ -279,18 +289,20 @@ def _workflows(matrix: Matrix, args: argparse.Namespace, root: Path) -> int:
 def _wheels(matrix: Matrix, sel: Selection, layout: Layout, *, identifiers_only: bool) -> int:
     from .cibw import check_config, print_identifiers, run_wheels
     from .plan import validate_selection
-    from .workflow import ci_cells
+    from .workflow import cibuildwheel_cells
 
     validate_selection(matrix, sel)
     cells = [
         c
-        for c in ci_cells(matrix)
+        for c in cibuildwheel_cells(matrix)
         if (not sel.targets or c.target.name in sel.targets)
         and (not sel.components or c.component.name in sel.components)
         and (not sel.variants or c.variant.name in sel.variants)
     ]
     if not cells:
-        raise UsageError("no cell matches the selection (see `nox -s matrix`)")
+        raise UsageError(
+            "no cibuildwheel cell matches the selection (see `nox -s matrix`; a variant is built by `nox -s build`)"
+        )
     if identifiers_only:
         for cell in cells:
             check_config(matrix, cell)
@@ -320,7 +332,8 @@ def run_build(
     from .build import BuildOptions, build
 
     planned = plan(matrix, sel, host)
-    result = build(planned, layout, host=host, opts=BuildOptions(force=force, jobs=jobs, check_only=check_only))
+    opts = BuildOptions(force=force, jobs=jobs, check_only=check_only, policy=matrix.policy)
+    result = build(planned, layout, host=host, opts=opts)
     print(report.build_table(result))
     print(f"build report: {layout.build_report}")
     return result, planned

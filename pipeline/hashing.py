@@ -59,7 +59,7 @@ def tree_hash(folder: Path, files: dict[str, str] | None = None) -> str:
 
 
 #: The build logic is an input of every cell: editing these modules rebuilds.
-LOGIC_MODULES = ("build.py", "wheelcheck.py", "hashing.py", "platforms.py", "toolchains.py")
+LOGIC_MODULES = ("build.py", "wheelcheck.py", "wheeledit.py", "hashing.py", "platforms.py", "toolchains.py")
 
 
 def logic_version() -> str:
@@ -83,6 +83,7 @@ def cell_input_hash(
     sdk_defines: Sequence[tuple[str, str]] = (),
     component_files: dict[str, str] | None = None,
     logic: str | None = None,
+    catalog_client: str | None = None,
 ) -> CellInputs:
     """**The** input hash of a cell: the build decides "up to date" with it, the build record stores it, the
     release gate recomputes it to prove the sources did not change since, and the provenance states it.
@@ -107,6 +108,8 @@ def cell_input_hash(
         named[f"extra:{rel}"] = tree_hash(path) if path.is_dir() else sha256_file(path)
     if sdk_defines:
         named["sdk"] = json.dumps(sorted(sdk_defines))
+    if catalog_client is not None:  # the EP catalog root + client configuration a winml wheel ships
+        named["catalog_client"] = catalog_client
     return CellInputs(named=named, files=files, hash=combine(named))
 
 

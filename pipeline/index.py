@@ -143,9 +143,10 @@ def _alive(pid: int) -> bool:
     return done == 0
 
 
-def _answers(url: str) -> bool:
+def _answers(url: str, probe: str = "simple/") -> bool:
+    """The server at ``url`` serves ``probe`` (the index: its simple page; the EP catalog: its timestamp)."""
     try:
-        with urllib.request.urlopen(url + "simple/", timeout=2) as resp:
+        with urllib.request.urlopen(url + probe, timeout=2) as resp:
             return bool(resp.status == 200)
     except (urllib.error.URLError, OSError):
         return False

@@ -131,6 +131,25 @@ class Variant:
     dist: str  #: distribution (wheel) name
     cmake_defines: tuple[tuple[str, str], ...] = ()
     planned: str | None = None  #: declared but not buildable yet; the reason
+    #: requirements the variant's wheel adds to the component's own (e.g. the TUF client of winml)
+    dependencies: tuple[str, ...] = ()
+    #: the variant's wheel test suite when it is not the component's
+    tests: str | None = None
+    #: the wheel ships the EP catalog's trusted root and client configuration (the winml variant)
+    catalog_client: bool = False
+    #: the targets it is built for, a subset of the component's (empty: all of them)
+    targets: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, kw_only=True)
+class CatalogEntry:
+    """How an EP component appears in the EP catalog (``[component.<name>.catalog]``)."""
+
+    ep_name: str  #: the provider name sessions ask for, e.g. DnnlExecutionProvider
+    device_types: tuple[str, ...]  #: CPU / GPU / NPU
+    vendor_ids: tuple[int, ...] = ()  #: PCI vendor ids it serves; empty: any vendor
+    #: environment defaults the client sets (unless already set) before loading the EP's libraries
+    environment: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -157,6 +176,8 @@ class Component:
     #: "target": the target's compilers (zig where the target says so); "system": always the system
     #: compilers (a component whose build drives the host compiler itself, e.g. nvcc)
     toolchain: Literal["target", "system"] = "target"
+    #: published in the EP catalog (the winml variant downloads it on demand)
+    catalog: CatalogEntry | None = None
 
     @property
     def tag(self) -> str:
@@ -183,6 +204,8 @@ class Policy:
     macos_min_deployment_target: str
     forbidden: tuple[Forbidden, ...] = ()
     retired_eps: tuple[RetiredEp, ...] = ()
+    #: the winml variant downloads EPs by default only on Windows builds at or above this one
+    winml_min_windows_build: int = 26200
 
     def retired(self, name: str) -> RetiredEp | None:
         key = name.lower().removeprefix("ep-")
@@ -200,6 +223,11 @@ class Cell:
     @property
     def id(self) -> str:
         return f"{self.component.name}/{self.variant.name}/{self.target.name}"
+
+    @property
+    def tests(self) -> str:
+        """The repo-relative wheel test suite of this cell's wheel (the variant's, else the component's)."""
+        return self.variant.tests or self.component.tests
 
     @property
     def slug(self) -> str:
@@ -253,13 +281,18 @@ class Matrix:
                 return cell
         return None
 
+    @property
+    def has_ep_catalog(self) -> bool:
+        """A variant ships the EP catalog client or an EP is published in it: the release keeps the catalog."""
+        return any(c.catalog is not None or any(v.catalog_client for v in c.variants) for c in self.components)
+
     def cells(self) -> tuple[Cell, ...]:
         """Every declared cell, in declaration order (component, variant, target)."""
         return tuple(
             Cell(component=c, variant=v, target=self.target(t))
             for c in self.components
             for v in c.variants
-            for t in c.targets
+            for t in (v.targets or c.targets)
         )
 
 
@@ -372,7 +405,7 @@ def load_matrix(root: Path, matrix_dir: Path | None = None) -> Matrix:
         path = mdir / name
         return _Table(_display(path, root), "", _read_toml(path, _display(path, root)), top)
 
-    policy = _load_policy(doc("policy.toml", ("python", "macos", "forbidden", "retired_ep")))
+    policy = _load_policy(doc("policy.toml", ("python", "macos", "forbidden", "retired_ep", "winml")))
     pythons = _load_pythons(doc("python.toml", ("python",)), policy)
     sdks = _load_sdks(doc("sdks.toml", ("sdk",)))
     targets = _load_targets(doc("targets.toml", ("target",)), policy, root)
@@ -426,11 +459,16 @@ def _load_policy(doc: _Table) -> Policy:
                 name=name, replacements=t.str_list("replacements", _REQUIRED), message=t.string("message", _REQUIRED)
             )
         )
+    winml = doc.table("winml", ("min_windows_build",))
+    min_build = winml.number("min_windows_build", Policy.winml_min_windows_build)
+    if not isinstance(min_build, int) or min_build <= 0:
+        raise winml.error("min_windows_build", f"expected a positive Windows build number, got {min_build!r}")
     return Policy(
         python_floor=floor,
         macos_min_deployment_target=mac_floor,
         forbidden=tuple(forbidden),
         retired_eps=tuple(retired),
+        winml_min_windows_build=min_build,
     )
 
 
@@ -597,11 +635,37 @@ def read_profile_settings(path: Path) -> dict[str, str]:
 
 
 _COMPONENT_KEYS = (
-    *(f for f in Component.__dataclass_fields__ if f not in ("name", "version", "variants")),
+    *(f for f in Component.__dataclass_fields__ if f not in ("name", "version", "variants", "catalog")),
+    "catalog",
     "dist",
     "variant",
 )
-_VARIANT_KEYS = ("dist", "cmake_defines", "planned")
+_VARIANT_KEYS = ("dist", "cmake_defines", "planned", "dependencies", "tests", "catalog_client", "targets")
+_CATALOG_KEYS = ("ep_name", "device_types", "vendor_ids", "environment")
+_DEVICE_TYPES = ("CPU", "GPU", "NPU")
+
+
+def _suite(t: _Table, root: Path, default: str | None) -> str | None:
+    tests = t.string("tests", default)
+    if "tests" in t.data and not all((root / tests / f).is_file() for f in ("pytest.ini", "requirements.txt")):
+        raise t.error("tests", f"'{tests}' must be a test folder with pytest.ini and requirements.txt")
+    return cast("str | None", tests)
+
+
+def _catalog_entry(t: _Table, kind: str) -> CatalogEntry | None:
+    if "catalog" not in t.data:
+        return None
+    if kind != "ep":
+        raise t.error("catalog", "only an EP component (kind = \"ep\") is published in the EP catalog")
+    ct = t.table("catalog", _CATALOG_KEYS)
+    device_types = ct.str_list("device_types", _REQUIRED)
+    for d in device_types:
+        if d not in _DEVICE_TYPES:
+            raise ct.error("device_types", f"'{d}' is not a device type{choices_hint(d, _DEVICE_TYPES)}")
+    raw_ids = ct._get("vendor_ids", lambda v: isinstance(v, list) and all(isinstance(x, int) for x in v),
+                      "a list of integers (PCI vendor ids)", [])
+    return CatalogEntry(ep_name=ct.string("ep_name", _REQUIRED), device_types=device_types, vendor_ids=tuple(raw_ids),
+                        environment=ct.str_map("environment"))
 
 
 def _load_components(
@@ -655,8 +719,16 @@ def _load_components(
                     dist=vt.string("dist", _REQUIRED),
                     cmake_defines=vt.str_map("cmake_defines"),
                     planned=vt.string("planned"),
+                    dependencies=vt.str_list("dependencies"),
+                    tests=_suite(vt, root, None),
+                    catalog_client=vt.boolean("catalog_client"),
+                    targets=vt.str_list("targets"),
                 )
             )
+            for tn in variants[-1].targets:
+                if tn not in comp_targets:
+                    hint = choices_hint(tn, comp_targets)
+                    raise vt.error("targets", f"'{tn}' is not one of the component's targets{hint}")
         for v in variants:
             owner = dists.get(v.dist)
             if owner is not None:
@@ -665,10 +737,7 @@ def _load_components(
         max_mb = t.number("max_wheel_mb", _REQUIRED)
         if max_mb <= 0:
             raise t.error("max_wheel_mb", "must be positive")
-        tests = t.string("tests", "tests/wheel")
-        explicit = "tests" in t.data
-        if explicit and not all((root / tests / f).is_file() for f in ("pytest.ini", "requirements.txt")):
-            raise t.error("tests", f"'{tests}' must be a test folder with pytest.ini and requirements.txt")
+        tests = cast(str, _suite(t, root, "tests/wheel"))
         extra_inputs = t.str_list("extra_inputs")
         for extra in extra_inputs:
             if not (root / extra).exists():
@@ -691,6 +760,7 @@ def _load_components(
                 extra_inputs=extra_inputs,
                 repair_exclude=t.str_list("repair_exclude"),
                 toolchain=t.choice("toolchain", ("target", "system"), "target"),
+                catalog=_catalog_entry(t, kind),
             )
         )
     names = [c.name for c in components]

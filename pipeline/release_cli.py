@@ -38,6 +38,9 @@ def release(matrix: Matrix, sel: Selection, host: Target | None, layout: Layout,
     if args.stop_index:
         stopped = stop_local_index(layout.index_state)
         print("stopped the local index" if stopped else "the local index was not running")
+        from .catalog.release import stop_server
+
+        print("stopped the EP catalog server" if stop_server(layout) else "the EP catalog server was not running")
         return 0
     built, _ = run_build(matrix, sel, host, layout, jobs=args.jobs, check_only=args.no_build)
     tested = run_tests(
@@ -71,8 +74,17 @@ def release(matrix: Matrix, sel: Selection, host: Target | None, layout: Layout,
     result = publish(gated, layout, signer=signer, trust=trust, index=index, opts=opts, required=required)
     rows = [(r.wheel, r.sha256[:16], r.status, r.tag, r.tag_status) for r in result.rows]
     print(report.table(("wheel", "sha256", "index", "tag", "tag status"), rows))
+    catalog = None
+    if matrix.has_ep_catalog:  # a winml variant consumes it, or an EP is published in it
+        from .catalog.release import publish_eps
+
+        released = [(g.artifact.cell, g.artifact.wheel, g.artifact.sha256) for g in gated]
+        catalog = publish_eps(layout, released)
     layout.release_report.parent.mkdir(parents=True, exist_ok=True)
-    layout.release_report.write_text(result.to_json(), encoding="utf-8")
+    document = json.loads(result.to_json())
+    if catalog is not None:
+        document.update(catalog.to_dict())
+    layout.release_report.write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
     print(f"release report: {layout.release_report}")
     pins = " ".join(sorted({f"{g.artifact.cell.dist}=={g.artifact.cell.component.version}" for g in gated}))
     if index.local is not None:
@@ -82,6 +94,13 @@ def release(matrix: Matrix, sel: Selection, host: Target | None, layout: Layout,
             f"  pip install --index-url {index.simple_url} --extra-index-url https://pypi.org/simple/ {pins}\n"
             f"check what it serves:\n  nox -s verify -- {index.simple_url}"
         )
+    if catalog is None:
+        return 0
+    print(
+        f"\nthe EP catalog {catalog.url} keeps running too ({len(catalog.targets)} certified EP bundle(s)). Point a"
+        f" mosaicrt-winml install at it and opt in to EP download (on by default on Windows ≥ the policy's build):\n"
+        f"  MOSAICRT_EP_CATALOG_URL={catalog.url} MOSAICRT_DYNAMIC_EP_DOWNLOAD=1 python your_app.py"
+    )
     return 0
 
 
@@ -206,4 +225,51 @@ def keys(args: argparse.Namespace, root: Path) -> int:
     print(f"trust roots: {trust.describe()}")
     print("public entry for a trust file:")
     print(json.dumps(signer.trust_entry("ci release key" if signer.source == "ci" else "development key"), indent=2))
+    return 0
+
+
+def catalog(args: argparse.Namespace, layout: Layout) -> int:
+    """``python -m pipeline catalog ACTION``: the EP catalog outside a release."""
+    from securesystemslib.signer import CryptoSigner
+    from tuf.api.metadata import Root, Targets
+
+    from .catalog.release import catalog_dir, open_repository
+    from .catalog.repository import ensure_root, sign_root
+    from .catalog.server import running_catalog, start_catalog_server, stop_catalog_server
+    from .catalog.trust import RoleSigner, role_signers
+    from .signing import parse_private_key
+
+    repo = open_repository(layout)
+    if args.action == "stop":
+        print("stopped the EP catalog server" if stop_catalog_server(catalog_dir(layout)) else "it was not running")
+        return 0
+    if args.action == "sign-root":
+        if args.root_key:
+            signers = [RoleSigner("root", CryptoSigner(parse_private_key(p.read_text(), origin=str(p))), str(p))
+                       for p in args.root_key]  # fmt: skip
+        else:
+            signers = role_signers("root", repo.config.role("root").threshold, create=True)
+        online = {r: [s.signer.public_key for s in role_signers(r, repo.config.role(r).threshold, create=True)]
+                  for r in ("targets", "snapshot", "timestamp")}  # fmt: skip
+        version, written = sign_root(repo, root_signers=signers, online=online)
+        print(f"catalog root v{version} {'written' if written else 'unchanged (same keys, not near expiry)'}:"
+              f" {repo.path_of('root')}")
+        return 0
+    if args.action == "serve":
+        ensure_root(repo)
+        server = start_catalog_server(catalog_dir(layout), repo.folder, port=repo.config.local_port)
+        print(f"MOSAICRT_EP_CATALOG_URL={server.url}")
+        return 0
+    root = repo.load("root", Root)
+    if root is None:
+        print(f"no EP catalog yet at {repo.folder} (nox -s release creates it)")
+        return 0
+    running = running_catalog(catalog_dir(layout))
+    served = running.url if running else "(not running)"
+    print(f"EP catalog {repo.folder}: root v{root.signed.version}, served at {served}")
+    for role in ("certified", "uncertified"):
+        md = repo.load(role, Targets)
+        for path, t in sorted(md.signed.targets.items()) if md else []:
+            if not path.endswith("/index.json"):
+                print(f"  {role:11} {path}  {t.length} bytes  sha256 {t.hashes['sha256'][:16]}…")
     return 0

@@ -159,7 +159,7 @@ def suites_for(matrix: Matrix, wheels: Sequence[Path]) -> dict[str, WheelSuite]:
                     f" (build it: nox -s build -- --component {name})"
                 )
             companions.append(found[-1])
-        out[wheel.name] = WheelSuite(path=Path(comp.tests), companions=tuple(companions))
+        out[wheel.name] = WheelSuite(path=Path(cell.tests), companions=tuple(companions))
     return out
 
 

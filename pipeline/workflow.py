@@ -66,7 +66,10 @@ PIP_CACHE = {"linux": "~/.cache/pip", "macos": "~/Library/Caches/pip", "windows"
 ZIG_CACHE = "build/zig-cache"
 CROSSCHECK_CCACHE = "build/crosscheck/ccache"
 STAGING = "build/pipeline/release/staging"
-CATALOG = "build/pipeline/catalog"
+CATALOG = "build/pipeline/catalog/repository"  # the TUF repository nox -s release updates (pipeline.catalog)
+#: the online roles of the EP catalog the release signs with (pipeline/catalog/trust.py ONLINE_ROLES; a test
+#: keeps them equal without importing the TUF tooling here)
+CATALOG_ONLINE_ROLES = ("targets", "snapshot", "timestamp", "certified")
 TEST_RECORDS = "build/pipeline/records/tests"
 
 HEADER = """\
@@ -111,6 +114,11 @@ def wheel_glob(cell: Cell) -> str:
 def ci_cells(matrix: Matrix) -> list[Cell]:
     """The cells CI builds: every declared cell except variants still marked ``planned``."""
     return [c for c in matrix.cells() if c.variant.planned is None]
+
+
+def cibuildwheel_cells(matrix: Matrix) -> list[Cell]:
+    """The cells cibuildwheel builds: each component's own distribution (variants use the pipeline's build)."""
+    return [c for c in ci_cells(matrix) if c.variant.name == "default"]
 
 
 # --------------------------------------------------------------------------------------
@@ -189,7 +197,7 @@ def _plan_job(ci: CiConfig, runner: str) -> dict[str, Any]:
 
 def _build_job(matrix: Matrix, ci: CiConfig, cell: Cell, caches: bool) -> dict[str, Any]:
     runner = check_runner(ci, cell.id, cell.target.name, cell.target.os, cell.target.ci_runner)
-    by_cibuildwheel = cell.variant.name == "default"
+    by_cibuildwheel = cell in cibuildwheel_cells(matrix)
     if by_cibuildwheel:
         cibw.check_config(matrix, cell)
     target = cell.target
@@ -367,7 +375,13 @@ def _release_job(matrix: Matrix, ci: CiConfig, needs: list[str]) -> dict[str, An
     steps.append(
         {
             "name": "gate, attest, sign, verify (nox -s release)",
-            "env": {"MOSAICRT_SIGNING_KEY": "${{ secrets.MOSAICRT_SIGNING_KEY }}"},
+            "env": {
+                "MOSAICRT_SIGNING_KEY": "${{ secrets.MOSAICRT_SIGNING_KEY }}",
+                **{
+                    f"MOSAICRT_CATALOG_KEY_{role.upper()}": f"${{{{ secrets.MOSAICRT_CATALOG_KEY_{role.upper()} }}}}"
+                    for role in CATALOG_ONLINE_ROLES
+                },
+            },
             "run": "nox -s release -- --no-tag",
         }
     )

@@ -5,4 +5,6 @@ against an installed wheel (``nox -s test``). CI still runs it: the slow end-to-
 ``tests/pipeline/test_e2e.py`` builds the core wheel and runs the test step on it.
 """
 
-collect_ignore = ["wheel", "eps"]  # tests/eps/<name>: EP wheel suites, also run in fresh venvs
+# tests/eps/<name>: EP wheel suites; tests/winml: the winml variant's suite — all run in fresh venvs (the
+# release test in tests/pipeline/test_e2e_release.py runs the winml suite on the wheel it builds)
+collect_ignore = ["wheel", "eps", "winml"]

@@ -7,6 +7,7 @@
 #include <mutex>
 #include <thread>
 
+#include "mosaicrt/ep.h"
 #include "mosaicrt/mosaicrt.h"
 #include "gemm/backend_registry.h"
 #include "gemm/sgemm.h"
@@ -130,6 +131,10 @@ std::string build_info() {
 #endif
 #if defined(MOSAICRT_ARM64_KERNELS)
   s += ",arm64_kernels=on";
+#endif
+  s += ",ep_abi=" + std::to_string(MRT_EP_ABI_VERSION_MAJOR) + "." + std::to_string(MRT_EP_ABI_VERSION_MINOR);
+#if defined(MOSAICRT_DYNAMIC_EP_DOWNLOAD)
+  s += ",dynamic_ep_download=on";
 #endif
   s += std::string(",") + mrt::cpu_kernel_summary();
   s += ",hardware_threads=" + std::to_string(std::thread::hardware_concurrency());
@@ -284,6 +289,28 @@ MRT_API MrtStatus* MrtSessionGetNodeAssignment(const MrtSession* session, size_t
     if (op_type) *op_type = a[index].op_type.c_str();
     if (ep_name) *ep_name = a[index].ep.c_str();
     if (note) *note = a[index].note.c_str();
+  });
+}
+
+MRT_API MrtStatus* MrtSessionGetNodePartition(const MrtSession* session, size_t index, const char** partition,
+                                              const char** copies) {
+  return guarded([&] {
+    MRT_REQUIRE_ARG(session);
+    const auto& a = session->session->assignments();
+    if (index >= a.size()) mrt::fail(MRT_INVALID_ARGUMENT, "node index ", index, " out of range (", a.size(), ")");
+    if (partition) *partition = a[index].partition.c_str();
+    if (copies) *copies = a[index].copies.c_str();
+  });
+}
+MRT_API MrtStatus* MrtSessionGetTransferCounts(const MrtSession* session, uint64_t* to_device, uint64_t* to_host,
+                                               uint64_t* device_resident, uint64_t* constants_uploaded) {
+  return guarded([&] {
+    MRT_REQUIRE_ARG(session);
+    mrt::TransferCounts c = session->session->transfer_counts();
+    if (to_device) *to_device = c.to_device;
+    if (to_host) *to_host = c.to_host;
+    if (device_resident) *device_resident = c.device_resident;
+    if (constants_uploaded) *constants_uploaded = c.constants_uploaded;
   });
 }
 

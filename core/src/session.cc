@@ -113,7 +113,14 @@ void Session::build() {
   override_free_dims(model_.graph, options_.config);
   inline_model_functions(model_);
   pool_ = std::make_unique<ThreadPool>(options_.intra_op_num_threads);
-  optimize_graph(model_, optimization_level(options_.config), *pool_);
+  // EPs are chosen first: the extended rewrites make CPU-EP-only nodes (com.microsoft FusedConv),
+  // which would hide Conv/Add/Relu from plugin EPs, so with a plugin EP the graph gets the basic
+  // (ONNX-preserving) rewrites only.
+  choices_ = EpRegistry::instance().select(options_.providers);
+  int level = optimization_level(options_.config);
+  if (std::any_of(choices_.begin(), choices_.end(), [](const EpChoice& c) { return c.factory != nullptr; }))
+    level = std::min(level, static_cast<int>(kOptBasic));
+  optimize_graph(model_, level, *pool_);
   const std::set<std::string> overridable = mrt::overridable_initializers(model_);
   const Graph& g = model_.graph;
   auto intern = [&](const std::string& name) {
@@ -239,19 +246,35 @@ void Session::build() {
   std::map<std::string, ValueInfo> known;
   infer_types(g, node_order, outputs_, &known);
 
-  // EPs claim nodes; unsupported ops are reported here, before any run.
-  std::vector<const KernelDef*> cpu;
-  std::vector<std::unique_ptr<PluginKernel>> plugin;
-  partition(order, known, cpu, plugin);
-  for (size_t k = 0; k < order.size(); ++k) {
-    const Node& n = g.nodes[order[k]];
+  // EPs claim nodes (alone or in groups); unsupported ops are reported here, before any run.
+  std::vector<Unit> units = partition(order, known, outer);
+  std::map<const Node*, size_t> index_of;
+  for (size_t i = 0; i < g.nodes.size(); ++i) index_of[&g.nodes[i]] = i;
+  for (auto& u : units) {
+    const Node& n = *u.node;
+    const bool fused = u.members.size() != 1 || u.node != &g.nodes[order[u.members[0]]];
     Step s;
     s.node = &n;
-    s.kernel = cpu[k];
-    s.plugin = std::move(plugin[k]);
-    s.opset = model_.opsets.at(n.domain);
+    s.kernel = u.cpu;
+    s.plugin = std::move(u.plugin);
+    s.device = s.plugin && s.plugin->ep->has_device_memory() ? s.plugin->ep : nullptr;
+    s.expect = std::move(u.expect);
+    s.first_assignment = assignments_.size();
+    for (size_t k : u.members) {
+      const Node& m = g.nodes[order[k]];
+      NodeAssignment a;
+      a.node_name = m.name;
+      a.op_type = m.domain.empty() ? m.op_type : m.domain + "::" + m.op_type;
+      a.ep = s.plugin ? s.plugin->ep->name() : std::string(MRT_CPU_EP_NAME);
+      a.partition = u.partition;
+      a.note = u.note;
+      assignments_.push_back(std::move(a));
+    }
+    auto op = model_.opsets.find(n.domain);
+    s.opset = op == model_.opsets.end() ? 0 : op->second;
     for (const auto& in : n.inputs) s.inputs.push_back(in.empty() ? -1 : value_id(in));
-    for (const auto& in : outer[order[k]]) s.inputs.push_back(value_id(in));  // after the node's own inputs
+    if (!fused)
+      for (const auto& in : outer[index_of[&n]]) s.inputs.push_back(value_id(in));  // after the node's own inputs
     for (const auto& o : n.outputs) s.outputs.push_back(o.empty() ? -1 : value_id(o));
     for (int id : s.inputs)
       s.constant.push_back(id >= 0 && constants_[id].valid() &&
@@ -265,7 +288,7 @@ void Session::build() {
       SessionOptions sub_options = options_;
       sub_options.intra_op_num_threads = 1;
       auto compiled = std::make_shared<CompiledSubgraphs>();
-      compiled->outer = outer[order[k]];
+      compiled->outer = outer[index_of[&n]];
       for (const auto& a : n.attributes) {
         if (!a.g) continue;
         try {
@@ -291,6 +314,7 @@ void Session::build() {
   for (size_t id = 0; id < last_use.size(); ++id)
     if (last_use[id] >= 0 && !constants_[id].valid()) steps_[last_use[id]].release.push_back(static_cast<int>(id));
 
+  plan_transfers();
   alloc_ = std::make_shared<Allocator>();
 }
 
@@ -323,65 +347,347 @@ const KernelDef* Session::cpu_kernel(const Node& n, bool required) const {
   return k;
 }
 
-void Session::partition(const std::vector<size_t>& order, const std::map<std::string, ValueInfo>& known,
-                        std::vector<const KernelDef*>& cpu, std::vector<std::unique_ptr<PluginKernel>>& plugin) {
+std::vector<Session::Unit> Session::partition(const std::vector<size_t>& order,
+                                              const std::map<std::string, ValueInfo>& known,
+                                              const std::vector<std::vector<std::string>>& outer) {
   const Graph& g = model_.graph;
-  std::vector<EpChoice> choices = EpRegistry::instance().select(options_.providers);
+  const size_t n = order.size();
+  std::vector<EpChoice> choices = std::move(choices_);
   for (const auto& c : choices) provider_names_.push_back(c.name());
-  cpu.assign(order.size(), nullptr);
-  plugin.clear();
-  plugin.resize(order.size());
-  std::vector<std::string> notes(order.size());
-  std::vector<bool> claimed(order.size(), false);
+  auto node_at = [&](size_t k) -> const Node& { return g.nodes[order[k]]; };
+  auto reads = [&](size_t k) {
+    std::vector<std::string> r = node_at(k).inputs;
+    r.insert(r.end(), outer[order[k]].begin(), outer[order[k]].end());
+    return r;
+  };
+  // Dependencies between positions of `order` (a topological order).
+  std::unordered_map<std::string, size_t> producer;
+  for (size_t k = 0; k < n; ++k)
+    for (const auto& o : node_at(k).outputs)
+      if (!o.empty()) producer[o] = k;
+  std::vector<std::vector<size_t>> succ(n), pred(n);
+  for (size_t k = 0; k < n; ++k) {
+    std::set<size_t> ps;
+    for (const auto& in : reads(k)) {
+      auto p = producer.find(in);
+      if (!in.empty() && p != producer.end() && p->second != k) ps.insert(p->second);
+    }
+    for (size_t p : ps) {
+      pred[k].push_back(p);
+      succ[p].push_back(k);
+    }
+  }
+  // Units: a position's unit id is its own position, or the id of the compiled group it joined.
+  std::vector<int> unit_of(n);
+  for (size_t k = 0; k < n; ++k) unit_of[k] = static_cast<int>(k);
+  int next_unit = static_cast<int>(n);
+  auto units_acyclic = [&]() {
+    std::map<int, std::set<int>> out;
+    std::map<int, int> indegree;
+    for (size_t k = 0; k < n; ++k) {
+      indegree.emplace(unit_of[k], 0);
+      for (size_t s : succ[k])
+        if (unit_of[s] != unit_of[k] && out[unit_of[k]].insert(unit_of[s]).second) ++indegree[unit_of[s]];
+    }
+    std::vector<int> ready;
+    for (const auto& [u, d] : indegree)
+      if (d == 0) ready.push_back(u);
+    size_t done = 0;
+    while (!ready.empty()) {
+      int u = ready.back();
+      ready.pop_back();
+      ++done;
+      for (int v : out[u])
+        if (--indegree[v] == 0) ready.push_back(v);
+    }
+    return done == indegree.size();
+  };
+  // A node outside `in_group` on a path that leaves the group and comes back to it (or -1).
+  auto cycle_through = [&](const std::vector<size_t>& members, const std::vector<bool>& in_group) -> long {
+    const size_t lo = members.front(), hi = members.back();
+    std::vector<bool> reached(n, false);
+    for (size_t k = lo; k <= hi; ++k) {
+      if (!in_group[k] && !reached[k]) continue;
+      for (size_t s : succ[k]) {
+        if (s > hi) continue;
+        if (!in_group[s]) reached[s] = true;
+        else if (reached[k]) return static_cast<long>(k);
+      }
+    }
+    return -1;
+  };
   auto constant = [&](const std::string& name) -> const Tensor* {
     int id = value_id(name);
     if (id < 0 || !constants_[id].valid()) return nullptr;
     if (std::find(overridable_.begin(), overridable_.end(), id) != overridable_.end()) return nullptr;
     return &constants_[id];
   };
+  auto info = [&](const std::string& name) {
+    auto it = known.find(name);
+    ValueInfo v = it == known.end() ? ValueInfo() : it->second;
+    v.name = name;
+    return v;
+  };
+  std::set<std::string> graph_outputs;
+  for (const auto& o : g.outputs) graph_outputs.insert(o.name);
+
+  struct Claim {
+    std::unique_ptr<PluginKernel> kernel;
+    std::string partition;
+    const Node* fused = nullptr;
+    std::vector<ValueInfo> expect;
+  };
+  std::map<int, Claim> claims;  // by unit id
+  std::vector<const KernelDef*> cpu(n, nullptr);
+  std::vector<std::string> notes(n);
+  std::vector<bool> claimed(n, false);
+
   for (auto& choice : choices) {
     if (!choice.factory) {  // the CPU EP takes every remaining node it has a kernel for
-      for (size_t k = 0; k < order.size(); ++k)
-        if (!claimed[k] && (cpu[k] = cpu_kernel(g.nodes[order[k]], false))) claimed[k] = true;
+      for (size_t k = 0; k < n; ++k)
+        if (!claimed[k] && (cpu[k] = cpu_kernel(node_at(k), false))) claimed[k] = true;
       continue;
     }
     auto ep = std::make_unique<PluginEp>(std::move(choice));
     std::vector<size_t> open;
     std::vector<const Node*> nodes;
-    for (size_t k = 0; k < order.size(); ++k)
+    for (size_t k = 0; k < n; ++k)
       if (!claimed[k]) {
         open.push_back(k);
-        nodes.push_back(&g.nodes[order[k]]);
+        nodes.push_back(&node_at(k));
       }
-    if (!nodes.empty()) {
-      EpGraphView view(nodes, known, constant, model_.opsets);
-      std::vector<uint8_t> take = ep->capability(view);
-      for (size_t j = 0; j < open.size(); ++j) {
-        if (!take[j]) continue;
-        std::string why;
-        void* h = ep->create_kernel(view.node(j), why);
-        if (!h) {
-          notes[open[j]] = ep->name() + " claimed the node but could not prepare it: " + why;
+    if (nodes.empty()) {
+      eps_.push_back(std::move(ep));
+      continue;
+    }
+    EpGraphView view(nodes, known, constant, model_.opsets);
+    std::vector<int32_t> group = ep->claim(view);
+    std::map<int32_t, std::vector<size_t>> by_id;  // group id -> view indices (ascending)
+    for (size_t j = 0; j < open.size(); ++j)
+      if (group[j] >= 0) by_id[group[j]].push_back(j);
+    int made = 0;
+    for (const auto& [id, js] : by_id) {
+      // A group is split into its connected parts (edges between its own nodes).
+      std::map<size_t, size_t> parent;
+      for (size_t j : js) parent[open[j]] = open[j];
+      std::function<size_t(size_t)> root = [&](size_t k) { return parent[k] == k ? k : parent[k] = root(parent[k]); };
+      for (size_t j : js)
+        for (size_t p : pred[open[j]])
+          if (parent.count(p)) parent[root(open[j])] = root(p);
+      std::map<size_t, std::vector<size_t>> parts;  // root -> positions (ascending)
+      for (size_t j : js) parts[root(open[j])].push_back(open[j]);
+      std::vector<std::vector<size_t>> ordered;
+      for (auto& kv : parts) ordered.push_back(std::move(kv.second));
+      std::sort(ordered.begin(), ordered.end(), [](const auto& a, const auto& b) { return a.front() < b.front(); });
+      for (const auto& members : ordered) {
+        const std::string name = ep->name() + "_" + std::to_string(made++);
+        std::vector<bool> in_group(n, false);
+        for (size_t k : members) in_group[k] = true;
+        std::string refused;
+        long via = cycle_through(members, in_group);
+        if (via >= 0) {
+          refused = node_at(static_cast<size_t>(via)).label() + " reads from the group and feeds it";
+        } else if (ep->compiles() && members.size() > 1) {
+          std::vector<int> saved = unit_of;
+          for (size_t k : members) unit_of[k] = next_unit;
+          if (!units_acyclic()) refused = "it would close a cycle with partitions formed before it";
+          unit_of = saved;
+        }
+        if (!refused.empty()) {
+          for (size_t k : members)
+            notes[k] = ep->name() + " claimed the node in group '" + name + "', which was refused: it would form a cycle (" +
+                       refused + ")";
           continue;
         }
-        plugin[open[j]] = std::make_unique<PluginKernel>();
-        plugin[open[j]]->ep = ep.get();
-        plugin[open[j]]->handle = h;
-        claimed[open[j]] = true;
+        if (!ep->compiles()) {  // one kernel per node; values may still stay in the EP's memory
+          for (size_t k : members) {
+            size_t j = static_cast<size_t>(std::find(open.begin(), open.end(), k) - open.begin());
+            std::string why;
+            void* h = ep->create_kernel(view.node(j), why);
+            if (!h) {
+              notes[k] = ep->name() + " claimed the node but could not prepare it: " + why;
+              continue;
+            }
+            Claim& c = claims[static_cast<int>(k)];
+            c.kernel = std::make_unique<PluginKernel>();
+            c.kernel->ep = ep.get();
+            c.kernel->handle = h;
+            c.partition = name;
+            claimed[k] = true;
+          }
+          continue;
+        }
+        // The group as a standalone model: boundary inputs, initializers it reads, outputs read after it.
+        std::set<std::string> produced, seen, read_outside;
+        for (size_t k : members)
+          for (const auto& o : node_at(k).outputs) produced.insert(o);
+        for (size_t k = 0; k < n; ++k)
+          if (!in_group[k])
+            for (const auto& r : reads(k)) read_outside.insert(r);
+        Model sub;
+        sub.ir_version = model_.ir_version;
+        sub.opsets = model_.opsets;
+        sub.producer_name = "mosaicrt";
+        sub.graph.name = name;
+        std::vector<const Node*> group_nodes;
+        for (size_t k : members) {
+          group_nodes.push_back(&node_at(k));
+          sub.graph.nodes.push_back(node_at(k));
+          for (const auto& in : reads(k)) {
+            if (in.empty() || produced.count(in) || !seen.insert(in).second) continue;
+            if (const Tensor* c = constant(in))
+              sub.graph.initializers.emplace_back(in, std::make_shared<Tensor>(*c));
+            else
+              sub.graph.inputs.push_back(info(in));
+          }
+        }
+        for (size_t k : members)
+          for (const auto& o : node_at(k).outputs)
+            if (!o.empty() && (read_outside.count(o) || graph_outputs.count(o))) sub.graph.outputs.push_back(info(o));
+        std::string why;
+        void* h = nullptr;
+        {
+          EpSubgraphView sv(name, group_nodes, sub, known, constant, static_cast<int32_t>(pool_->size()));
+          h = ep->compile(sv, why);
+        }
+        if (!h) {
+          for (size_t k : members) notes[k] = ep->name() + " could not compile partition '" + name + "': " + why;
+          continue;
+        }
+        Node& fused = fused_nodes_.emplace_back();
+        fused.name = name;
+        fused.op_type = "CompiledPartition";
+        for (const auto& v : sub.graph.inputs) fused.inputs.push_back(v.name);
+        for (const auto& v : sub.graph.outputs) fused.outputs.push_back(v.name);
+        const int unit = next_unit++;
+        for (size_t k : members) {
+          unit_of[k] = unit;
+          claimed[k] = true;
+        }
+        Claim& c = claims[unit];
+        c.kernel = std::make_unique<PluginKernel>();
+        c.kernel->ep = ep.get();
+        c.kernel->handle = h;
+        c.partition = name;
+        c.fused = &fused;
+        c.expect = sub.graph.outputs;
       }
     }
     eps_.push_back(std::move(ep));
   }
-  for (size_t k = 0; k < order.size(); ++k) {
-    const Node& n = g.nodes[order[k]];
-    if (!claimed[k]) cpu[k] = cpu_kernel(n, true);  // fallback (or the unsupported-op error)
-    NodeAssignment a;
-    a.node_name = n.name;
-    a.op_type = n.domain.empty() ? n.op_type : n.domain + "::" + n.op_type;
-    a.ep = plugin[k] ? plugin[k]->ep->name() : std::string(MRT_CPU_EP_NAME);
-    a.note = plugin[k] ? "" : notes[k];
-    assignments_.push_back(std::move(a));
+  for (size_t k = 0; k < n; ++k)
+    if (!claimed[k]) cpu[k] = cpu_kernel(node_at(k), true);  // fallback (or the unsupported-op error)
+
+  // Steps in a topological order of the units, each as early as its first node allows.
+  std::map<int, std::vector<size_t>> members_of;
+  for (size_t k = 0; k < n; ++k) members_of[unit_of[k]].push_back(k);
+  std::map<int, std::set<int>> out;
+  std::map<int, int> indegree;
+  for (const auto& kv : members_of) indegree[kv.first] = 0;
+  for (size_t k = 0; k < n; ++k)
+    for (size_t s : succ[k])
+      if (unit_of[s] != unit_of[k] && out[unit_of[k]].insert(unit_of[s]).second) ++indegree[unit_of[s]];
+  using Entry = std::pair<size_t, int>;  // (first position, unit)
+  std::priority_queue<Entry, std::vector<Entry>, std::greater<Entry>> ready;
+  for (const auto& [u, d] : indegree)
+    if (d == 0) ready.push({members_of[u].front(), u});
+  std::vector<Unit> units;
+  while (!ready.empty()) {
+    int u = ready.top().second;
+    ready.pop();
+    Unit unit;
+    unit.members = members_of[u];
+    auto c = claims.find(u);
+    if (c != claims.end()) {
+      unit.plugin = std::move(c->second.kernel);
+      unit.partition = c->second.partition;
+      unit.node = c->second.fused ? c->second.fused : &node_at(unit.members.front());
+      unit.expect = std::move(c->second.expect);
+    } else {
+      unit.node = &node_at(unit.members.front());
+      unit.cpu = cpu[unit.members.front()];
+      unit.note = notes[unit.members.front()];
+    }
+    units.push_back(std::move(unit));
+    for (int v : out[u])
+      if (--indegree[v] == 0) ready.push({members_of[v].front(), v});
   }
+  if (units.size() != members_of.size()) fail(MRT_INTERNAL, "the partitioned graph has a cycle");
+  return units;
+}
+
+void Session::check_partition_output(const Step& s, size_t i, DType dtype, const Shape& shape) const {
+  const ValueInfo& want = s.expect[i];
+  bool ok = want.elem_type == DType::kUndefined || want.elem_type == dtype;
+  if (ok && want.has_shape) {
+    ok = want.dims.size() == shape.size();
+    for (size_t d = 0; ok && d < shape.size(); ++d) ok = want.dims[d].value < 0 || want.dims[d].value == shape[d];
+  }
+  if (ok) return;
+  std::string expected = want.elem_type == DType::kUndefined ? std::string("?") : dtype_name(want.elem_type);
+  fail(MRT_EP_ERROR, "execution provider '", s.plugin->ep->name(), "' (", s.plugin->ep->library_path(),
+       ") returned output '", want.name, "' of partition '", s.node->name, "' as ", dtype_name(dtype), shape_str(shape),
+       ", but the model says ", expected, dims_str(want));
+}
+
+const DeviceTensor* Session::device_constant(PluginEp* ep, int id) {
+  std::lock_guard<std::mutex> lock(device_constants_mutex_);
+  auto key = std::make_pair(ep, id);
+  auto it = device_constants_.find(key);
+  if (it == device_constants_.end()) {
+    it = device_constants_.emplace(key, ep->to_device(constants_[id])).first;
+    constants_uploaded_.fetch_add(1, std::memory_order_relaxed);
+  }
+  return &it->second;
+}
+
+TransferCounts Session::transfer_counts() const {
+  TransferCounts c;
+  c.to_device = to_device_.load();
+  c.to_host = to_host_.load();
+  c.device_resident = device_resident_.load();
+  c.constants_uploaded = constants_uploaded_.load();
+  return c;
+}
+
+// Where values cross between host and device memory, as the run will do it: recorded on the
+// first node of the step that makes the copy.
+void Session::plan_transfers() {
+  std::vector<std::set<PluginEp*>> where(names_.size());  // nullptr = host
+  for (int id : input_ids_) where[id].insert(nullptr);
+  for (size_t id = 0; id < constants_.size(); ++id)
+    if (constants_[id].valid()) where[id].insert(nullptr);
+  std::vector<size_t> producer(names_.size(), 0);
+  auto note = [&](size_t step, const std::string& what, const std::string& name) {
+    std::string& c = assignments_[steps_[step].first_assignment].copies;
+    c += (c.empty() ? "" : "; ") + what + " '" + name + "'";
+  };
+  for (size_t si = 0; si < steps_.size(); ++si) {
+    const Step& s = steps_[si];
+    for (size_t i = 0; i < s.inputs.size(); ++i) {
+      const int id = s.inputs[i];
+      if (id < 0) continue;
+      if (s.device) {
+        if (where[id].count(s.device) || s.constant[i]) continue;
+        if (!where[id].count(nullptr)) {
+          note(si, "to host", names_[id]);
+          where[id].insert(nullptr);
+        }
+        note(si, "to device", names_[id]);
+        where[id] = {nullptr, s.device};
+      } else if (!where[id].count(nullptr)) {
+        note(si, "to host", names_[id]);
+        where[id].insert(nullptr);
+      }
+    }
+    for (int id : s.outputs)
+      if (id >= 0) {
+        where[id] = {s.device};
+        producer[id] = si;
+      }
+  }
+  for (int id : output_ids_)
+    if (!where[id].count(nullptr)) note(producer[id], "to host (graph output)", names_[id]);
 }
 
 std::vector<Tensor> Session::run(const std::vector<std::string>& input_names, const std::vector<Tensor>& input_values,
@@ -489,30 +795,78 @@ std::vector<Tensor> Session::run(const std::vector<std::string>& input_names, co
   OpContext ctx;
   ctx.pool_ = pool_.get();
   ctx.alloc_ = alloc_.get();
+  // Values in device memory: where each lives (nullptr = only on the host) and its device copy.
+  std::vector<DeviceTensor> dev(names_.size());
+  std::vector<PluginEp*> dev_ep(names_.size(), nullptr);
+  std::vector<const DeviceTensor*> dev_in;
+  std::vector<DeviceTensor> dev_out;
+  std::set<PluginEp*> used_devices;
+  // The host tensor of a value, copied from device memory when it lives there only.
+  auto host_value = [&](int id) -> const Tensor* {
+    if (const Tensor* t = value_of(id)) return t;
+    if (!dev_ep[id]) return nullptr;
+    values[id] = dev_ep[id]->to_host(dev[id], alloc_.get());
+    to_host_.fetch_add(1, std::memory_order_relaxed);
+    return &values[id];
+  };
   for (auto& s : steps_) {
     if (control.terminate && control.terminate->load(std::memory_order_relaxed))
       fail(MRT_CANCELLED, "the run was terminated before ", s.node->label(), ": RunOptions.terminate is set");
     ctx.node_ = s.node;
     ctx.opset_ = s.opset;
-    ctx.inputs_.assign(s.inputs.size(), nullptr);
-    for (size_t i = 0; i < s.inputs.size(); ++i)
-      if (s.inputs[i] >= 0) ctx.inputs_[i] = value_of(s.inputs[i]);
-    ctx.constant_ = &s.constant;
-    outs.assign(s.outputs.size(), Tensor());
-    if (!bound.empty() && !s.plugin)  // (plugin EPs' outputs are copied in at the end)
-      for (size_t i = 0; i < s.outputs.size(); ++i) {
-        auto b = s.outputs[i] >= 0 ? bound.find(s.outputs[i]) : bound.end();
-        if (b != bound.end()) outs[i] = *b->second;  // OpContext::output hands it out on a match
-      }
-    ctx.outputs_ = &outs;
-    ctx.output_names_ = &s.node->outputs;
-    ctx.cache_ = s.cache.get();
     const Clock::time_point node_start = profile ? Clock::now() : Clock::time_point();
     try {
-      if (s.plugin)
-        s.plugin->ep->compute(s.plugin->handle, *s.node, ctx, pool_->size());
-      else
-        s.kernel->fn(ctx);
+      if (s.device) {
+        used_devices.insert(s.device);
+        dev_in.assign(s.inputs.size(), nullptr);
+        for (size_t i = 0; i < s.inputs.size(); ++i) {
+          const int id = s.inputs[i];
+          if (id < 0) continue;
+          if (dev_ep[id] == s.device) {  // produced by this EP: read in place
+            dev_in[i] = &dev[id];
+            device_resident_.fetch_add(1, std::memory_order_relaxed);
+          } else if (s.constant[i]) {
+            dev_in[i] = device_constant(s.device, id);
+          } else {
+            const Tensor* h = host_value(id);
+            if (!h) fail(MRT_INTERNAL, "value '", names_[id], "' is not available");
+            dev[id] = s.device->to_device(*h);
+            dev_ep[id] = s.device;
+            to_device_.fetch_add(1, std::memory_order_relaxed);
+            dev_in[i] = &dev[id];
+          }
+        }
+        dev_out.assign(s.outputs.size(), DeviceTensor());
+        s.device->compute_on_device(s.plugin->handle, s.node->label(), dev_in, dev_out, pool_->size());
+        outs.assign(s.outputs.size(), Tensor());
+        for (size_t i = 0; i < s.outputs.size(); ++i) {
+          if (s.outputs[i] < 0) continue;
+          if (!dev_out[i].valid())
+            fail(MRT_RUNTIME_ERROR, s.node->label(), ": execution provider '", s.device->name(), "' (",
+                 s.device->library_path(), ") did not produce output ", i, " ('", names_[s.outputs[i]], "')");
+          if (i < s.expect.size()) check_partition_output(s, i, dev_out[i].dtype, dev_out[i].shape);
+        }
+      } else {
+        ctx.inputs_.assign(s.inputs.size(), nullptr);
+        for (size_t i = 0; i < s.inputs.size(); ++i)
+          if (s.inputs[i] >= 0) ctx.inputs_[i] = host_value(s.inputs[i]);
+        ctx.constant_ = &s.constant;
+        outs.assign(s.outputs.size(), Tensor());
+        if (!bound.empty() && !s.plugin)  // (plugin EPs' outputs are copied in at the end)
+          for (size_t i = 0; i < s.outputs.size(); ++i) {
+            auto b = s.outputs[i] >= 0 ? bound.find(s.outputs[i]) : bound.end();
+            if (b != bound.end()) outs[i] = *b->second;  // OpContext::output hands it out on a match
+          }
+        ctx.outputs_ = &outs;
+        ctx.output_names_ = &s.node->outputs;
+        ctx.cache_ = s.cache.get();
+        if (s.plugin)
+          s.plugin->ep->compute(s.plugin->handle, s.node->label(), ctx, pool_->size());
+        else
+          s.kernel->fn(ctx);
+        for (size_t i = 0; i < s.expect.size() && i < outs.size(); ++i)
+          if (outs[i].valid()) check_partition_output(s, i, outs[i].dtype(), outs[i].shape());
+      }
     } catch (const Error& e) {
       std::string msg = e.what();
       throw Error(e.code(), msg.rfind(s.node->label(), 0) == 0 ? msg : s.node->label() + ": " + msg);
@@ -523,18 +877,35 @@ std::vector<Tensor> Session::run(const std::vector<std::string>& input_names, co
     }
     if (profile)
       append_node_event(events, *s.node, s.plugin ? s.plugin->ep->name() : std::string(MRT_CPU_EP_NAME), tid,
-                        micros(node_start - created_), micros(Clock::now() - node_start), ctx.inputs_, outs);
-    for (size_t i = 0; i < s.outputs.size(); ++i)
-      if (s.outputs[i] >= 0) values[s.outputs[i]] = std::move(outs[i]);
-    for (int id : s.release) values[id] = Tensor();
+                        micros(node_start - created_), micros(Clock::now() - node_start),
+                        s.device ? std::vector<const Tensor*>() : ctx.inputs_,
+                        s.device ? std::vector<Tensor>() : outs);  // device values: no host tensors to describe
+    for (size_t i = 0; i < s.outputs.size(); ++i) {
+      const int id = s.outputs[i];
+      if (id < 0) continue;
+      if (s.device) {
+        dev[id] = std::move(dev_out[i]);
+        dev_ep[id] = s.device;
+        values[id] = Tensor();
+      } else {
+        values[id] = std::move(outs[i]);
+      }
+    }
+    for (int id : s.release) {
+      values[id] = Tensor();
+      dev[id] = DeviceTensor();
+      dev_ep[id] = nullptr;
+    }
   }
 
   std::vector<Tensor> result;
   for (int id : wanted) {
-    const Tensor* t = value_of(id);
+    const Tensor* t = host_value(id);
     if (!t) fail(MRT_RUNTIME_ERROR, "output '", names_[id], "' was not produced (an optional output the kernel skipped)");
     result.push_back(*t);
   }
+  dev.clear();
+  for (PluginEp* ep : used_devices) ep->synchronize();
   values.clear();
   // Callers own (and may write to) the outputs: an output that still shares memory with a
   // constant, a caller's input or another output is copied so nothing else can change.

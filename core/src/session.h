@@ -3,6 +3,7 @@
 #pragma once
 #include <atomic>
 #include <chrono>
+#include <deque>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -34,9 +35,20 @@ struct RunControl {
   const std::vector<Tensor>* bound_outputs = nullptr;
 };
 
-// Which EP runs a node, and why it fell back to the CPU EP when it did.
+// Which EP runs a node, and why it fell back to the CPU EP when it did. `partition` names the
+// group of nodes the EP runs as one (compiled) unit ("" for the CPU EP); `copies` lists the
+// transfers between host and device memory at the start of the node's partition (and for graph
+// outputs it produces), "" when there are none.
 struct NodeAssignment {
-  std::string node_name, op_type, ep, note;
+  std::string node_name, op_type, ep, note, partition, copies;
+};
+
+// Copies between host and device memory since the session was created.
+struct TransferCounts {
+  uint64_t to_device = 0;        // host -> device copies of per-run values
+  uint64_t to_host = 0;          // device -> host copies
+  uint64_t device_resident = 0;  // device inputs read in place (produced by the same EP, no copy)
+  uint64_t constants_uploaded = 0;  // initializers copied to a device once for the session
 };
 
 class Session {
@@ -49,6 +61,7 @@ class Session {
   const Model& model() const { return model_; }
   const std::vector<std::string>& providers() const { return provider_names_; }  // claim order, CPU EP last
   const std::vector<NodeAssignment>& assignments() const { return assignments_; }  // execution order
+  TransferCounts transfer_counts() const;
   // Initializers that are also graph inputs: a feed may override them.
   const std::vector<ValueInfo>& overridable_initializers() const { return overridable_info_; }
 
@@ -73,14 +86,31 @@ class Session {
 
   // Chooses EPs, lets each claim nodes in turn and prepares their kernels; the CPU EP
   // takes the rest. Returns the CPU kernel (or nullptr with `plugin` set) per node of `order`.
-  void partition(const std::vector<size_t>& order, const std::map<std::string, ValueInfo>& known,
-                 std::vector<const KernelDef*>& cpu, std::vector<std::unique_ptr<PluginKernel>>& plugin);
+  // One step of the plan: a node (CPU EP or a plugin's per-node kernel) or a compiled partition.
+  struct Unit {
+    const Node* node = nullptr;  // the model's node, or a fused node standing for the partition
+    const KernelDef* cpu = nullptr;
+    std::unique_ptr<PluginKernel> plugin;
+    std::vector<size_t> members;  // positions in `order`
+    std::string partition;
+    std::string note;  // CPU EP nodes: why no plugin EP runs the node
+    std::vector<ValueInfo> expect;  // compiled partitions: the outputs' known types/shapes
+  };
+  std::vector<Unit> partition(const std::vector<size_t>& order, const std::map<std::string, ValueInfo>& known,
+                              const std::vector<std::vector<std::string>>& outer);
   const KernelDef* cpu_kernel(const Node& n, bool required) const;
+  void plan_transfers();
+  struct Step;
+  void check_partition_output(const Step& s, size_t i, DType dtype, const Shape& shape) const;
+  const DeviceTensor* device_constant(PluginEp* ep, int id);
 
   struct Step {
     const Node* node;
     const KernelDef* kernel;                // CPU EP kernel, or nullptr when `plugin` runs the node
     std::unique_ptr<PluginKernel> plugin;
+    PluginEp* device = nullptr;             // the plugin EP when it keeps values in device memory
+    size_t first_assignment = 0;            // index of its first node in assignments_
+    std::vector<ValueInfo> expect;
     int64_t opset;
     std::vector<int> inputs;   // value ids, -1 = omitted
     std::vector<int> outputs;  // value ids, -1 = omitted
@@ -98,9 +128,14 @@ class Session {
   std::vector<int> input_ids_, output_ids_;  // graph inputs (feedable) and outputs
   std::vector<int> overridable_;             // initializers that are also graph inputs
   std::vector<ValueInfo> overridable_info_;
+  std::vector<EpChoice> choices_;               // chosen before optimization, consumed by partition()
   std::vector<std::unique_ptr<PluginEp>> eps_;  // before steps_: kernels are released first
   std::vector<std::string> provider_names_;
   std::vector<NodeAssignment> assignments_;
+  std::deque<Node> fused_nodes_;         // one per compiled partition, stepped like a node
+  std::mutex device_constants_mutex_;
+  std::map<std::pair<PluginEp*, int>, DeviceTensor> device_constants_;  // released before eps_
+  std::atomic<uint64_t> to_device_{0}, to_host_{0}, device_resident_{0}, constants_uploaded_{0};
   std::vector<Step> steps_;
   std::unique_ptr<ThreadPool> pool_;
   std::shared_ptr<Allocator> alloc_;

@@ -8,6 +8,12 @@ from pathlib import Path
 
 import pytest
 
+# Before anything imports conan: conan installs an import hook without find_spec, and securesystemslib (the
+# EP catalog's signer, pipeline/catalog/) probes optional modules (boto3, ...) at import; through that hook
+# each probe is an ImportWarning, an error here. Imported first, it finds them the normal way.
+import securesystemslib.signer  # noqa: F401
+import tuf.ngclient  # noqa: F401
+
 REPO = Path(__file__).resolve().parents[2]
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 
@@ -34,8 +40,8 @@ def real_matrix_repo(tmp_path: Path) -> Path:
         (root / "eps" / ep.parent.name).mkdir(parents=True)
         for name in ("pyproject.toml", "VERSION"):
             shutil.copy(ep.parent / name, root / "eps" / ep.parent.name / name)
-    for suite in sorted((REPO / "tests" / "eps").glob("*/pytest.ini")):
-        shutil.copytree(suite.parent, root / "tests" / "eps" / suite.parent.name,
+    for suite in [*sorted((REPO / "tests" / "eps").glob("*/pytest.ini")), REPO / "tests" / "winml" / "pytest.ini"]:
+        shutil.copytree(suite.parent, root / suite.parent.relative_to(REPO),
                         ignore=shutil.ignore_patterns("__pycache__"))
     return root
 

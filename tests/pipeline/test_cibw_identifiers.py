@@ -12,12 +12,12 @@ import pytest
 
 from pipeline import cibw
 from pipeline.matrix import Cell, load_matrix
-from pipeline.workflow import ci_cells
+from pipeline.workflow import cibuildwheel_cells
 
 from .conftest import REPO, edit
 
 MATRIX = load_matrix(REPO)
-CELLS = ci_cells(MATRIX)
+CELLS = cibuildwheel_cells(MATRIX)
 
 
 @pytest.fixture(scope="module")
@@ -42,7 +42,7 @@ def test_a_contradicting_config_is_seen(real_matrix_repo: Path, cache_dir: Path)
     """The comparison can fail: a build selector that drops a CPython shows up in the identifiers."""
     edit(real_matrix_repo / "core" / "pyproject.toml", ', "cp314-*"]', "]")
     matrix = load_matrix(real_matrix_repo)
-    cell = next(c for c in ci_cells(matrix) if c.id == "core/default/windows-arm64")
+    cell = next(c for c in cibuildwheel_cells(matrix) if c.id == "core/default/windows-arm64")
     got = cibw.print_identifiers(matrix, cell, cache_dir=cache_dir)
     assert got == ["cp311-win_arm64", "cp312-win_arm64", "cp313-win_arm64"]
     assert got != cibw.expected_identifiers(matrix, cell.target)

@@ -7,6 +7,7 @@ temporary dist folder with its own state, so it never touches dist/ or a running
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import sys
@@ -28,11 +29,15 @@ for _module in ("build", "scikit_build_core", "auditwheel", "conans", "virtualen
 
 
 @pytest.fixture
-def work(monkeypatch: pytest.MonkeyPatch) -> Path:
+def work(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
     # Same depth as build/pipeline so ccache (base dir = repository root) shares hits with `nox -s build`.
     folder = REPO / "build" / "e2e-test"
     shutil.rmtree(folder, ignore_errors=True)
     monkeypatch.setenv("CCACHE_DIR", str(REPO / "build" / "pipeline" / "ccache"))
+    # the winml cell signs its EP catalog root with development keys: keep them out of the user's config
+    monkeypatch.setenv("MOSAICRT_CONFIG_DIR", str(tmp_path / "config"))
+    for name in [k for k in os.environ if k.startswith("MOSAICRT_CATALOG_")]:
+        monkeypatch.delenv(name)
     return folder
 
 

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from pipeline.catalog.server import stop_catalog_server
 from pipeline.cli import main
 from pipeline.index import running_index, stop_local_index
 from pipeline.wheeltest import clean_env
@@ -48,6 +49,23 @@ print("model ok on", [a.provider for a in sess.get_node_assignments()], mosaicrt
 """
 
 
+# Runs in a venv holding only mosaicrt-winml (and numpy, its dependency): the oneDNN EP arrives from the catalog.
+WINML_RUN = """
+import sys, numpy as np, mosaicrt
+model, expect_download = sys.argv[1], sys.argv[2] == "download"
+x = np.random.default_rng(0).standard_normal((2, 3, 32, 32)).astype(np.float32)
+assert "DnnlExecutionProvider" not in mosaicrt.get_available_providers()
+sess = mosaicrt.InferenceSession(model, providers=["DnnlExecutionProvider", "CPUExecutionProvider"])
+used = sorted({a.provider for a in sess.get_node_assignments()})
+assert "DnnlExecutionProvider" in used, used
+(got,) = sess.run(None, {"input": x})
+(want,) = mosaicrt.InferenceSession(model, providers=["CPUExecutionProvider"]).run(None, {"input": x})
+np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+lib = mosaicrt.get_registered_execution_provider_libraries()["dnnl"]
+print("winml ok", used, lib)
+"""
+
+
 @pytest.fixture
 def work(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[Path]:
     folder = REPO / "build" / "e2e-release"  # same depth as build/pipeline: ccache hits are shared
@@ -57,6 +75,7 @@ def work(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[Path]:
     monkeypatch.delenv("MOSAICRT_SIGNING_KEY", raising=False)
     yield folder
     stop_local_index(folder / "index")
+    stop_catalog_server(folder / "catalog")
 
 
 def test_release_install_and_verify(tmp_path: Path, work: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -108,6 +127,9 @@ def test_release_install_and_verify(tmp_path: Path, work: Path, capsys: pytest.C
             assert installed[name]["sha256"] == row["sha256"]
     assert any(name.startswith("mosaicrt-") for name in installed)
 
+    if with_dnnl:
+        _winml_downloads_dnnl_from_the_catalog(tmp_path, report, idx.simple_url, work)
+
     assert main(["verify", idx.simple_url]) == 0
     out = capsys.readouterr().out
     assert out.count("OK ") == len(released), out
@@ -120,3 +142,41 @@ def test_release_install_and_verify(tmp_path: Path, work: Path, capsys: pytest.C
     shutil.copy(work / "release" / "staging" / (wheel.name + ".asc"), modified.parent)
     assert main(["verify", str(modified)]) != 0
     assert "REJECTED" in capsys.readouterr().out
+
+
+def _winml_downloads_dnnl_from_the_catalog(tmp_path: Path, report: dict[str, object], index: str, work: Path) -> None:
+    """A fresh venv with only mosaicrt-winml: the session asks for the oneDNN EP, which is downloaded from the
+    release's catalog, verified, registered and run (matching the CPU EP); a second process with the catalog
+    server stopped uses the cache."""
+    sys.path.insert(0, str(REPO / "tests" / "eps" / "dnnl"))
+    from resnet_model import resnet_small
+
+    url = report["catalog_url"]
+    assert isinstance(url, str) and url.startswith("http://127.0.0.1:")
+    targets = report["catalog_targets"]
+    assert isinstance(targets, list)
+    dnnl = [t for t in targets if t["ep_name"] == "DnnlExecutionProvider"]
+    assert dnnl and dnnl[0]["path"].startswith("certified/DnnlExecutionProvider/")
+    winml = [row for row in report["rows"] if row["wheel"].startswith("mosaicrt_winml-")]  # type: ignore[attr-defined]
+    assert winml, report["rows"]
+    model = tmp_path / "resnet.onnx"
+    model.write_bytes(resnet_small().SerializeToString())
+    venv = tmp_path / "winml-venv"
+    subprocess.run([sys.executable, "-m", "virtualenv", "-q", str(venv)], check=True, env=clean_env())
+    py = str(venv / "bin" / "python")
+    version = winml[0]["wheel"].split("-")[1]
+    subprocess.run([py, "-m", "pip", "install", "-q", "--index-url", index, "--extra-index-url",
+                    "https://pypi.org/simple/", f"mosaicrt-winml=={version}"], check=True, env=clean_env())  # fmt: skip
+    listed = subprocess.run([py, "-m", "pip", "list", "--format=freeze"], capture_output=True, text=True,
+                            env=clean_env(), check=True).stdout  # fmt: skip
+    assert "mosaicrt-ep-dnnl" not in listed and "onednn" not in listed, listed
+    env = clean_env({"MOSAICRT_DYNAMIC_EP_DOWNLOAD": "1", "MOSAICRT_EP_CATALOG_URL": url,
+                     "MOSAICRT_EP_CATALOG_CACHE": str(tmp_path / "ep-cache")})  # fmt: skip
+    first = subprocess.run([py, "-c", WINML_RUN, str(model), "download"], capture_output=True, text=True, env=env,
+                           cwd=tmp_path, check=False)  # fmt: skip
+    assert first.returncode == 0 and "winml ok" in first.stdout, first.stdout + first.stderr
+    assert str(tmp_path / "ep-cache") in first.stdout  # the EP library was loaded from the verified cache
+    assert stop_catalog_server(work / "catalog")
+    second = subprocess.run([py, "-W", "ignore::RuntimeWarning", "-c", WINML_RUN, str(model), "cache"],
+                            capture_output=True, text=True, env=env, cwd=tmp_path, check=False)  # fmt: skip
+    assert second.returncode == 0 and "winml ok" in second.stdout, second.stdout + second.stderr

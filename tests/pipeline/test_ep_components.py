@@ -30,6 +30,21 @@ def test_dnnl_component_is_an_ep_with_its_own_version_tag_and_suite() -> None:
     assert MATRIX.component("cuda").max_wheel_mb == 20
 
 
+def test_openvino_component_depends_on_the_openvino_wheel_without_bundling_it() -> None:
+    c = MATRIX.component("openvino")
+    assert c.kind == "ep" and c.import_package == "mosaicrt_ep_openvino" and c.path == "eps/openvino"
+    assert c.tag == f"ep-openvino-v{(REPO / 'eps' / 'openvino' / 'VERSION').read_text().strip()}"
+    assert c.tests == "tests/eps/openvino" and c.test_with == ("core",)
+    assert MATRIX.sdk("openvino").python_dists == ("openvino",)
+    assert {"libopenvino_c.so.2641", "libopenvino.so.2641"} <= set(c.repair_exclude)
+    # The release it is built against (build requirement) is the one it needs at run time.
+    import tomllib
+
+    project = tomllib.loads((REPO / "eps" / "openvino" / "pyproject.toml").read_text())
+    build_pin = next(r for r in project["build-system"]["requires"] if r.startswith("openvino"))
+    assert project["project"]["dependencies"] == [build_pin]
+
+
 def test_ep_abi_header_change_is_a_build_input_of_the_ep() -> None:
     from pipeline.hashing import cell_input_hash
 

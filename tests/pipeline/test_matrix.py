@@ -29,7 +29,7 @@ def test_the_repository_matrix_loads() -> None:
     assert [v.name for v in core.variants] == ["default", "winml"]
     assert core.variants[0].dist == "mosaicrt"
     assert core.variants[1].dist == "mosaicrt-winml"
-    assert core.variants[1].planned
+    assert core.variants[1].planned is None and core.variants[1].catalog_client
     assert core.version == (REPO / "core" / "VERSION").read_text().strip()
     assert core.tag == f"core-v{core.version}"
     assert m.pythons == ("3.11", "3.12", "3.13", "3.14")
@@ -45,12 +45,12 @@ def test_matrix_is_frozen() -> None:
 def test_cells_expand_components_variants_targets() -> None:
     m = load_matrix(REPO)
     cells = m.cells()
-    assert len(cells) == sum(len(c.variants) * len(c.targets) for c in m.components)
-    assert len([c for c in cells if c.component.name == "core"]) == 2 * 8
+    assert len(cells) == sum(len(v.targets or c.targets) for c in m.components for v in c.variants)
+    assert len([c for c in cells if c.component.name == "core"]) == 8 + 3  # winml: linux + the two Windows
     ids = {c.id for c in cells}
     assert "core/default/linux-x86_64" in ids
     assert "dnnl/default/linux-x86_64" in ids
-    assert "core/winml/macos-arm64" in ids
+    assert "core/winml/windows-x86_64" in ids and "core/winml/macos-arm64" not in ids
     assert cells[0].slug == "core-default-linux-x86_64"
 
 
@@ -142,9 +142,9 @@ ERRORS = [
     ),
     pytest.param(
         "components.toml",
-        "planned = ",
-        "planed = ",
-        ["component.core.variant.winml.planed", "did you mean 'planned'?"],
+        "catalog_client = ",
+        "catalog_clent = ",
+        ["component.core.variant.winml.catalog_clent", "did you mean 'catalog_client'?"],
         id="typo-in-variant-key",
     ),
     pytest.param(

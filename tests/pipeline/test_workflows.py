@@ -14,6 +14,7 @@ import pytest
 import yaml
 
 from pipeline import cibw
+from pipeline.catalog.trust import ONLINE_ROLES
 from pipeline.errors import MatrixError
 from pipeline.matrix import load_matrix
 from pipeline.workflow import ACTIONLINT_FILE, RELEASE_FILE, WORKFLOW_FILE, Generated, drift, generate, write
@@ -85,9 +86,8 @@ def test_one_job_per_cell_on_the_matrix_runner() -> None:
     built = {j for j in jobs if j.startswith("build-")}
     expected = {f"build-{c.slug}" for c in m.cells() if c.variant.planned is None}
     assert built == expected
-    assert "build-core-winml-linux-x86_64" not in jobs  # a planned variant is not built
     for cell in m.cells():
-        if cell.variant.planned is None:
+        if cell.variant.name == "default":
             job = jobs[f"build-{cell.slug}"]
             assert job["runs-on"] == cell.target.ci_runner
             run = next(s for s in job["steps"] if s.get("id") == "cibuildwheel")
@@ -110,10 +110,9 @@ def test_one_job_per_cell_on_the_matrix_runner() -> None:
     assert jobs["gpu-test-cuda-default-linux-x86_64"]["runs-on"] == "linux-x86_64-nvidia-gpu"
 
 
-def test_a_variant_is_built_by_the_pipeline(real_matrix_repo: Path) -> None:
+def test_a_variant_is_built_by_the_pipeline() -> None:
     """cibuildwheel builds a component's own distribution; a variant (own name, options) uses `nox -s build`."""
-    edit(real_matrix_repo / "matrix" / "components.toml", 'planned = "arrives with the winml issue', '# "')
-    jobs = _jobs(generate(load_matrix(real_matrix_repo)))
+    jobs = _jobs(generate(load_matrix(REPO)))
     job = jobs["build-core-winml-linux-x86_64"]
     runs = [s["run"] for s in job["steps"] if "run" in s]
     assert runs[-1] == "nox -s build -- --component core --variant winml --target linux-x86_64"
@@ -121,6 +120,16 @@ def test_a_variant_is_built_by_the_pipeline(real_matrix_repo: Path) -> None:
     upload = job["steps"][-1]
     assert upload["with"]["path"] == "dist/linux-x86_64/mosaicrt_winml-*.whl"
     assert "test-core-winml-linux-x86_64" in jobs
+
+
+def test_a_planned_variant_is_not_built(real_matrix_repo: Path) -> None:
+    edit(
+        real_matrix_repo / "matrix" / "components.toml",
+        'dist = "mosaicrt-winml"',
+        'dist = "mosaicrt-winml"\nplanned = "later"',
+    )
+    jobs = _jobs(generate(load_matrix(real_matrix_repo)))
+    assert not any("winml" in j for j in jobs)
 
 
 def test_changing_a_target_in_matrix_changes_the_workflow(real_matrix_repo: Path) -> None:
@@ -136,11 +145,11 @@ def test_changing_a_target_in_matrix_changes_the_workflow(real_matrix_repo: Path
     assert "test-core-default-linux-aarch64" in _jobs(before) and "test-core-default-linux-aarch64" not in _jobs(after)
     assert before.files[WORKFLOW_FILE] != after.files[WORKFLOW_FILE]
     # dropping a target from a component drops its jobs (and the release waits for one job fewer)
-    edit(real_matrix_repo / "matrix" / "components.toml", ', "windows-arm64"', "")
+    edit(real_matrix_repo / "matrix" / "components.toml", '"linux-riscv64", ', "")
     dropped = generate(load_matrix(real_matrix_repo))
-    assert "build-core-default-windows-arm64" not in _jobs(dropped)
-    assert "build-core-default-windows-arm64" in _jobs(before, RELEASE_FILE)["release"]["needs"]
-    assert "build-core-default-windows-arm64" not in _jobs(dropped, RELEASE_FILE)["release"]["needs"]
+    assert "build-core-default-linux-riscv64" not in _jobs(dropped)
+    assert "build-core-default-linux-riscv64" in _jobs(before, RELEASE_FILE)["release"]["needs"]
+    assert "build-core-default-linux-riscv64" not in _jobs(dropped, RELEASE_FILE)["release"]["needs"]
 
 
 # --------------------------------------------------------------------------------------
@@ -180,19 +189,26 @@ def test_secrets_only_in_the_tag_only_release_job() -> None:
     assert "secrets." not in ci_text and "id-token" not in ci_text and "release" not in _jobs(gen)
     assert gen.documents[WORKFLOW_FILE]["on"].keys() == {"push", "pull_request", "workflow_dispatch"}
     rel_doc = gen.documents[RELEASE_FILE]
-    assert rel_doc["on"] == {"push": {"tags": ["core-v*", "ep-cuda-v*", "ep-dnnl-v*"]}}
+    tags = rel_doc["on"]["push"]["tags"]
+    assert rel_doc["on"] == {"push": {"tags": tags}} and {"core-v*", "ep-dnnl-v*", "ep-cuda-v*"} <= set(tags)
+    assert tags == sorted(f"{c.tag}".rsplit("-v", 1)[0] + "-v*" for c in load_matrix(REPO).components)
     assert "actions/cache@" not in release_text  # nothing a pull request wrote reaches what is published
     release = rel_doc["jobs"]["release"]
     assert release["permissions"] == {"contents": "write", "id-token": "write", "attestations": "write"}
     assert release["environment"]["name"] == "pypi"
     assert set(release["needs"]) == set(rel_doc["jobs"]) - {"plan", "release"}
-    assert release_text.count("secrets.") == 1
+    signing = next(s for s in release["steps"] if s.get("run") == "nox -s release -- --no-tag")
+    assert release_text.count("secrets.") == len(signing["env"]) == 1 + len(ONLINE_ROLES)
+    assert all(v.startswith("${{ secrets.") for v in signing["env"].values())
+    assert {k.removeprefix("MOSAICRT_CATALOG_KEY_").lower() for k in signing["env"]} - {"mosaicrt_signing_key"} == set(
+        ONLINE_ROLES
+    )
     uses = [s["uses"].repo for s in release["steps"] if "uses" in s]
     assert "pypa/gh-action-pypi-publish" in uses and "actions/attest-build-provenance" in uses
     publish = next(s for s in release["steps"] if s.get("uses") and s["uses"].repo == "pypa/gh-action-pypi-publish")
     assert "password" not in publish["with"]  # trusted publishing: no token
     scripts = "\n".join(s.get("run", "") for s in release["steps"])
-    assert "build/pipeline/catalog" in scripts and "nox -s release" in scripts
+    assert "-C build/pipeline/catalog/repository metadata targets" in scripts and "nox -s release" in scripts
 
 
 # --------------------------------------------------------------------------------------

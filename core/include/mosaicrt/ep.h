@@ -22,13 +22,36 @@
  *               supports and creates EP instances bound to some of them.
  *   EP       -- one per session: claims graph nodes (GetCapability) and creates one kernel
  *               per claimed node (CreateKernel); the core calls Compute on each run.
- *   kernel   -- an opaque pointer owned by the EP.
+ *               Since 1.1 an EP may instead claim groups of nodes (GetCapabilityGroups) and
+ *               compile each group (Compile) into one compute object.
+ *   kernel   -- an opaque pointer owned by the EP (a per-node kernel or a compiled partition).
  *
  * Every struct a plugin implements starts with `abi_version`, set to MRT_EP_ABI_VERSION
- * when the plugin fills it; the core checks it before reading any other field.
+ * when the plugin fills it; the core checks it before reading any other field. Zero the struct
+ * before filling it (C: `MrtEp ep = {0}`, C++: `MrtEp ep{}` or a `: MrtEp{}` base initializer):
+ * rebuilt against a newer header, the fields it does not set are then NULL, as they must be.
  *
- * Tensors handed to kernels live in host memory. An EP for a device copies inputs in and
- * outputs out (and may keep constant inputs -- weights -- on the device across runs).
+ * Tensors handed to kernels live in host memory, unless the EP brings device memory (1.1:
+ * DeviceAllocate/DeviceFree/CopyToDevice/CopyToHost all set). Then every tensor its kernels and
+ * compiled partitions read or allocate through the context lives in that EP's device memory
+ * (constant_value in graph views stays on the host); a value produced and consumed by the EP
+ * stays there between nodes and partitions, and the core copies only where a value crosses
+ * between the EP and the host (partition boundaries, graph inputs and outputs).
+ *
+ * Version 1.1 (a minor bump: everything of 1.0 keeps its place and meaning)
+ *   - MrtEp gains GetCapabilityGroups, Compile, the device-memory functions and Synchronize,
+ *     appended after ReleaseKernel. The core reads them only from EPs whose abi_version says
+ *     1.1 or later, so a 1.0 plugin (which has no such fields) is served as before.
+ *   - MrtEpApi gains SubgraphToOnnx, appended at its end.
+ *   - Groups: GetCapabilityGroups writes a group id per node (-1: not claimed). Nodes sharing an
+ *     id form one group; the core splits a group into its connected parts and refuses (the
+ *     nodes go to the next EP / the CPU EP, with the reason in the node-assignment note) a
+ *     group whose contraction would make a cycle (a path that leaves the group and returns).
+ *   - Compile receives a group as an MrtEpSubgraph (nodes, boundary inputs and outputs,
+ *     initializers) and returns a compute object, which the core runs with Compute (inputs and
+ *     outputs of the context are the subgraph's, in its order) and releases with ReleaseKernel.
+ *     A failed Compile sends the group's nodes to the next EP / the CPU EP with the reason in the
+ *     note. An EP without Compile gets one CreateKernel per node of its groups.
  *
  * Errors: plugin functions return NULL for success or a status made with
  * api->CreateStatus(code, message). A C++ exception must never cross this boundary.
@@ -48,7 +71,7 @@ extern "C" {
 #endif
 
 #define MRT_EP_ABI_VERSION_MAJOR 1
-#define MRT_EP_ABI_VERSION_MINOR 0
+#define MRT_EP_ABI_VERSION_MINOR 1
 #define MRT_EP_ABI_VERSION ((uint32_t)((MRT_EP_ABI_VERSION_MAJOR << 16) | MRT_EP_ABI_VERSION_MINOR))
 
 #if defined(_WIN32)
@@ -126,6 +149,20 @@ typedef struct MrtEpGraph {
   const MrtEpNode* nodes; /* topological order; only nodes no earlier EP claimed */
 } MrtEpGraph;
 
+/* (1.1) A group of nodes handed to Compile. Core-owned, read-only, valid during Compile. */
+typedef struct MrtEpSubgraph {
+  const char* name; /* unique in the session, e.g. "OpenVINOExecutionProvider_0" */
+  size_t node_count;
+  const MrtEpNode* nodes; /* topological order */
+  size_t input_count;
+  const MrtEpValue* inputs; /* values fed per run, in the order Compute's context sees them */
+  size_t output_count;
+  const MrtEpValue* outputs; /* values read after the group (or graph outputs), in context order */
+  size_t initializer_count;
+  const MrtEpValue* initializers; /* constants the nodes read (constant_value set) */
+  int32_t intra_op_threads;       /* the session's intra-op thread count (what Compute will report) */
+} MrtEpSubgraph;
+
 /* ---- services the core offers plugins ---- */
 typedef struct MrtEpKernelContext MrtEpKernelContext;
 
@@ -142,6 +179,10 @@ typedef struct MrtEpApi {
                                             const int64_t* dims, size_t rank, MrtEpTensor* out);
   /* Threads the session allows this run (the session's intra-op thread count). */
   int32_t (*KernelContextGetThreadCount)(const MrtEpKernelContext* ctx);
+  /* ---- 1.1 (read api->abi_version before calling) ---- */
+  /* The subgraph as ONNX ModelProto bytes (graph inputs/outputs = the subgraph's, initializers
+   * inline, the model's opset imports). *bytes is core-owned and valid during Compile. */
+  MrtStatus* (*SubgraphToOnnx)(const MrtEpSubgraph* subgraph, const void** bytes, size_t* size);
 } MrtEpApi;
 
 /* ---- what a plugin implements ---- */
@@ -156,6 +197,20 @@ typedef struct MrtEp {
    * concurrently for different runs of one session. */
   MrtStatus* (*Compute)(struct MrtEp* ep, void* kernel, MrtEpKernelContext* ctx);
   void (*ReleaseKernel)(struct MrtEp* ep, void* kernel);
+  /* ---- 1.1: each may be NULL ---- */
+  /* Claim groups: group[i] = id (>= 0) of the group node i joins, or -1 (the initial value) for a
+   * node this EP does not run. Takes precedence over GetCapability when set. */
+  MrtStatus* (*GetCapabilityGroups)(struct MrtEp* ep, const MrtEpGraph* graph, int32_t* group);
+  /* Compile a claimed group into a compute object (run with Compute, freed with ReleaseKernel). */
+  MrtStatus* (*Compile)(struct MrtEp* ep, const MrtEpSubgraph* subgraph, void** compute);
+  /* Device memory (all four or none). Copies finish before they return (the EP synchronizes
+   * its stream as needed); bytes may be 0. */
+  MrtStatus* (*DeviceAllocate)(struct MrtEp* ep, size_t bytes, void** ptr);
+  void (*DeviceFree)(struct MrtEp* ep, void* ptr);
+  MrtStatus* (*CopyToDevice)(struct MrtEp* ep, void* device_dst, const void* host_src, size_t bytes);
+  MrtStatus* (*CopyToHost)(struct MrtEp* ep, void* host_dst, const void* device_src, size_t bytes);
+  /* Wait for work Compute queued (streams). Called before a run returns. May be NULL. */
+  MrtStatus* (*Synchronize)(struct MrtEp* ep);
 } MrtEp;
 
 typedef struct MrtEpFactory {

@@ -36,7 +36,7 @@ extern "C" {
 #endif
 
 #define MRT_ABI_VERSION_MAJOR 1
-#define MRT_ABI_VERSION_MINOR 2
+#define MRT_ABI_VERSION_MINOR 3
 
 typedef enum MrtErrorCode {
   MRT_OK = 0,
@@ -242,6 +242,19 @@ MRT_API MrtStatus* MrtSessionGetModelMetadata(const MrtSession* session, const c
                                               size_t* n_custom_metadata);
 MRT_API MrtStatus* MrtSessionGetCustomMetadata(const MrtSession* session, size_t index, const char** key,
                                                const char** value);
+
+/* ---- (1.3) partitions and device memory (EP ABI 1.1) ---- */
+/* Where node `index` (as in MrtSessionGetNodeAssignment) runs: `partition` names the group of
+ * nodes its EP runs as one unit ("" on the CPU EP); `copies` lists the copies between host and
+ * device memory made before that partition runs (and for graph outputs it produces), e.g.
+ * "to device 'x'; to host (graph output) 'y'", "" for none. */
+MRT_API MrtStatus* MrtSessionGetNodePartition(const MrtSession* session, size_t index, const char** partition,
+                                              const char** copies);
+/* Copies the session made since it was created: per-run values copied host -> device and
+ * device -> host, device inputs read in place (produced by the same EP: no copy), and
+ * initializers uploaded to a device (once per session and device EP). Any argument may be NULL. */
+MRT_API MrtStatus* MrtSessionGetTransferCounts(const MrtSession* session, uint64_t* to_device, uint64_t* to_host,
+                                               uint64_t* device_resident, uint64_t* constants_uploaded);
 
 /* ---- values (dense tensors) ---- */
 /* Copies `data` (data_bytes must equal numel * element size). */

@@ -8,7 +8,11 @@ through its C ABI. onnxruntime's exception classes are importable from
 
 from __future__ import annotations
 
-from ._capi import lib as _lib
+from ._variant import check_single_variant as _check_single_variant
+
+_check_single_variant()  # mosaicrt and mosaicrt-winml in one environment: refuse, naming both and the fix
+
+from ._capi import lib as _lib  # noqa: E402
 from ._capi import library_path as _library_path
 from ._errors import (
     EngineError,
@@ -52,6 +56,7 @@ from ._session import (
     NodeAssignment,
     RunOptions,
     SessionOptions,
+    TransferCounts,
     get_device,
     set_default_logger_severity,
 )
@@ -143,6 +148,7 @@ __all__ = [
     "RuntimeFailure",
     "SessionIOBinding",
     "SessionOptions",
+    "TransferCounts",
     "__version__",
     "get_all_providers",
     "get_available_providers",

@@ -15,7 +15,7 @@ from typing import Any
 from ._errors import raise_for_code
 
 ABI_MAJOR = 1  # the C ABI major version this package speaks
-ABI_MINOR = 2  # the newest functions it calls arrived in 1.2
+ABI_MINOR = 3  # the newest functions it calls arrived in 1.3
 
 
 def _library_names() -> list[str]:
@@ -178,6 +178,10 @@ def _declare(lib: ctypes.CDLL) -> None:
     fn("MrtSessionGetModelMetadata", StatusP, SessionP, c_char_pp, c_char_pp, c_char_pp, c_char_pp, c_char_pp,
        ctypes.POINTER(ctypes.c_int64), c_size_p)
     fn("MrtSessionGetCustomMetadata", StatusP, SessionP, ctypes.c_size_t, c_char_pp, c_char_pp)
+    # ABI 1.3: partitions and device-memory copies
+    fn("MrtSessionGetNodePartition", StatusP, SessionP, ctypes.c_size_t, c_char_pp, c_char_pp)
+    c_u64_p = ctypes.POINTER(ctypes.c_uint64)
+    fn("MrtSessionGetTransferCounts", StatusP, SessionP, c_u64_p, c_u64_p, c_u64_p, c_u64_p)
 
 
 def _load() -> ctypes.CDLL:

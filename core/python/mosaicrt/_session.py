@@ -18,7 +18,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from . import _capi, _providers
+from . import _capi, _providers, _variant
 from ._capi import check, lib
 from ._dtypes import CODE_OF_DTYPE, ELEM_TYPES, dtype_of_element_type
 from ._errors import ExecutionProviderError, InvalidArgument, MosaicrtError, NotImplementedInRuntime, RuntimeFailure
@@ -365,12 +365,28 @@ class NodeArg:
 
 @dataclass(frozen=True)
 class NodeAssignment:
-    """Which execution provider runs a node; `note` says why it fell back to the CPU EP."""
+    """Which execution provider runs a node; `note` says why it fell back to the CPU EP.
+
+    `partition` names the group of nodes the EP runs as one unit ("" on the CPU EP); `copies`
+    lists the host/device memory copies made before that partition runs ("" for none).
+    """
 
     node_name: str
     op_type: str
     provider: str
     note: str
+    partition: str = ""
+    copies: str = ""
+
+
+@dataclass(frozen=True)
+class TransferCounts:
+    """Copies between host and device memory a session made since it was created."""
+
+    to_device: int
+    to_host: int
+    device_resident: int  # device inputs read in place: produced by the same EP, no copy
+    constants_uploaded: int
 
 
 @dataclass(frozen=True)
@@ -408,6 +424,25 @@ def _normalize_providers(providers: Sequence[Any] | None,
             merged.update(provider_options[i])
         result.append((name, merged))
     return result
+
+
+def _fetch_from_catalog(requested: list[tuple[str, dict[str, Any]]], options: SessionOptions) -> None:
+    """winml builds with EP download on: fetch the EPs the session wants that are not installed (named in
+    providers=[...], or for a device policy the certified EPs serving a preferred device that is present)."""
+    if not _variant.is_winml_build():
+        return
+    entry = options._config.get(_variant.SESSION_CONFIG_KEY)
+    if not _variant.download_decision(entry)[0]:
+        return
+    from .catalog import _auto
+
+    available = set(_providers.get_available_providers())
+    missing = [n for n, _ in requested if n not in available]
+    if missing:
+        _auto.provide(missing)
+    elif not requested and options._policy is not None:
+        present = {d.device.type.name for d in _providers.get_ep_devices()}
+        _auto.provide_for_policy(options._policy.name, present, available)
 
 
 def _available_only(requested: list[tuple[str, dict[str, Any]]], severity: int) -> list[tuple[str, dict[str, Any]]]:
@@ -561,6 +596,7 @@ class InferenceSession:
         if requested and (options._policy is not None or options._delegate is not None):
             raise InvalidArgument("pass either providers=[...] or a provider selection policy/delegate, not both")
         explicit = bool(requested)
+        _fetch_from_catalog(requested, options)
         if requested:
             requested = _available_only(requested, severity)
             if not requested:
@@ -666,8 +702,16 @@ class InferenceSession:
         for i in range(count.value):
             fields = [ctypes.c_char_p() for _ in range(4)]
             check(lib.MrtSessionGetNodeAssignment(self._native.handle, i, *[ctypes.byref(f) for f in fields]))
-            result.append(NodeAssignment(*[(f.value or b"").decode("utf-8", "replace") for f in fields]))
+            place = [ctypes.c_char_p() for _ in range(2)]
+            check(lib.MrtSessionGetNodePartition(self._native.handle, i, *[ctypes.byref(f) for f in place]))
+            result.append(NodeAssignment(*[(f.value or b"").decode("utf-8", "replace") for f in fields + place]))
         return result
+
+    def get_transfer_counts(self) -> TransferCounts:
+        """Host/device copies made by this session's runs so far (EPs with device memory)."""
+        counts = [ctypes.c_uint64() for _ in range(4)]
+        check(lib.MrtSessionGetTransferCounts(self._native.handle, *[ctypes.byref(c) for c in counts]))
+        return TransferCounts(*[int(c.value) for c in counts])
 
     # ---- metadata ----
     def get_inputs(self) -> list[NodeArg]:

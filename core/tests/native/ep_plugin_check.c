@@ -69,6 +69,22 @@ int main(int argc, char** argv) {
     CHECK(strcmp(ep_of(sess, "mm"), MRT_CPU_EP_NAME) == 0, "mm ran on '%s'", ep_of(sess, "mm"));
     run(sess, got);
     for (int i = 0; i < 6; ++i) CHECK(got[i] == want[i], "y[%d] = %f, CPU EP gave %f", i, got[i], want[i]);
+    /* (C ABI 1.3) partitions and copies: a host-memory EP makes none. */
+    size_t n_nodes = 0;
+    ok(MrtSessionGetNodeCount(sess, &n_nodes), "node count");
+    for (size_t i = 0; i < n_nodes; ++i) {
+      const char *name = NULL, *partition = NULL, *copies = NULL;
+      ok(MrtSessionGetNodeAssignment(sess, i, &name, NULL, NULL, NULL), "assignment");
+      ok(MrtSessionGetNodePartition(sess, i, &partition, &copies), "partition");
+      int on_plugin = strcmp(ep_of(sess, name), "FakeNpu_native") == 0;
+      CHECK(on_plugin == (partition && partition[0] != 0), "node '%s': partition '%s'", name, partition ? partition : "");
+      CHECK(copies && copies[0] == 0, "node '%s': copies '%s' with host memory", name, copies ? copies : "");
+    }
+    uint64_t to_device = 1, to_host = 1, resident = 1, uploaded = 1;
+    ok(MrtSessionGetTransferCounts(sess, &to_device, &to_host, &resident, &uploaded), "transfer counts");
+    CHECK(to_device + to_host + resident + uploaded == 0, "host-memory EP: %llu/%llu/%llu/%llu copies",
+          (unsigned long long)to_device, (unsigned long long)to_host, (unsigned long long)resident,
+          (unsigned long long)uploaded);
     MrtStatus* busy = MrtUnregisterExecutionProviderLibrary("native:npu");
     CHECK(busy && MrtStatusGetCode(busy) == MRT_EP_ERROR, "unregistering an EP in use must fail");
     if (busy) MrtReleaseStatus(busy);

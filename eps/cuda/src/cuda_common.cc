@@ -37,11 +37,12 @@ std::string dims_str(const std::vector<int64_t>& dims) {
 
 // ---- DevicePool ----
 DevicePool::~DevicePool() {
-  trim();
+  trim_locked();
   for (auto& [p, size] : live_sizes_) cudaFree(p);
 }
 
 void* DevicePool::acquire(size_t bytes) {
+  std::lock_guard<std::mutex> lock(mu_);
   bytes = (bytes + 255) & ~size_t{255};
   if (bytes == 0) bytes = 256;
   // Best fit among cached blocks no more than twice the request.
@@ -56,7 +57,7 @@ void* DevicePool::acquire(size_t bytes) {
   cudaError_t err = cudaMalloc(&p, bytes);
   if (err == cudaErrorMemoryAllocation) {  // give the cache back and retry once
     (void)cudaGetLastError();
-    trim();
+    trim_locked();
     err = cudaMalloc(&p, bytes);
   }
   if (err != cudaSuccess) fail_cuda(err, "cudaMalloc", __FILE__, __LINE__);
@@ -65,6 +66,7 @@ void* DevicePool::acquire(size_t bytes) {
 }
 
 void DevicePool::release(void* p) {
+  std::lock_guard<std::mutex> lock(mu_);
   auto it = live_sizes_.find(p);
   if (it == live_sizes_.end()) return;
   free_.emplace(it->second, p);
@@ -72,6 +74,11 @@ void DevicePool::release(void* p) {
 }
 
 void DevicePool::trim() {
+  std::lock_guard<std::mutex> lock(mu_);
+  trim_locked();
+}
+
+void DevicePool::trim_locked() {
   for (auto& [size, p] : free_) cudaFree(p);
   free_.clear();
 }
@@ -108,8 +115,10 @@ RunContext::RunContext(const MrtEpApi* api, MrtEpKernelContext* ctx, CudaState& 
     : st(state), api_(api), ctx_(ctx), kernel_(kernel) {}
 
 RunContext::~RunContext() {
-  // On an error path the stream may still use the blocks: wait before recycling them.
-  cudaStreamSynchronize(st.stream);
+  // On an error path the stream may still use the blocks: wait before recycling them. (After a
+  // normal finish in device mode the blocks go back to the pool while kernels may still be queued:
+  // later users of a block run on the same stream, after them.)
+  if (!(finished_ && st.device_memory)) cudaStreamSynchronize(st.stream);
   for (void* p : blocks_) st.pool->release(p);
 }
 
@@ -123,6 +132,13 @@ MrtEpTensor RunContext::host_input(size_t i) const {
   MrtEpTensor t{};
   if (i >= api_->KernelContextGetInputCount(ctx_) || !api_->KernelContextGetInput(ctx_, i, &t))
     fail(MRT_RUNTIME_ERROR, "CUDA EP: input " + std::to_string(i) + " is missing");
+  if (st.device_memory && t.data_bytes) {  // the value lives on the device: read a host copy
+    host_copies_.push_back(std::make_unique<std::vector<char>>(t.data_bytes));
+    MRT_CUDA_CHECK(cudaMemcpyAsync(host_copies_.back()->data(), t.data, t.data_bytes, cudaMemcpyDeviceToHost,
+                                   st.stream));
+    MRT_CUDA_CHECK(cudaStreamSynchronize(st.stream));
+    t.data = host_copies_.back()->data();
+  }
   return t;
 }
 
@@ -141,7 +157,9 @@ DevTensor RunContext::input(size_t i) {
   if (bytes != t.data_bytes)
     fail(MRT_RUNTIME_ERROR, "CUDA EP: input " + std::to_string(i) + " of shape " + dims_str(d.dims) + " has " +
                                 std::to_string(t.data_bytes) + " bytes");
-  if (bytes > 0) {
+  if (bytes > 0 && st.device_memory) {
+    d.data = static_cast<const float*>(t.data);  // already on the device
+  } else if (bytes > 0) {
     void* p = st.pool->acquire(bytes);
     blocks_.push_back(p);
     MRT_CUDA_CHECK(cudaMemcpyAsync(p, t.data, bytes, cudaMemcpyHostToDevice, st.stream));
@@ -158,6 +176,7 @@ float* RunContext::output(size_t i, const std::vector<int64_t>& dims) {
     throw Error{MRT_RUNTIME_ERROR, "", s};  // the core's own status goes back to it unchanged
   const size_t bytes = static_cast<size_t>(numel(dims)) * sizeof(float);
   if (bytes == 0) return nullptr;
+  if (st.device_memory) return static_cast<float*>(t.data);  // the core allocated it on this device
   float* dev = static_cast<float*>(scratch(static_cast<size_t>(numel(dims))));
   outputs_.push_back(PendingOutput{dev, t.data, bytes});
   return dev;
@@ -171,9 +190,14 @@ float* RunContext::scratch(size_t count) {
 
 void RunContext::finish() {
   MRT_CUDA_CHECK(cudaGetLastError());  // launch errors of this call's kernels
+  if (st.device_memory) {  // outputs stay on the device; the core's copies to the host wait for the stream
+    finished_ = true;
+    return;
+  }
   for (const PendingOutput& o : outputs_)
     MRT_CUDA_CHECK(cudaMemcpyAsync(o.host, o.dev, o.bytes, cudaMemcpyDeviceToHost, st.stream));
   MRT_CUDA_CHECK(cudaStreamSynchronize(st.stream));
+  finished_ = true;
 }
 
 // ---- node helpers ----

@@ -47,7 +47,8 @@ int64_t numel(const std::vector<int64_t>& dims);
 std::string dims_str(const std::vector<int64_t>& dims);
 
 // A caching device allocator: blocks are returned to a free list instead of cudaFree, so
-// steady-state runs do not allocate. Not thread-safe (the EP serializes its Compute calls).
+// steady-state runs do not allocate. Thread-safe: the core allocates and frees device values
+// (EP ABI 1.1 device memory) outside Compute too.
 class DevicePool {
  public:
   explicit DevicePool(int device) : device_(device) {}
@@ -59,7 +60,9 @@ class DevicePool {
   void trim();  // frees every cached block
 
  private:
+  void trim_locked();
   int device_;
+  std::mutex mu_;
   std::multimap<size_t, void*> free_;   // size -> block
   std::map<void*, size_t> live_sizes_;  // block -> size
 };
@@ -78,6 +81,9 @@ struct CudaState {
   cublasHandle_t cublas = nullptr;
   std::unique_ptr<DevicePool> pool;
   std::mutex mu;  // Compute calls of one EP run one at a time on its stream
+  // EP ABI 1.1 device memory: the core hands kernels device tensors and keeps values produced
+  // and consumed by this EP on the device; work is ordered on `stream`, copies to the host wait for it.
+  bool device_memory = false;
   explicit CudaState(int device, bool allow_tf32);
   ~CudaState();
 };
@@ -122,6 +128,8 @@ class RunContext {
   const Kernel& kernel_;
   std::vector<void*> blocks_;
   std::vector<PendingOutput> outputs_;
+  mutable std::vector<std::unique_ptr<std::vector<char>>> host_copies_;  // device mode: host_input copies
+  bool finished_ = false;
 };
 
 class Kernel {

@@ -170,6 +170,44 @@ void ep_release_kernel(MrtEp* ep, void* kernel) {
   }
 }
 
+// ---- EP ABI 1.1 device memory: values stay on the GPU between CUDA nodes ----
+MrtStatus* ep_device_allocate(MrtEp* ep, size_t bytes, void** ptr) {
+  CudaEp* self = as_ep(ep);
+  return guarded(self->api, [&] {
+    MRT_CUDA_CHECK(cudaSetDevice(self->state->device));
+    *ptr = bytes ? self->state->pool->acquire(bytes) : nullptr;
+  });
+}
+
+void ep_device_free(MrtEp* ep, void* ptr) {
+  if (ptr) as_ep(ep)->state->pool->release(ptr);  // stream-ordered reuse: later work on the same stream
+}
+
+MrtStatus* ep_copy(MrtEp* ep, void* dst, const void* src, size_t bytes, cudaMemcpyKind kind) {
+  CudaEp* self = as_ep(ep);
+  return guarded(self->api, [&] {
+    MRT_CUDA_CHECK(cudaSetDevice(self->state->device));
+    MRT_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, kind, self->state->stream));
+    MRT_CUDA_CHECK(cudaStreamSynchronize(self->state->stream));  // the host side may be reused at once
+  });
+}
+
+MrtStatus* ep_copy_to_device(MrtEp* ep, void* dst, const void* src, size_t bytes) {
+  return ep_copy(ep, dst, src, bytes, cudaMemcpyHostToDevice);
+}
+
+MrtStatus* ep_copy_to_host(MrtEp* ep, void* dst, const void* src, size_t bytes) {
+  return ep_copy(ep, dst, src, bytes, cudaMemcpyDeviceToHost);
+}
+
+MrtStatus* ep_synchronize(MrtEp* ep) {
+  CudaEp* self = as_ep(ep);
+  return guarded(self->api, [&] {
+    MRT_CUDA_CHECK(cudaSetDevice(self->state->device));
+    MRT_CUDA_CHECK(cudaStreamSynchronize(self->state->stream));
+  });
+}
+
 // ---- factory ----
 struct CudaFactory {
   MrtEpFactory base;  // first member: the core sees this
@@ -219,6 +257,7 @@ MrtStatus* factory_create_ep(MrtEpFactory* factory, const MrtHardwareDevice* con
     if (!out) fail(MRT_INVALID_ARGUMENT, "CUDA EP: CreateEp got a null out pointer");
     int device = -1;
     bool tf32 = false;
+    bool device_memory = true;
     for (size_t i = 0; i < n_options; ++i) {
       const std::string key = keys && keys[i] ? keys[i] : "";
       const char* value = values && values[i] ? values[i] : "";
@@ -228,9 +267,11 @@ MrtStatus* factory_create_ep(MrtEpFactory* factory, const MrtHardwareDevice* con
                                          value + "'");
       } else if (key == "use_tf32") {
         tf32 = std::strcmp(value, "1") == 0 || std::strcmp(value, "true") == 0;
+      } else if (key == "device_memory") {  // 0: every CUDA node copies in and out (EP ABI 1.0 behaviour)
+        device_memory = !(std::strcmp(value, "0") == 0 || std::strcmp(value, "false") == 0);
       } else {
-        fail(MRT_INVALID_ARGUMENT,
-             "CUDA EP: unknown provider option '" + key + "' (known options: device_id, use_tf32)");
+        fail(MRT_INVALID_ARGUMENT, "CUDA EP: unknown provider option '" + key +
+                                       "' (known options: device_id, use_tf32, device_memory)");
       }
     }
     std::string why;
@@ -256,6 +297,14 @@ MrtStatus* factory_create_ep(MrtEpFactory* factory, const MrtHardwareDevice* con
     ep->base.ReleaseKernel = ep_release_kernel;
     ep->api = self->api;
     ep->state = std::make_unique<CudaState>(device, tf32);
+    if (device_memory) {
+      ep->base.DeviceAllocate = ep_device_allocate;
+      ep->base.DeviceFree = ep_device_free;
+      ep->base.CopyToDevice = ep_copy_to_device;
+      ep->base.CopyToHost = ep_copy_to_host;
+      ep->base.Synchronize = ep_synchronize;
+      ep->state->device_memory = true;
+    }
     *out = &ep.release()->base;
   });
 }

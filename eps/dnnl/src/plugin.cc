@@ -106,7 +106,7 @@ struct DnnlEp : MrtEp {
   std::map<std::string, int32_t> types_;  // element types inferred during GetCapability
   std::set<std::string> claimed_;
 
-  DnnlEp() {
+  DnnlEp() : MrtEp{} {  // zeroed: fields of newer EP ABI minors this EP does not use stay NULL
     abi_version = MRT_EP_ABI_VERSION;
     GetName = [](const MrtEp*) -> const char* { return kEpName; };
     GetCapability = [](MrtEp* self, const MrtEpGraph* graph, uint8_t* take) -> MrtStatus* {
@@ -198,7 +198,7 @@ struct DnnlEp : MrtEp {
 struct DnnlFactory : MrtEpFactory {
   std::string registration_name;
 
-  DnnlFactory() {
+  DnnlFactory() : MrtEpFactory{} {
     abi_version = MRT_EP_ABI_VERSION;
     GetName = [](const MrtEpFactory*) -> const char* { return kEpName; };
     GetVendor = [](const MrtEpFactory*) -> const char* { return kVendor; };

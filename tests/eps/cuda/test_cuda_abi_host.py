@@ -48,7 +48,7 @@ def _gpus() -> int:
 def host() -> Any:
     if _gpus() == 0:
         pytest.skip("no NVIDIA GPU/driver: CUDAExecutionProvider reports no supported device")
-    return abi_host.Host(_library(), {"device_id": "0"})
+    return abi_host.Host(_library(), {"device_id": "0", "device_memory": "0"})
 
 
 def test_factory_identity(host: Any) -> None:
@@ -60,7 +60,7 @@ def test_without_gpu_ep_creation_fails_cleanly() -> None:
     if _gpus() > 0:
         pytest.skip("this machine has an NVIDIA GPU")
     with pytest.raises(abi_host.PluginError, match="CUDAExecutionProvider cannot be created"):
-        abi_host.Host(_library(), {"device_id": "0"})
+        abi_host.Host(_library(), {"device_id": "0", "device_memory": "0"})
 
 
 @pytest.mark.parametrize("case", sorted(OP_CASES))

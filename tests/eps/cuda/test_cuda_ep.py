@@ -143,3 +143,29 @@ def test_model_matches_cpu_ep(gpu: None, name: str) -> None:
         np.testing.assert_allclose(g, w, rtol=1e-3, atol=1e-3)
     assignment = _assignments(sess)
     assert EP in set(assignment.values()), f"{name}: no node ran on the CUDA EP: {assignment}"
+
+
+@pytest.mark.parametrize("device_memory", ["1", "0"])
+def test_consecutive_cuda_nodes_keep_values_on_the_device(gpu: None, device_memory: str) -> None:
+    """EP ABI 1.1 device memory: Add -> Relu -> Sigmoid on the CUDA EP copies the input in once and
+    the output out once; the values between the nodes never visit the host (counted by the core).
+    With device_memory=0 the EP works on host memory (every node copies in and out itself)."""
+    x = onnx.helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [4, 256])
+    y = onnx.helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [4, 256])
+    nodes = [onnx.helper.make_node("Add", ["x", "x"], ["a"], name="add"),
+             onnx.helper.make_node("Relu", ["a"], ["r"], name="relu"),
+             onnx.helper.make_node("Sigmoid", ["r"], ["y"], name="sigmoid")]
+    model = onnx.helper.make_model(onnx.helper.make_graph(nodes, "g", [x], [y]),
+                                   opset_imports=[onnx.helper.make_opsetid("", 17)])
+    sess = mosaicrt.InferenceSession(model.SerializeToString(),
+                                     providers=[(EP, {"device_memory": device_memory}), "CPUExecutionProvider"])
+    assert set(_assignments(sess).values()) == {EP}
+    feed = {"x": np.random.default_rng(1).standard_normal((4, 256)).astype(np.float32)}
+    np.testing.assert_allclose(sess.run(None, feed)[0], 1 / (1 + np.exp(-np.maximum(2 * feed["x"], 0))), rtol=1e-5,
+                               atol=1e-6)
+    counts = sess.get_transfer_counts()
+    if device_memory == "1":
+        # x in once (Add reads it twice: the second read is in place), a and r in place, y out once.
+        assert (counts.to_device, counts.to_host, counts.device_resident) == (1, 1, 3)
+    else:
+        assert (counts.to_device, counts.to_host, counts.device_resident) == (0, 0, 0)

@@ -2,7 +2,9 @@
 
 It loads the library, negotiates the ABI, creates the factory and an EP, offers it the nodes of
 an ONNX graph (constants from initializers, shapes from the feeds), and runs the claimed nodes
-one at a time on numpy arrays. Used to test the oneDNN EP without the mosaicrt core.
+one at a time on numpy arrays. Used to test the oneDNN EP without the mosaicrt core. It speaks
+EP ABI 1.1 but serves host memory and per-node kernels only (no groups, Compile or device memory):
+a plugin EP driven by it must be asked for host memory where it offers a choice.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
-ABI_MAJOR, ABI_MINOR = 1, 0
+ABI_MAJOR, ABI_MINOR = 1, 1
 ABI_VERSION = (ABI_MAJOR << 16) | ABI_MINOR
 FLOAT = 1
 NP_TYPES = {1: np.float32, 6: np.int32, 7: np.int64, 9: np.bool_, 11: np.float64}
@@ -67,7 +69,8 @@ class Api(C.Structure):
     _fields_ = [("abi_version", C.c_uint32), ("CreateStatus", CreateStatusFn),
                 ("KernelContextGetInputCount", CountFn), ("KernelContextGetOutputCount", CountFn),
                 ("KernelContextGetInput", GetInputFn), ("KernelContextAllocateOutput", AllocFn),
-                ("KernelContextGetThreadCount", ThreadsFn)]
+                ("KernelContextGetThreadCount", ThreadsFn),
+                ("SubgraphToOnnx", C.c_void_p)]  # 1.1; this host hands out no subgraphs
 
 
 class Ep(C.Structure):

@@ -21,7 +21,7 @@ import os
 import sys
 from pathlib import Path
 
-__all__ = ["CUDA_MAJOR", "__version__", "library_path"]
+__all__ = ["CUDA_MAJOR", "__version__", "get_ep_names", "get_library_path", "library_path"]
 
 CUDA_MAJOR = 13
 _LIB_NAME = "libmosaicrt_ep_cuda.so"
@@ -78,3 +78,13 @@ def library_path() -> str:
         raise FileNotFoundError(f"mosaicrt-ep-cuda is installed without its library: {path} is missing")
     _preload_cuda_runtime()
     return os.fspath(path)
+
+
+def get_library_path() -> str:
+    """onnxruntime's plugin packaging convention: the same as :func:`library_path`."""
+    return library_path()
+
+
+def get_ep_names() -> list[str]:
+    """Names of the EPs the library provides."""
+    return ["CUDAExecutionProvider"]

@@ -18,7 +18,7 @@ import os
 import sys
 from pathlib import Path
 
-__all__ = ["EP_NAME", "__version__", "library_path"]
+__all__ = ["EP_NAME", "__version__", "get_ep_names", "get_library_path", "library_path"]
 
 EP_NAME = "DnnlExecutionProvider"
 
@@ -67,3 +67,13 @@ def library_path() -> str:
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     _preload_onednn()
     return str(path)
+
+
+def get_library_path() -> str:
+    """onnxruntime's plugin packaging convention: the same as :func:`library_path`."""
+    return library_path()
+
+
+def get_ep_names() -> list[str]:
+    """Names of the EPs the library provides."""
+    return ["DnnlExecutionProvider"]
