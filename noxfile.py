@@ -7,6 +7,8 @@ nox -s build -- --target T --component C --variant V
 nox -s test  -- --python 3.12 --wheel dist/linux-x86_64/<file>.whl
 nox -s matrix -- --json
 nox -s crosscheck -- --target linux-armv7   cross builds + native tests under qemu/wine
+nox -s workflows                 regenerate .github/workflows/ from matrix/ (-- --check, -- --rehearse JOB)
+nox -s wheels -- --component core --target linux-x86_64   cibuildwheel, as the CI build jobs run it
 nox -s catalog -- status         the winml EP catalog the release publishes (sign-root, serve, stop)
 nox -l                           list every session
 """
@@ -74,6 +76,25 @@ def crosscheck(session: nox.Session) -> None:
 def matrix(session: nox.Session) -> None:
     """Print every target/component/variant cell and why cells are skipped on this host (`-- --json` for CI)."""
     session.run(sys.executable, "-m", "pipeline", "matrix", *session.posargs)
+
+
+@nox.session(reuse_venv=True, default=False)
+def workflows(session: nox.Session) -> None:
+    """Generate .github/workflows/ from matrix/ (`-- --check` compares; `-- --rehearse JOB` runs a
+    linux-x86_64 job's steps in a fresh clone, with local stand-ins for the actions)."""
+    if "--rehearse" in session.posargs:
+        _install(session, "build", "test")  # a build job's stand-in for cibuildwheel is the pipeline build
+        _pipeline(session, "workflows", *session.posargs)
+    else:  # generation needs only the standard library
+        session.run(sys.executable, "-m", "pipeline", "workflows", *session.posargs, external=True)
+
+
+@nox.session(reuse_venv=True, default=False)
+def wheels(session: nox.Session) -> None:
+    """Build and test cells with cibuildwheel, as CI's build jobs do (`-- --component C --target T`;
+    Linux needs a container engine; `-- --print-build-identifiers` needs none)."""
+    _install(session, "wheels")
+    _pipeline(session, "wheels", *session.posargs)
 
 
 @nox.session(reuse_venv=True)

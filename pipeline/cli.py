@@ -97,6 +97,28 @@ def _parser() -> argparse.ArgumentParser:
         default=[],
         help="extra CMake argument, e.g. -DCMAKE_PROJECT_INCLUDE=x.cmake (repeatable; the regression tests use it)",
     )
+    w = sub.add_parser(
+        "workflows",
+        parents=[common],
+        help="generate .github/workflows/ from matrix/ (--check: compare; --rehearse JOB: run a job's steps here)",
+    )
+    w.add_argument("--check", action="store_true", help="fail if the committed files differ from the generated ones")
+    w.add_argument(
+        "--rehearse",
+        action="append",
+        default=[],
+        metavar="JOB",
+        help="run this linux-x86_64 job's steps in a fresh clone of HEAD (repeatable, in order; e.g. plan)",
+    )
+    w.add_argument("--python", help="with --rehearse: the CPython of a job's python matrix (default: one found here)")
+    w.add_argument("--rehearsal-dir", type=Path, help="with --rehearse: work folder (default: build/rehearsal)")
+    whl = sub.add_parser(
+        "wheels", parents=[common], help="build + test the selected cells with cibuildwheel (what CI build jobs run)"
+    )
+    selection(whl)
+    whl.add_argument(
+        "--print-build-identifiers", action="store_true", help="only print what cibuildwheel would build per cell"
+    )
     r = sub.add_parser("records", parents=[common], help="show each wheel's test status from its sha256 records")
     selection(r)
     r.add_argument("--wheel", action="append", type=Path, default=[], help="show this wheel file (repeatable)")
@@ -197,6 +219,10 @@ def _run_step(
         return _matrix(matrix, sel, host, as_json=args.json)
     if args.step == "records":
         return _records(matrix, sel, host, layout, wheels=args.wheel)
+    if args.step == "workflows":
+        return _workflows(matrix, args, root)
+    if args.step == "wheels":
+        return _wheels(matrix, sel, layout, identifiers_only=args.print_build_identifiers)
     if args.step == "crosscheck":
         work = (args.work_dir or root / "build" / "crosscheck").resolve()
         xlayout = Layout(root=root, dist=layout.dist, work=work)
@@ -234,6 +260,55 @@ def _exclusive(work: Path) -> Iterator[None]:
             print(f"waiting for another pipeline run using {work} to finish ...", flush=True)
             fcntl.flock(fh, fcntl.LOCK_EX)
         yield
+
+
+def _workflows(matrix: Matrix, args: argparse.Namespace, root: Path) -> int:
+    from .workflow import drift, generate, write
+
+    generated = generate(matrix, args.matrix_dir)
+    if args.rehearse:
+        from .rehearse import rehearse
+
+        work = (args.rehearsal_dir or root / "build" / "rehearsal").resolve()
+        for job in args.rehearse:
+            rehearse(root, matrix, generated, job, work=work, python=args.python)
+        return 0
+    if args.check:
+        stale = drift(root, generated)
+        if stale:
+            raise UsageError(
+                f"{', '.join(stale)} differ from what matrix/ generates: run `nox -s workflows` and commit the result"
+            )
+        print(f"up to date: {', '.join(generated.files)}")
+        return 0
+    changed = write(root, generated)
+    print(f"wrote {', '.join(changed)}" if changed else f"up to date: {', '.join(generated.files)}")
+    return 0
+
+
+def _wheels(matrix: Matrix, sel: Selection, layout: Layout, *, identifiers_only: bool) -> int:
+    from .cibw import check_config, print_identifiers, run_wheels
+    from .plan import validate_selection
+    from .workflow import cibuildwheel_cells
+
+    validate_selection(matrix, sel)
+    cells = [
+        c
+        for c in cibuildwheel_cells(matrix)
+        if (not sel.targets or c.target.name in sel.targets)
+        and (not sel.components or c.component.name in sel.components)
+        and (not sel.variants or c.variant.name in sel.variants)
+    ]
+    if not cells:
+        raise UsageError(
+            "no cibuildwheel cell matches the selection (see `nox -s matrix`; a variant is built by `nox -s build`)"
+        )
+    if identifiers_only:
+        for cell in cells:
+            check_config(matrix, cell)
+            print(f"{cell.id}: {' '.join(print_identifiers(matrix, cell))}")
+        return 0
+    return run_wheels(matrix, cells, layout.dist)
 
 
 def _matrix(matrix: Matrix, sel: Selection, host: Target | None, *, as_json: bool) -> int:

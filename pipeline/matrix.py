@@ -11,6 +11,7 @@ Files (all in ``matrix/``):
 - ``sdks.toml``       ``[sdk.<name>]``: how to detect an SDK a component needs, and how to get it
 - ``python.toml``     ``[python] tested = [...]``: the CPython versions wheels are tested on
 - ``policy.toml``     platform policy: Python floor, macOS floor, forbidden os/arch, retired EPs
+- ``ci.toml``         CI runners and GPU test jobs; read by :mod:`pipeline.ci` (the workflow generator)
 
 (Over ~400 lines on purpose: the typed model and its strict loader stay together, so each key's
 type and documentation sit next to its validation — the habit of scikit-build-core's settings model.
@@ -36,7 +37,7 @@ Kind = Literal["core", "ep"]
 # The Python API uses 3.11 features (tomllib, typing); no policy file may lower this.
 HARD_PYTHON_FLOOR = "3.11"
 
-MATRIX_FILES = ("targets.toml", "components.toml", "sdks.toml", "python.toml", "policy.toml")
+MATRIX_FILES = ("targets.toml", "components.toml", "sdks.toml", "python.toml", "policy.toml", "ci.toml")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -59,7 +60,9 @@ class Target:
     emulator: tuple[str, ...] = ()  #: runs target binaries on the build host (qemu, wine)
     #: the emulator for the *wheel suite* when it differs from ``emulator`` (an oracle's own bug under emulation)
     suite_emulator: tuple[str, ...] = ()
-    ci_runner: str  #: GitHub Actions runner label
+    #: GitHub Actions runner label (declared in matrix/ci.toml); None: not built by the generated workflow,
+    #: which then refuses to generate and says so
+    ci_runner: str | None = None
     build_hosts: tuple[str, ...]  #: targets whose machines can build this one
     macos_deployment_target: str | None = None
     #: ``nox -s crosscheck`` builds the core's native tests for this target and runs them under ``emulator``
@@ -547,7 +550,7 @@ def _load_targets(doc: _Table, policy: Policy, root: Path) -> tuple[Target, ...]
             toolchain_hint=t.string("toolchain_hint", _REQUIRED),
             emulator=t.str_list("emulator"),
             suite_emulator=t.str_list("suite_emulator"),
-            ci_runner=t.string("ci_runner", _REQUIRED),
+            ci_runner=t.string("ci_runner"),
             build_hosts=t.str_list("build_hosts", _REQUIRED),
             macos_deployment_target=t.string("macos_deployment_target"),
             crosscheck=t.boolean("crosscheck"),

@@ -244,3 +244,26 @@ def repaired_tag_hint(os_name: str, arch_name: str, libc: Libc, wheel_plat: str)
     if os_name == "linux":
         return f"{LINUX_TAG_FAMILY[libc]}_*_{arch(arch_name).wheel_arch}"
     return wheel_plat
+
+
+def cibuildwheel_arch(os_name: str, arch_name: str) -> str:
+    """cibuildwheel's ``--archs`` spelling: Linux uses the wheel arch, Windows AMD64/ARM64, macOS the Mach-O name."""
+    a = arch(arch_name)
+    spelling = {"linux": a.wheel_arch, "windows": (a.windows_arch or "").upper(), "macos": a.macos_arch or ""}
+    if os_name not in spelling:
+        raise UnknownPlatform(f"unknown os '{os_name}'")
+    if not spelling[os_name]:
+        raise UnknownPlatform(f"cibuildwheel builds no {os_name} wheels for arch '{arch_name}'")
+    return spelling[os_name]
+
+
+def cibuildwheel_platform(os_name: str, arch_name: str, libc: Libc) -> str:
+    """The platform half of a cibuildwheel build identifier: ``manylinux_x86_64``, ``win_arm64``, ``macosx_arm64``."""
+    a = arch(arch_name)
+    if os_name == "linux":
+        return f"{LINUX_TAG_FAMILY[libc]}_{a.wheel_arch}"
+    if os_name == "windows":
+        return f"win_{a.windows_arch}"
+    if os_name == "macos":
+        return f"macosx_{a.macos_arch}"
+    raise UnknownPlatform(f"unknown os '{os_name}'")

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-from .build import BuildReport, Status
 from .matrix import Matrix
 from .plan import PlannedCell
-from .wheeltest import TestRow
+
+if TYPE_CHECKING:  # the matrix table must work with the standard library alone (CI's plan job)
+    from .build import BuildReport, Status
+    from .wheeltest import TestRow
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:

@@ -17,7 +17,6 @@ import zipfile
 from email.parser import Parser
 from pathlib import Path
 
-from . import binaries
 from .matrix import Target
 
 NATIVE_SUFFIXES = (".so", ".dll", ".dylib", ".pyd")
@@ -63,6 +62,8 @@ def check_wheel(
     ``max_glibc``: the newest glibc the wheel may require (its manylinux tags must not be newer), for
     targets built against an old glibc so that older distributions can install them.
     """
+    from . import binaries  # LIEF: only where wheels are checked (the build), not where they are tested
+
     problems: list[str] = []
     norm = normalize(dist)
     m = re.fullmatch(r"(?P<name>[^-]+)-(?P<ver>[^-]+)-(?P<py>[^-]+)-(?P<abi>[^-]+)-(?P<plat>[^-]+)\.whl", path.name)
@@ -163,6 +164,8 @@ def _check_metadata(zf: zipfile.ZipFile, names: list[str], dist_info: str, norm:
 
 def _check_exports(zf: zipfile.ZipFile, libraries: list[str], exports: tuple[str, ...]) -> list[str]:
     """Each ELF plugin library exports exactly ``exports`` (PE/Mach-O are checked on their runners)."""
+    from . import binaries  # LIEF: only where wheels are checked (the build), not where they are tested
+
     problems = []
     for name in libraries:
         data = zf.read(name)
