@@ -96,6 +96,14 @@ def verify(session: nox.Session) -> None:
     _pipeline(session, "verify", *session.posargs)
 
 
+@nox.session(reuse_venv=True, default=False)
+def fuzz(session: nox.Session) -> None:
+    """libFuzzer + ASan + UBSan on the decoder, session creation, run() and the EP graph view
+    (`-- --seconds N` or `--runs N`, `--target decode`); installs clang-14 when missing (root)."""
+    _install(session, "fuzz")
+    _pipeline(session, "fuzz", "--install-clang", *session.posargs)
+
+
 @nox.session(reuse_venv=True)
 def ci(session: nox.Session) -> None:
     """The repository's own test suite, slow tests included (what .ci/run and the README run)."""

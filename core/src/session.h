@@ -12,6 +12,7 @@
 #include "ep/plugin_ep.h"
 #include "ep/registry.h"
 #include "graph.h"
+#include "limits.h"
 #include "kernel.h"
 #include "tensor.h"
 #include "threadpool.h"
@@ -91,6 +92,7 @@ class Session {
 
   Model model_;
   SessionOptions options_;
+  Limits limits_;  // from options_.config and the environment (limits.h)
   std::vector<ValueInfo> inputs_, outputs_;
   std::map<std::string, int> ids_;
   std::vector<std::string> names_;

@@ -16,8 +16,6 @@ namespace {
 using wire::Reader;
 using wire::WireType;
 
-constexpr int kMaxGraphDepth = 32;
-
 // Repeated scalar fields may arrive packed (one length-delimited run) or one per key.
 template <class F>
 void read_repeated_varint(Reader& r, WireType t, F&& push) {
@@ -157,7 +155,9 @@ class Decoder {
   }
 
   Graph graph(Reader& r, int depth) {
-    if (depth > kMaxGraphDepth) r.error(str_cat("subgraphs nested deeper than ", kMaxGraphDepth));
+    if (depth > opts_.limits.max_graph_depth)
+      r.error(str_cat("subgraphs nested deeper than ", opts_.limits.max_graph_depth,
+                      " levels (the limit: session.max_graph_depth / MOSAICRT_MAX_GRAPH_DEPTH)"));
     Graph g;
     uint32_t f;
     WireType t;
@@ -198,6 +198,10 @@ class Decoder {
   }
 
   Node node(Reader& r, int depth) {
+    if (++node_count_ > opts_.limits.max_nodes)
+      r.error(str_cat("the model has more than ", opts_.limits.max_nodes,
+                      " nodes (graphs, subgraphs and functions together; the limit: session.max_nodes / "
+                      "MOSAICRT_MAX_NODES)"));
     Node n;
     uint32_t f;
     WireType t;
@@ -210,6 +214,9 @@ class Decoder {
         case 7: r.expect(t, wire::kLengthDelimited, "domain"); n.domain = r.string(); break;
         case 5: {
           r.expect(t, wire::kLengthDelimited, "attribute");
+          if (static_cast<int64_t>(n.attributes.size()) >= opts_.limits.max_node_attributes)
+            r.error(str_cat("node has more than ", opts_.limits.max_node_attributes,
+                            " attributes (the limit: session.max_node_attributes / MOSAICRT_MAX_NODE_ATTRIBUTES)"));
           Reader a = r.sub(str_cat("attribute[", n.attributes.size(), "]"));
           n.attributes.push_back(attribute(a, depth));
           break;
@@ -558,6 +565,7 @@ class Decoder {
   const uint8_t* data_;
   size_t size_;
   const DecodeOptions& opts_;
+  int64_t node_count_ = 0;
 };
 
 }  // namespace
