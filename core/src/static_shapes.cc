@@ -12,7 +12,7 @@ namespace {
 using Lookup = std::function<const Tensor*(const std::string&)>;
 
 const std::set<std::string>& same_shape_ops() {
-  static const std::set<std::string> s = {
+  static const std::set<std::string>& s = *new std::set<std::string>{  // never destroyed (exit races)
       "Relu", "Sigmoid", "Tanh", "LeakyRelu", "Clip", "Identity", "Dropout", "BatchNormalization", "LRN",
       "Softmax", "LogSoftmax", "Cast", "Erf", "Sqrt", "Exp", "Log", "Neg", "Abs", "Reciprocal", "HardSigmoid",
       "HardSwish", "Elu", "Selu", "Softplus", "Gelu", "InstanceNormalization", "LayerNormalization", "Floor",
@@ -21,7 +21,7 @@ const std::set<std::string>& same_shape_ops() {
 }
 
 const std::set<std::string>& broadcast_ops() {
-  static const std::set<std::string> s = {"Add", "Sub", "Mul", "Div", "Pow", "Sum", "Max", "Min", "Mean",
+  static const std::set<std::string>& s = *new std::set<std::string>{"Add", "Sub", "Mul", "Div", "Pow", "Sum", "Max", "Min", "Mean",
                                           "Where", "Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual",
                                           "And", "Or", "Xor", "Mod"};
   return s;
