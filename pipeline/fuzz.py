@@ -41,17 +41,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from .errors import BuildError, EnvironmentProblem, TestFailure, UsageError, choices_hint
-
-CLANG_VERSION = "14"
-#: What to install when clang or its sanitizer/libFuzzer runtimes are missing (Debian 12).
-CLANG_PACKAGES = (f"clang-{CLANG_VERSION}", f"libclang-rt-{CLANG_VERSION}-dev")
-INSTALL_COMMAND = "apt-get install -y --no-install-recommends " + " ".join(CLANG_PACKAGES)
-
-SANITIZE_FLAGS = (
-    "-gline-tables-only -fno-omit-frame-pointer -fsanitize=address,undefined,fuzzer-no-link -fno-sanitize-recover=all"
-)
-SANITIZE_LINK = "-fsanitize=address,undefined"
+from .errors import TestFailure, UsageError, choices_hint
+from .sanitizers import ASAN_UBSAN, CLANG_VERSION, cmake_build, ensure_clang, sanitizer_cmake_args
 
 SeedKind = Literal["model", "model+feed"]
 
@@ -255,68 +246,20 @@ class FuzzBuild:
         return self.build_dir / "tests" / "fuzz" / target.binary_name
 
 
-def find_clang() -> tuple[str, str]:
-    """clang and clang++ of the supported version, with the libFuzzer runtime present."""
-    cc, cxx = shutil.which(f"clang-{CLANG_VERSION}"), shutil.which(f"clang++-{CLANG_VERSION}")
-    if not cc or not cxx:
-        raise EnvironmentProblem(f"clang-{CLANG_VERSION} is not installed; run: {INSTALL_COMMAND}")
-    probe = subprocess.run([cc, "-print-file-name=libclang_rt.fuzzer-x86_64.a"], capture_output=True, text=True)
-    runtime = Path(probe.stdout.strip())
-    if not runtime.is_absolute() or not runtime.is_file():
-        raise EnvironmentProblem(f"clang-{CLANG_VERSION} has no libFuzzer runtime; run: {INSTALL_COMMAND}")
-    return cc, cxx
+ASAN_TARGETS = (*(t.binary_name for t in TARGETS), "mrt_stress_check", "mrt_fake_ep")
 
 
-def ensure_clang(*, install: bool) -> tuple[str, str]:
-    """Find clang; with ``install`` (root on Debian), apt-get install it when missing."""
-    try:
-        return find_clang()
-    except EnvironmentProblem:
-        if not install or os.geteuid() != 0 or not shutil.which("apt-get"):
-            raise
-    print(f"fuzz: installing {' '.join(CLANG_PACKAGES)} ({INSTALL_COMMAND})", flush=True)
-    rc = subprocess.run(["apt-get", "install", "-y", "--no-install-recommends", *CLANG_PACKAGES]).returncode
-    if rc != 0:
-        raise EnvironmentProblem(f"`{INSTALL_COMMAND}` failed (exit {rc})")
-    return find_clang()
-
-
-def sanitizer_cmake_args(cc: str, cxx: str, compile_flags: str, link_flags: str) -> list[str]:
-    """CMake arguments for a clang build of the core with every object instrumented."""
-    args = [
-        "-G", "Ninja", "-DCMAKE_BUILD_TYPE=None", f"-DCMAKE_C_COMPILER={cc}", f"-DCMAKE_CXX_COMPILER={cxx}",
-        f"-DCMAKE_C_FLAGS={compile_flags}", f"-DCMAKE_CXX_FLAGS={compile_flags}",
-        f"-DCMAKE_EXE_LINKER_FLAGS={link_flags}", f"-DCMAKE_MODULE_LINKER_FLAGS={link_flags}",
-        f"-DCMAKE_SHARED_LINKER_FLAGS={link_flags}",
-    ]
-    if shutil.which("ccache"):
-        args += ["-DCMAKE_C_COMPILER_LAUNCHER=ccache", "-DCMAKE_CXX_COMPILER_LAUNCHER=ccache"]
-    return args
-
-
-def cmake_build(root: Path, build_dir: Path, cmake_args: Sequence[str], targets: Sequence[str], *,
-                jobs: int, what: str) -> None:
-    """Configure (once) and build ``targets``; the log goes to ``<build_dir>.log``."""
-    log = build_dir.with_suffix(".log")
-    build_dir.parent.mkdir(parents=True, exist_ok=True)
-    with log.open("w") as out:
-        steps = [["cmake", "-S", str(root / "core"), "-B", str(build_dir), *cmake_args],
-                 ["cmake", "--build", str(build_dir), "-j", str(jobs), "--target", *targets]]
-        for cmd in steps:
-            out.write("$ " + " ".join(cmd) + "\n")
-            out.flush()
-            rc = subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT).returncode
-            if rc != 0:
-                tail = "\n".join(log.read_text(errors="replace").splitlines()[-25:])
-                raise BuildError(f"{what} build failed (exit {rc}); log {log}:\n{tail}")
-
-
-def build_fuzzers(root: Path, build_dir: Path, *, jobs: int = 2, install: bool = False) -> FuzzBuild:
+def asan_build(root: Path, build_dir: Path, *, jobs: int = 2, install: bool = False,
+               targets: Sequence[str] = ASAN_TARGETS) -> FuzzBuild:
+    """The ASan + UBSan (+ libFuzzer coverage) build of the core: the fuzz targets and the native
+    stress program share its objects (pipeline/hardening.py uses it for the leak check)."""
     cc, cxx = ensure_clang(install=install)
-    args = [*sanitizer_cmake_args(cc, cxx, SANITIZE_FLAGS, SANITIZE_LINK), "-DMOSAICRT_BUILD_FUZZERS=ON"]
+    args = [*sanitizer_cmake_args(cc, cxx, ASAN_UBSAN, fuzzing=True), "-DMOSAICRT_BUILD_FUZZERS=ON",
+            "-DMOSAICRT_BUILD_TESTS=ON"]
     started = time.monotonic()
-    print(f"fuzz: building the targets with clang-{CLANG_VERSION} + ASan + UBSan in {build_dir} ...", flush=True)
-    cmake_build(root, build_dir, args, [t.binary_name for t in TARGETS], jobs=jobs, what="fuzz")
+    print(f"fuzz: building {len(targets)} programs with clang-{CLANG_VERSION} + ASan + UBSan in {build_dir} ...",
+          flush=True)
+    cmake_build(root, build_dir, args, targets, jobs=jobs, what="ASan/UBSan")
     print(f"fuzz: built in {time.monotonic() - started:.1f}s", flush=True)
     return FuzzBuild(build_dir=build_dir)
 
@@ -437,7 +380,7 @@ def run_fuzz(root: Path, work: Path, *, names: Sequence[str] = (), runs: int | N
     targets = select_targets(names)
     if runs is None and seconds is None:
         seconds = 60
-    build = build_fuzzers(root, work / "build", jobs=jobs, install=install)
+    build = asan_build(root, work / "build", jobs=jobs, install=install)
     dictionary = work / "onnx_model.dict"
     dictionary.write_text(dictionary_text())
     seeds_root = prepare_seeds(root, work, targets, node_case_limit=node_case_limit)
