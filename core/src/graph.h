@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "limits.h"
+#include "resource_limits.h"
 #include "tensor.h"
 
 namespace mrt {

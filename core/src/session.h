@@ -12,7 +12,7 @@
 #include "ep/plugin_ep.h"
 #include "ep/registry.h"
 #include "graph.h"
-#include "limits.h"
+#include "resource_limits.h"
 #include "kernel.h"
 #include "tensor.h"
 #include "threadpool.h"

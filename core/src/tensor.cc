@@ -1,6 +1,6 @@
 #include "tensor.h"
 
-#include "limits.h"
+#include "resource_limits.h"
 
 #include <cstdlib>
 #include <limits>

@@ -1,4 +1,4 @@
-#include "limits.h"
+#include "resource_limits.h"
 
 #include <cerrno>
 #include <cstdlib>
