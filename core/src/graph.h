@@ -110,7 +110,7 @@ struct DecodeOptions {
   std::string model_dir;
   // Initializers whose data the caller supplies: their external data is not read.
   std::set<std::string> supplied_initializers;
-  // Node count, nesting depth and attribute count the model may have (limits.h).
+  // Node count, nesting depth and attribute count the model may have (resource_limits.h).
   Limits limits = Limits::process();
 };
 

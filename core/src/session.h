@@ -92,7 +92,7 @@ class Session {
 
   Model model_;
   SessionOptions options_;
-  Limits limits_;  // from options_.config and the environment (limits.h)
+  Limits limits_;  // from options_.config and the environment (resource_limits.h)
   std::vector<ValueInfo> inputs_, outputs_;
   std::map<std::string, int> ids_;
   std::vector<std::string> names_;
