@@ -63,16 +63,19 @@ def test_a_run_that_would_allocate_over_the_limit_fails_cleanly_and_the_session_
 
 def _nested_if(depth: int) -> bytes:
     """`depth` If nodes, each the then/else branch of the one above; the innermost yields x."""
+    def leaf(level: int, tag: str) -> object:
+        return helper.make_graph([helper.make_node("Identity", ["x"], [f"o{tag}{level}"], name=f"id{tag}{level}")],
+                                 f"leaf{tag}{level}", [],
+                                 [helper.make_tensor_value_info(f"o{tag}{level}", TensorProto.FLOAT, [1])])
+
     def branch(level: int) -> object:
         if level == depth:
-            body = [helper.make_node("Identity", ["x"], [f"o{level}"], name=f"id{level}")]
-        else:
-            inner = branch(level + 1)
-            body = [helper.make_node("If", ["cond"], [f"o{level}"], name=f"if{level}", then_branch=inner,
-                                     else_branch=inner)]
+            return leaf(level, "t")
+        body = [helper.make_node("If", ["cond"], [f"o{level}"], name=f"if{level}", then_branch=branch(level + 1),
+                                 else_branch=leaf(level, "e"))]
         return helper.make_graph(body, f"g{level}", [], [helper.make_tensor_value_info(f"o{level}", TensorProto.FLOAT,
                                                                                          [1])])
-    top = [helper.make_node("If", ["cond"], ["y"], name="if0", then_branch=branch(1), else_branch=branch(1))]
+    top = [helper.make_node("If", ["cond"], ["y"], name="if0", then_branch=branch(1), else_branch=leaf(0, "e"))]
     return _model(top, [helper.make_tensor_value_info("cond", TensorProto.BOOL, []),
                         helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])],
                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1])])
