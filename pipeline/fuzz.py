@@ -36,10 +36,10 @@ import struct
 import subprocess
 import sys
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from .errors import TestFailure, UsageError, choices_hint
 from .sanitizers import ASAN_UBSAN, CLANG_VERSION, cmake_build, ensure_clang, sanitizer_cmake_args
@@ -181,8 +181,8 @@ class Seed:
 
 def onnx_node_case_seeds(limit: int | None = None, max_bytes: int = 65536) -> Iterator[Seed]:
     """The onnx package's backend node cases: each model with its first data set's inputs."""
-    import onnx
-    from onnx import numpy_helper
+    import onnx  # type: ignore[import-not-found,unused-ignore]
+    from onnx import numpy_helper  # type: ignore[import-not-found,unused-ignore]
 
     node_dir = Path(onnx.__file__).parent / "backend" / "test" / "data" / "node"
     cases = sorted(p for p in node_dir.iterdir() if (p / "model.onnx").is_file())
@@ -207,20 +207,17 @@ def wheel_model_seeds(root: Path) -> Iterator[Seed]:
     """Small instances of the architectures in tests/wheel/models.py (conv nets, transformer, MLPs)."""
     sys.path.insert(0, str(root / "tests" / "wheel"))
     try:
-        import models
+        import models  # type: ignore[import-not-found,unused-ignore]
     finally:
         sys.path.pop(0)
-    builders = {
+    builders: dict[str, Callable[[], Any]] = {
         "resnet": lambda: models.resnet(16, widths=(4, 8), batch=1),
         "transformer": lambda: models.transformer(seq=4, batch=1, d_model=16, heads=2),
         "float_mlp": lambda: models.float_mlp((8, 16, 4), batch=1),
         "quantized_mlp": lambda: models.quantized_mlp(sizes=(8, 16, 4), batch=1),
     }
     for name, build in builders.items():
-        try:
-            model = build().SerializeToString()
-        except TypeError:  # a builder whose knobs changed: seed with the others
-            continue
+        model: bytes = build().SerializeToString()
         yield Seed(name=f"models_{name}", model=model, feed=bytes(range(256)) * 4)
 
 
@@ -319,7 +316,7 @@ def replay(build: FuzzBuild, target: FuzzTarget, inputs: Sequence[Path], log: Pa
         return 0
     with log.open("w") as out:
         return subprocess.run([str(build.binary(target)), *map(str, inputs)], stdout=out,
-                              stderr=subprocess.STDOUT, env=fuzzer_env()).returncode
+                              stderr=subprocess.STDOUT, env=fuzzer_env(), check=False).returncode
 
 
 def fuzz_target(build: FuzzBuild, target: FuzzTarget, *, corpus: Path, seeds: Path, dictionary: Path,
@@ -337,7 +334,7 @@ def fuzz_target(build: FuzzBuild, target: FuzzTarget, *, corpus: Path, seeds: Pa
     cmd.append(f"-runs={runs}" if runs is not None else f"-max_total_time={seconds}")
     started = time.monotonic()
     with log.open("w") as out:
-        rc = subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT, env=fuzzer_env()).returncode
+        rc = subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT, env=fuzzer_env(), check=False).returncode
     elapsed = time.monotonic() - started
     execs, cov, ft, n_corpus = parse_fuzzer_log(log.read_text(errors="replace"))
     crashes = tuple(sorted(str(artifacts / p.name) for p in artifacts.iterdir() if p.name not in before))

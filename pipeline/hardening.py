@@ -59,7 +59,7 @@ def run_stress(binary: Path, args: Sequence[str], *, env: Mapping[str, str] | No
 
     started = time.monotonic()
     proc = subprocess.run([str(binary), *args], capture_output=True, text=True, timeout=timeout,
-                          env={**os.environ, **(env or {})})
+                          env={**os.environ, **(env or {})}, check=False)
     numbers: dict[str, object] = {}
     for line in proc.stdout.splitlines():
         if line.startswith("{"):
@@ -86,7 +86,7 @@ def dnnl_ep_build(root: Path, build_dir: Path, *, jobs: int = 2, python: str = s
     """The oneDNN EP library built with ASan + UBSan; None when oneDNN's SDK wheel is not installed
     in ``python`` (``pip install onednn-devel-cpu-gomp``)."""
     probe = subprocess.run([python, str(root / "eps" / "dnnl" / "cmake" / "find_onednn_prefix.py"),
-                            "onednn-devel-cpu-gomp"], capture_output=True, text=True)
+                            "onednn-devel-cpu-gomp"], capture_output=True, text=True, check=False)
     if probe.returncode != 0:
         return None
     cc, cxx = ensure_clang(install=False)
@@ -96,7 +96,7 @@ def dnnl_ep_build(root: Path, build_dir: Path, *, jobs: int = 2, python: str = s
     with log.open("w") as out:
         for cmd in (["cmake", "-S", str(root / "eps" / "dnnl"), "-B", str(build_dir), *args],
                     ["cmake", "--build", str(build_dir), "-j", str(jobs)]):
-            if subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT).returncode != 0:
+            if subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT, check=False).returncode != 0:
                 raise BuildError(f"oneDNN EP sanitizer build failed; log {log}")
     libs = sorted(build_dir.glob("libmosaicrt_ep_dnnl*.so"))
     if not libs:

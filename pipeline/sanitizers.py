@@ -51,7 +51,8 @@ def find_clang() -> tuple[str, str]:
     cc, cxx = shutil.which(f"clang-{CLANG_VERSION}"), shutil.which(f"clang++-{CLANG_VERSION}")
     if not cc or not cxx:
         raise EnvironmentProblem(f"clang-{CLANG_VERSION} is not installed; run: {INSTALL_COMMAND}")
-    probe = subprocess.run([cc, "-print-file-name=libclang_rt.fuzzer-x86_64.a"], capture_output=True, text=True)
+    probe = subprocess.run([cc, "-print-file-name=libclang_rt.fuzzer-x86_64.a"], capture_output=True, text=True,
+                           check=False)
     runtime = Path(probe.stdout.strip())
     if not runtime.is_absolute() or not runtime.is_file():
         raise EnvironmentProblem(f"clang-{CLANG_VERSION} has no libFuzzer/sanitizer runtimes; run: {INSTALL_COMMAND}")
@@ -66,7 +67,8 @@ def ensure_clang(*, install: bool) -> tuple[str, str]:
         if not install or os.geteuid() != 0 or not shutil.which("apt-get"):
             raise
     print(f"sanitizers: installing {' '.join(CLANG_PACKAGES)} ({INSTALL_COMMAND})", flush=True)
-    rc = subprocess.run(["apt-get", "install", "-y", "--no-install-recommends", *CLANG_PACKAGES]).returncode
+    cmd = ["apt-get", "install", "-y", "--no-install-recommends", *CLANG_PACKAGES]
+    rc = subprocess.run(cmd, check=False).returncode
     if rc != 0:
         raise EnvironmentProblem(f"`{INSTALL_COMMAND}` failed (exit {rc})")
     return find_clang()
@@ -79,7 +81,8 @@ def sanitizer_cmake_args(cc: str, cxx: str, sanitizer: Sanitizer, *, fuzzing: bo
     args = [
         "-G", "Ninja", "-DCMAKE_BUILD_TYPE=None", f"-DCMAKE_C_COMPILER={cc}", f"-DCMAKE_CXX_COMPILER={cxx}",
         f"-DCMAKE_C_FLAGS={flags}", f"-DCMAKE_CXX_FLAGS={flags}", "-DMOSAICRT_OPTIMIZE_FLAGS=-O1",
-        f"-DCMAKE_EXE_LINKER_FLAGS={link}", f"-DCMAKE_MODULE_LINKER_FLAGS={link}", f"-DCMAKE_SHARED_LINKER_FLAGS={link}",
+        f"-DCMAKE_EXE_LINKER_FLAGS={link}", f"-DCMAKE_MODULE_LINKER_FLAGS={link}",
+        f"-DCMAKE_SHARED_LINKER_FLAGS={link}",
     ]
     if shutil.which("ccache"):
         args += ["-DCMAKE_C_COMPILER_LAUNCHER=ccache", "-DCMAKE_CXX_COMPILER_LAUNCHER=ccache"]
@@ -97,7 +100,7 @@ def cmake_build(root: Path, build_dir: Path, cmake_args: Sequence[str], targets:
         for cmd in steps:
             out.write("$ " + " ".join(cmd) + "\n")
             out.flush()
-            rc = subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT).returncode
+            rc = subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT, check=False).returncode
             if rc != 0:
                 tail = "\n".join(log.read_text(errors="replace").splitlines()[-25:])
                 raise BuildError(f"{what} build failed (exit {rc}); log {log}:\n{tail}")

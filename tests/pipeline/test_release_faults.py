@@ -29,15 +29,27 @@ from pipeline import publish
 from pipeline import release as release_mod
 from pipeline.errors import ExitCode
 from pipeline.hashing import sha256_file
-from pipeline.index import start_local_index
+from pipeline.index import start_local_index, stop_local_index
 from pipeline.signing import dev_key_path
 
 from .conftest import REPO
-from .releasekit import Repo
-from .test_release import listing, release, repo  # noqa: F401 - `repo` is a fixture used by name
+from .releasekit import Repo, available_pythons, make_repo
+from .test_release import listing, release
 
 pytest.importorskip("pypiserver", reason="the release tools are installed by `nox -s ci`")
 pytest.importorskip("twine", reason="the release tools are installed by `nox -s ci`")
+
+
+@pytest.fixture
+def repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Repo]:
+    monkeypatch.setenv("MOSAICRT_CONFIG_DIR", str(tmp_path / "config"))
+    for var in ("MOSAICRT_SIGNING_KEY", "TWINE_REPOSITORY_URL", "TWINE_REPOSITORY", "TWINE_USERNAME"):
+        monkeypatch.delenv(var, raising=False)
+    r = make_repo(tmp_path)
+    if not available_pythons():
+        pytest.skip("no tested CPython on this machine")
+    yield r
+    stop_local_index(r.layout.index_state)
 
 
 @pytest.fixture(autouse=True)
@@ -65,7 +77,7 @@ def _mount_tmpfs(path: Path, size: str) -> bool:
     if os.geteuid() != 0:
         return False
     return subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)],
-                          capture_output=True).returncode == 0
+                          capture_output=True, check=False).returncode == 0
 
 
 def test_disk_full_while_staging_uploads_nothing_and_a_rerun_converges(
@@ -96,7 +108,7 @@ def test_disk_full_while_staging_uploads_nothing_and_a_rerun_converges(
         if mounted:
             subprocess.run(["umount", str(release_dir)], check=True)
         monkeypatch.undo()
-    rc, out, err = release(repo, capsys)
+    rc, _, err = release(repo, capsys)
     assert rc == 0, err
     _complete(repo, wheels)
 
@@ -117,7 +129,7 @@ def test_two_releases_at_once_one_waits_and_each_file_is_published_once(
     procs = [subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
              for _ in range(2)]
     outs = [p.communicate(timeout=300) for p in procs]
-    for p, (out, err) in zip(procs, outs, strict=True):
+    for p, (_, err) in zip(procs, outs, strict=True):
         assert p.returncode == 0, err
     joined = [out for out, _ in outs]
     assert any("waiting for another pipeline run" in out for out in joined), joined
@@ -226,7 +238,7 @@ def test_index_answering_500_is_retried_then_refused_and_a_rerun_converges(
     assert listing(repo) == {}
 
     proxy.mode = "500-once"  # one failure per request is absorbed by the retries
-    rc, out, err = _release_via(repo, proxy, capsys)
+    rc, _, err = _release_via(repo, proxy, capsys)
     assert rc == 0, err
     _complete(repo, wheels)
 

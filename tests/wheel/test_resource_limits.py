@@ -9,12 +9,12 @@ import os
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
+import mosaicrt
 import numpy as np
 import pytest
 from onnx import TensorProto, helper, numpy_helper
-
-import mosaicrt
 
 
 def _model(nodes: list, inputs: list, outputs: list, inits: list | None = None) -> bytes:  # type: ignore[type-arg]
@@ -109,7 +109,7 @@ def test_huge_attribute_counts_are_refused() -> None:
 
 
 def test_a_malformed_limit_is_a_clear_error() -> None:
-    with pytest.raises(mosaicrt.MosaicrtError, match="session.max_nodes must be a positive integer, got 'lots'"):
+    with pytest.raises(mosaicrt.MosaicrtError, match=r"session\.max_nodes must be a positive integer, got 'lots'"):
         mosaicrt.InferenceSession(_chain(3), _options(max_nodes="lots"))  # type: ignore[arg-type]
 
 
@@ -117,7 +117,7 @@ def test_the_environment_sets_the_process_default() -> None:
     code = textwrap.dedent(
         f"""
         import mosaicrt, sys
-        sys.path.insert(0, {os.path.dirname(__file__)!r})
+        sys.path.insert(0, {str(Path(__file__).parent)!r})
         from test_resource_limits import _chain
         try:
             mosaicrt.InferenceSession(_chain(20))
