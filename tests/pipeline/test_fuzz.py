@@ -73,12 +73,13 @@ def _clang_or_skip() -> None:
 
 @pytest.mark.slow
 def test_every_target_replays_regressions_and_fuzzes_clean(tmp_path: Path) -> None:
-    """CI's bounded run: each target 4 s from 120 onnx node cases + the test models."""
+    """CI's bounded run: each target 4 s from the test models' seeds (the onnx node cases, ~25 s to
+    generate, seed the long runs of `nox -s fuzz`) after replaying the committed regression inputs."""
     _clang_or_skip()
     # The folder `nox -s fuzz` uses: its build is incremental and shared with test_hardening.py.
     work = REPO / "build" / "fuzz"
     report = tmp_path / "fuzz.json"
-    results = fuzz.run_fuzz(REPO, work, seconds=4, node_case_limit=120, report=report)
+    results = fuzz.run_fuzz(REPO, work, seconds=4, node_case_limit=0, report=report)
     assert [r.target for r in results] == list(fuzz.TARGET_NAMES)
     for r in results:
         assert r.ok, f"{r.target}: {r.crashes} (log {r.log})"
