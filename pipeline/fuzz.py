@@ -214,7 +214,7 @@ def wheel_model_seeds(root: Path) -> Iterator[Seed]:
         sys.path.pop(0)
     builders: dict[str, Callable[[], Any]] = {
         "resnet": lambda: models.resnet(16, widths=(4, 8), blocks=(1, 1), batch=1),
-        "transformer": lambda: models.transformer(seq=4, batch=1, d_model=16, heads=2, layers=1, d_ff=32, vocab=64),
+        "transformer": lambda: models.transformer(seq=4, batch=1, d_model=16, heads=2, layers=1, d_ff=32),
         "float_mlp": lambda: models.float_mlp((8, 16, 4), batch=1),
     }
     for name, build in builders.items():
