@@ -3,6 +3,9 @@
 // crash, a sanitizer report or an unbounded allocation.
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
 
 #include "error.h"
 #include "fuzz_common.h"
@@ -15,12 +18,19 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   mrt::DecodeOptions options;  // no model_dir: external data is refused, nothing is read from disk
+  std::string bytes;
   try {
     mrt::Model model = mrt::decode_model(data, size, options);
-    std::string bytes = mrt::encode_model(model);
-    // What the encoder writes must decode again.
-    mrt::decode_model(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), options);
+    bytes = mrt::encode_model(model);
   } catch (const mrt::Error&) {
+    return 0;
+  }
+  // What the encoder writes must decode again.
+  try {
+    mrt::decode_model(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), options);
+  } catch (const mrt::Error& e) {
+    std::fprintf(stderr, "the encoder wrote a model the decoder refuses: %s\n", e.what());
+    std::abort();
   }
   return 0;
 }
