@@ -7,6 +7,7 @@ nox -s build -- --target T --component C --variant V
 nox -s test  -- --python 3.12 --wheel dist/linux-x86_64/<file>.whl
 nox -s matrix -- --json
 nox -s crosscheck -- --target linux-armv7   cross builds + native tests under qemu/wine
+nox -s fuzz -- --seconds 60       libFuzzer + ASan/UBSan on the decoder, sessions, run() and the EP graph view
 nox -l                           list every session
 """
 
