@@ -10,6 +10,7 @@ import os
 import shutil
 import subprocess
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -96,13 +97,17 @@ def test_ep_registration_races_session_creation(fake_ep: Path) -> None:
     counts = {"registered": 0, "refused_unregister": 0}
 
     def registrar() -> None:
+        deadline = time.monotonic() + 2.0
         try:
-            for _ in range(150):
+            rounds = 0
+            while rounds < 150 or time.monotonic() < deadline:
+                rounds += 1
                 try:
                     mosaicrt.register_execution_provider_library("race:cpu", fake_ep)
                     counts["registered"] += 1
                 except mosaicrt.MosaicrtError:
                     pass  # still registered: the last unregister was refused while a session used it
+                time.sleep(0.002)  # registered for a moment: sessions being created now may take it
                 try:
                     mosaicrt.unregister_execution_provider_library("race:cpu")
                 except mosaicrt.MosaicrtError:
@@ -120,7 +125,9 @@ def test_ep_registration_races_session_creation(fake_ep: Path) -> None:
             # CPU EP quietly (onnxruntime's behaviour for an unavailable provider, minus the warning).
             opts = mosaicrt.SessionOptions()
             opts.log_severity_level = 3
-            sess = mosaicrt.InferenceSession(data, opts, providers=["FakeCpu_race", "CPUExecutionProvider"])
+            # the fake EP runs Relu (its Add does not broadcast)
+            sess = mosaicrt.InferenceSession(data, opts, providers=[("FakeCpu_race", {"ops": "Relu"}),
+                                                                    "CPUExecutionProvider"])
             np.testing.assert_allclose(sess.run(None, {"x": x})[0], _expected(x), rtol=1e-4, atol=1e-5)
             if "FakeCpu_race" in sess.get_providers():
                 used += 1
