@@ -14,6 +14,7 @@
 // output is checked against a reference computed by this program. Each mode prints one JSON
 // line with its numbers and exits 0 on success.
 #include <atomic>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -186,6 +187,7 @@ int ep_race(int rounds, const char* library) {
       } else {
         registered++;
       }
+      std::this_thread::sleep_for(std::chrono::microseconds(500));  // let creations meet the EP registered
       for (int k = 0; k < 8; ++k) {  // a session may hold the EP: unregistering is refused then
         s = MrtUnregisterExecutionProviderLibrary("race:cpu");
         if (!s) break;
