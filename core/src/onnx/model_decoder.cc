@@ -286,6 +286,11 @@ class Decoder {
     if (!has_type) a.type = inferred;
     if (static_cast<int32_t>(a.type) < 0 || static_cast<int32_t>(a.type) > 14)
       r.error(str_cat("attribute '", a.name, "' has unknown type ", static_cast<int32_t>(a.type)));
+    // A declared TENSOR/GRAPH type must come with its value (a reference inside a function body
+    // gets the value of the calling node's attribute when it is inlined).
+    if (a.ref_attr_name.empty() && ((a.type == AttrType::kTensor && !a.t) || (a.type == AttrType::kGraph && !a.g)))
+      r.error(str_cat("attribute '", a.name, "' declares type ", a.type == AttrType::kTensor ? "TENSOR" : "GRAPH",
+                      " but holds no value"));
     return a;
   }
 
