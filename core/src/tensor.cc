@@ -173,7 +173,10 @@ Tensor Tensor::borrow(DType dtype, Shape shape, void* data) {
   t.shape_ = std::move(shape);
   t.numel_ = shape_size(t.shape_);
   t.buffer_ = std::make_shared<Buffer>();
-  t.buffer_->data = data;
+  // An empty tensor may arrive with no data pointer (an empty std::vector, a NULL from C): give it a
+  // valid one, as owned empty tensors have, so kernels may form p + 0 * stride without UB.
+  alignas(64) static unsigned char empty_data[64];
+  t.buffer_->data = data == nullptr && t.numel_ == 0 ? empty_data : data;
   t.buffer_->bytes = t.nbytes();
   t.buffer_->owned = false;
   return t;
