@@ -486,8 +486,9 @@ class Decoder {
     auto out = std::make_shared<Tensor>(dt, dims);
     size_t n = static_cast<size_t>(numel);
     switch (dt) {
-      case DType::kFloat: std::memcpy(out->raw(), floats.data(), n * 4); break;
-      case DType::kDouble: std::memcpy(out->raw(), doubles.data(), n * 8); break;
+      // (an empty tensor's vectors have no data: memcpy must not see their NULL)
+      case DType::kFloat: if (n) std::memcpy(out->raw(), floats.data(), n * 4); break;
+      case DType::kDouble: if (n) std::memcpy(out->raw(), doubles.data(), n * 8); break;
       default:
         MRT_DISPATCH_ALL(dt, "tensor decoding", {
           T* p = out->data_as<T>();
