@@ -192,14 +192,15 @@ def onnx_node_case_seeds(limit: int | None = None, max_bytes: int = 65536) -> It
         warnings.simplefilter("ignore")  # the case generators emit numpy overflow warnings
         cases = sorted(collect_testcases(), key=lambda c: c.name)
     for case in cases[:limit]:
+        if case.model is None:
+            continue
         model: bytes = case.model.SerializeToString()
         if len(model) > max_bytes:
             continue
         feed = bytearray()
         inputs = case.data_sets[0][0] if case.data_sets else []
-        for value in inputs:
-            if isinstance(value, TensorProto):
-                value = numpy_helper.to_array(value)
+        for given in inputs:
+            value = numpy_helper.to_array(given) if isinstance(given, TensorProto) else given
             if isinstance(value, np.ndarray | np.generic) and value.dtype.kind not in "OUS":
                 feed += np.ascontiguousarray(value).tobytes()
         yield Seed(name=case.name, model=model, feed=bytes(feed[:16384]))
