@@ -10,6 +10,7 @@ nox -s crosscheck -- --target linux-armv7   cross builds + native tests under qe
 nox -s workflows                 regenerate .github/workflows/ from matrix/ (-- --check, -- --rehearse JOB)
 nox -s wheels -- --component core --target linux-x86_64   cibuildwheel, as the CI build jobs run it
 nox -s catalog -- status         the winml EP catalog the release publishes (sign-root, serve, stop)
+nox -s fuzz -- --seconds 60       libFuzzer + ASan/UBSan on the decoder, sessions, run() and the EP graph view
 nox -l                           list every session
 """
 
@@ -123,6 +124,14 @@ def verify(session: nox.Session) -> None:
     """Check wheels as a consumer: `-- <wheel file | wheel URL | simple index URL>` against the trust roots."""
     _install(session, "verify")
     _pipeline(session, "verify", *session.posargs)
+
+
+@nox.session(reuse_venv=True, default=False)
+def fuzz(session: nox.Session) -> None:
+    """libFuzzer + ASan + UBSan on the decoder, session creation, run() and the EP graph view
+    (`-- --seconds N` or `--runs N`, `--target decode`); installs clang-14 when missing (root)."""
+    _install(session, "fuzz")
+    _pipeline(session, "fuzz", "--install-clang", *session.posargs)
 
 
 @nox.session(reuse_venv=True)

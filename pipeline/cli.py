@@ -123,6 +123,16 @@ def _parser() -> argparse.ArgumentParser:
     selection(r)
     r.add_argument("--wheel", action="append", type=Path, default=[], help="show this wheel file (repeatable)")
     _release_parsers(sub, common, selection)
+    fz = sub.add_parser(
+        "fuzz", parents=[common], help="build the libFuzzer targets (clang + ASan + UBSan), fuzz each, report"
+    )
+    fz.add_argument("--target", action="append", default=[], help="fuzz target (repeatable; default: all)")
+    budget = fz.add_mutually_exclusive_group()
+    budget.add_argument("--seconds", type=int, help="fuzz each target this long (default: 60)")
+    budget.add_argument("--runs", type=int, help="fuzz each target for this many executions")
+    fz.add_argument("--jobs", type=int, default=2, help="parallel compile jobs (default: 2)")
+    fz.add_argument("--seed-limit", type=int, help="use only the first N onnx node cases as seeds")
+    fz.add_argument("--install-clang", action="store_true", help="apt-get install clang when it is missing (root)")
     return p
 
 
@@ -180,6 +190,15 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _dispatch(args: argparse.Namespace) -> int:
     root = args.root.resolve()
+    if args.step == "fuzz":
+        from .fuzz import run_fuzz
+
+        work = (args.work_dir or root / "build" / "fuzz").resolve()
+        with _exclusive(work):
+            run_fuzz(root, work, names=args.target, runs=args.runs, seconds=args.seconds, jobs=args.jobs,
+                     node_case_limit=args.seed_limit, install=args.install_clang,
+                     report=root / "build" / "pipeline" / "reports" / "fuzz.json")
+        return 0
     if args.step in ("verify", "keys"):
         from .release_cli import keys, verify
 

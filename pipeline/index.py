@@ -30,6 +30,10 @@ from pathlib import Path
 from .errors import EnvironmentProblem, PublishError
 
 TIMEOUT_S = 30.0
+#: Attempts for a request the index failed transiently (HTTP 5xx, a timeout, a refused or reset
+#: connection), RETRY_DELAY_S apart and doubling; then a clear refusal. Other answers are final.
+ATTEMPTS = 3
+RETRY_DELAY_S = 0.5
 
 
 def normalize_project(name: str) -> str:
@@ -66,18 +70,27 @@ class _Links(HTMLParser):
 
 
 def fetch(url: str) -> bytes | None:
-    """The body at ``url``; None for 404; :class:`PublishError` when the index cannot be reached."""
-    try:
-        with urllib.request.urlopen(url, timeout=TIMEOUT_S) as resp:
-            body: bytes = resp.read()
-            return body
-    except urllib.error.HTTPError as exc:
-        if exc.code == 404:
-            return None
-        raise PublishError(f"{url}: HTTP {exc.code} {exc.reason}") from None
-    except (urllib.error.URLError, OSError) as exc:
-        reason = getattr(exc, "reason", exc)
-        raise PublishError(f"cannot reach the index at {url} ({reason}); is it running?") from None
+    """The body at ``url``; None for 404; :class:`PublishError` when the index cannot be reached or keeps
+    failing (``ATTEMPTS`` tries for 5xx answers, timeouts and connection errors)."""
+    failures: list[str] = []
+    for attempt in range(ATTEMPTS):
+        if attempt:
+            time.sleep(RETRY_DELAY_S * 2 ** (attempt - 1))
+        try:
+            with urllib.request.urlopen(url, timeout=TIMEOUT_S) as resp:
+                body: bytes = resp.read()
+                return body
+        except urllib.error.HTTPError as exc:
+            if exc.code == 404:
+                return None
+            if exc.code < 500:
+                raise PublishError(f"{url}: HTTP {exc.code} {exc.reason}") from None
+            failures.append(f"HTTP {exc.code} {exc.reason}")
+        except (urllib.error.URLError, OSError) as exc:  # refused, reset, timed out
+            failures.append(str(getattr(exc, "reason", exc)))
+    raise PublishError(
+        f"cannot reach the index at {url}: {len(failures)} attempts failed ({'; '.join(failures)}); is it running?"
+    )
 
 
 def _links(page: bytes, base: str) -> list[tuple[str, str]]:

@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import subprocess
 import sys
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -90,6 +92,16 @@ def repair_local(idx: LocalIndex, filenames: Sequence[str]) -> None:
         (idx.packages / name).unlink(missing_ok=True)
 
 
+#: twine upload: attempts when the index answers 5xx or the request fails in transit (twine also retries a
+#: 5xx a few times within one attempt), and the longest one attempt may take (twine has no overall
+#: timeout). Then the release stops with a clear error.
+UPLOAD_ATTEMPTS = 2
+UPLOAD_RETRY_DELAY_S = 1.0
+TWINE_TIMEOUT_S = 600.0
+_TRANSIENT = re.compile(r"\b5\d\d (Server Error|Internal|Bad Gateway|Service Unavailable|Gateway)|timed out|"
+                        r"Timeout|ConnectionError|Connection (refused|reset|aborted)|RemoteDisconnected", re.I)
+
+
 def _twine(args: Sequence[str], env: Mapping[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     import importlib.util
 
@@ -98,9 +110,11 @@ def _twine(args: Sequence[str], env: Mapping[str, str] | None = None) -> subproc
             f"twine is missing from {sys.executable} (run through `nox -s release`, or `pip install --group release`)"
         )
     full_env = {**os.environ, **(env or {}), "PYTHONWARNINGS": "ignore::DeprecationWarning"}
-    return subprocess.run(
-        [sys.executable, "-m", "twine", *args], capture_output=True, text=True, env=full_env, check=False
-    )
+    cmd = [sys.executable, "-m", "twine", *args]
+    try:
+        return subprocess.run(cmd, capture_output=True, text=True, env=full_env, check=False, timeout=TWINE_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        return subprocess.CompletedProcess(cmd, 124, "", f"twine timed out after {TWINE_TIMEOUT_S:.0f}s")
 
 
 def twine_check(wheels: Sequence[Path]) -> None:
@@ -111,12 +125,19 @@ def twine_check(wheels: Sequence[Path]) -> None:
 
 def twine_upload(index: Index, wheel: Path, bundle: Path) -> None:
     args = ["upload", "--non-interactive", "--disable-progress-bar", *index.twine_args, str(wheel), str(bundle)]
-    proc = _twine(args, index.env)
-    if proc.returncode != 0:
-        raise PublishError(
-            f"twine upload of {wheel.name} failed: {_last_lines(proc)}; nothing later was uploaded —"
-            " re-run the release to complete it (published files are recognised and skipped)"
-        )
+    for attempt in range(UPLOAD_ATTEMPTS):
+        if attempt:
+            time.sleep(UPLOAD_RETRY_DELAY_S * 2 ** (attempt - 1))
+        proc = _twine(args, index.env)
+        if proc.returncode == 0:
+            return
+        if not _TRANSIENT.search(proc.stdout + proc.stderr):
+            break  # a final answer (400 file exists, 403 credentials, ...): retrying cannot help
+    tries = f" (after {attempt + 1} attempts)" if attempt else ""
+    raise PublishError(
+        f"twine upload of {wheel.name} failed{tries}: {_last_lines(proc)}; nothing later was uploaded —"
+        " re-run the release to complete it (published files are recognised and skipped)"
+    )
 
 
 def _last_lines(proc: subprocess.CompletedProcess[str], n: int = 4) -> str:

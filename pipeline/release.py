@@ -303,7 +303,11 @@ def publish(
     required: Sequence[str],
 ) -> ReleaseResult:
     """Steps 2-6 for artifacts that passed the gate (``required``: the CPythons whose test records they carry)."""
-    staged = stage(gated, layout, signer, opts, required=required)
+    try:
+        staged = stage(gated, layout, signer, opts, required=required)
+    except OSError as exc:  # disk full, quota, read-only: nothing is uploaded and no half-staged file is kept
+        shutil.rmtree(layout.work / "release" / "staging", ignore_errors=True)
+        raise ReleaseRefused(f"staging failed ({exc}); nothing was uploaded — fix it and re-run the release") from None
     verify_staged(staged, trust, opts)
     upload, done = plan_uploads(staged, index, trust)
     if upload:

@@ -187,7 +187,11 @@ def load_signer(env: Mapping[str, str] | None = None) -> Signer:
     mode = stat.S_IMODE(path.stat().st_mode)
     if mode & 0o077:
         raise EnvironmentProblem(f"{path} is readable by others (mode {mode:o}); fix: chmod 600 {path}")
-    return Signer(parse_private_key(path.read_text(encoding="ascii"), origin=str(path)), "dev", str(path))
+    try:
+        text = path.read_text(encoding="ascii")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise EnvironmentProblem(f"the signing key {path} cannot be read ({exc}); nothing was signed") from None
+    return Signer(parse_private_key(text, origin=str(path)), "dev", str(path))
 
 
 def create_dev_key(env: Mapping[str, str] | None = None) -> Signer:

@@ -31,7 +31,7 @@ bool has_subgraph(const Node& n) {
 
 // Ops whose result is not a function of their inputs, or that later rewrites want to see.
 bool never_fold(const Node& n) {
-  static const std::set<std::string> ops = {
+  static const std::set<std::string>& ops = *new std::set<std::string>{  // never destroyed (exit races)
       "RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Multinomial", "Bernoulli",
       "Dropout",  // random in training mode
       "DequantizeLinear", "QuantizeLinear",  // quantized patterns (weights stay integer)

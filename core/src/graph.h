@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "resource_limits.h"
 #include "tensor.h"
 
 namespace mrt {
@@ -109,6 +110,8 @@ struct DecodeOptions {
   std::string model_dir;
   // Initializers whose data the caller supplies: their external data is not read.
   std::set<std::string> supplied_initializers;
+  // Node count, nesting depth and attribute count the model may have (resource_limits.h).
+  Limits limits = Limits::process();
 };
 
 // Decode ModelProto bytes. Throws INVALID_MODEL with the byte offset and field path on

@@ -88,8 +88,11 @@ std::vector<std::string> KernelRegistry::op_names() const {
 }
 
 const KernelRegistry& KernelRegistry::cpu() {
-  static const KernelRegistry reg = [] {
-    KernelRegistry r;
+  // Never destroyed: a session created on another thread while the process exits must not
+  // find the registry torn down under it.
+  static const KernelRegistry& reg = *[] {
+    auto* owned = new KernelRegistry();
+    KernelRegistry& r = *owned;
     register_elementwise_kernels(r);
     register_reduce_kernels(r);
     register_shape_kernels(r);
@@ -118,7 +121,7 @@ const KernelRegistry& KernelRegistry::cpu() {
     register_linear_attention_kernels(r);
     register_flex_attention_kernels(r);
     register_tfidf_kernels(r);
-    return r;
+    return owned;
   }();
   return reg;
 }

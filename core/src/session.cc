@@ -65,6 +65,7 @@ std::string Session::end_profiling() {
 std::unique_ptr<Session> Session::from_path(const std::string& path, const SessionOptions& options) {
   std::string bytes = read_file(path);
   DecodeOptions d;
+  d.limits = Limits::for_session(options.config);
   d.model_dir = dir_of(path);
   for (const auto& init : options.initializers) d.supplied_initializers.insert(init.first);
   Model m = decode_model(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), d);
@@ -75,6 +76,7 @@ std::unique_ptr<Session> Session::from_path(const std::string& path, const Sessi
 
 std::unique_ptr<Session> Session::from_bytes(const uint8_t* data, size_t size, const SessionOptions& options) {
   DecodeOptions d;
+  d.limits = Limits::for_session(options.config);
   for (const auto& init : options.initializers) d.supplied_initializers.insert(init.first);
   auto it = options.config.find("session.model_dir");
   if (it != options.config.end()) d.model_dir = it->second;
@@ -84,7 +86,8 @@ std::unique_ptr<Session> Session::from_bytes(const uint8_t* data, size_t size, c
   return s;
 }
 
-Session::Session(Model model, const SessionOptions& options) : model_(std::move(model)), options_(options) {}
+Session::Session(Model model, const SessionOptions& options)
+    : model_(std::move(model)), options_(options), limits_(Limits::for_session(options.config)) {}
 
 std::shared_ptr<Session> Session::for_subgraph(const Graph& g, const std::vector<std::string>& outer,
                                                const Model& parent, const SessionOptions& options) {
@@ -109,6 +112,7 @@ int Session::value_id(const std::string& name) const {
 }
 
 void Session::build() {
+  LimitsScope limits(limits_);
   replace_initializers(model_.graph, options_.initializers);
   override_free_dims(model_.graph, options_.config);
   inline_model_functions(model_);
@@ -692,6 +696,7 @@ void Session::plan_transfers() {
 
 std::vector<Tensor> Session::run(const std::vector<std::string>& input_names, const std::vector<Tensor>& input_values,
                                  const std::vector<std::string>& output_names, const RunControl& control) {
+  LimitsScope limits(limits_);
   using Clock = std::chrono::steady_clock;
   const bool profile = profiling_.load(std::memory_order_relaxed);
   const Clock::time_point run_start = profile ? Clock::now() : Clock::time_point();

@@ -13,6 +13,7 @@
 #include "ep/plugin_ep.h"
 #include "ep/registry.h"
 #include "graph.h"
+#include "resource_limits.h"
 #include "kernel.h"
 #include "tensor.h"
 #include "threadpool.h"
@@ -121,6 +122,7 @@ class Session {
 
   Model model_;
   SessionOptions options_;
+  Limits limits_;  // from options_.config and the environment (resource_limits.h)
   std::vector<ValueInfo> inputs_, outputs_;
   std::map<std::string, int> ids_;
   std::vector<std::string> names_;

@@ -7,7 +7,9 @@
 namespace mrt {
 
 void replace_initializers(Graph& g, const std::vector<std::pair<std::string, Tensor>>& replacements) {
-  for (const auto& [name, t] : replacements) {
+  for (const auto& replacement : replacements) {
+    const std::string& name = replacement.first;  // (a lambda captures no structured binding before C++20)
+    const Tensor& t = replacement.second;
     auto it = std::find_if(g.initializers.begin(), g.initializers.end(), [&](const auto& i) { return i.first == name; });
     if (it == g.initializers.end())
       fail(MRT_INVALID_ARGUMENT, "add_initializer: the model has no initializer named '", name, "'");

@@ -12,7 +12,7 @@ namespace {
 using Lookup = std::function<const Tensor*(const std::string&)>;
 
 const std::set<std::string>& same_shape_ops() {
-  static const std::set<std::string> s = {
+  static const std::set<std::string>& s = *new std::set<std::string>{  // never destroyed (exit races)
       "Relu", "Sigmoid", "Tanh", "LeakyRelu", "Clip", "Identity", "Dropout", "BatchNormalization", "LRN",
       "Softmax", "LogSoftmax", "Cast", "Erf", "Sqrt", "Exp", "Log", "Neg", "Abs", "Reciprocal", "HardSigmoid",
       "HardSwish", "Elu", "Selu", "Softplus", "Gelu", "InstanceNormalization", "LayerNormalization", "Floor",
@@ -21,11 +21,16 @@ const std::set<std::string>& same_shape_ops() {
 }
 
 const std::set<std::string>& broadcast_ops() {
-  static const std::set<std::string> s = {"Add", "Sub", "Mul", "Div", "Pow", "Sum", "Max", "Min", "Mean",
+  static const std::set<std::string>& s = *new std::set<std::string>{"Add", "Sub", "Mul", "Div", "Pow", "Sum", "Max", "Min", "Mean",
                                           "Where", "Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual",
                                           "And", "Or", "Xor", "Mod"};
   return s;
 }
+
+// acc *= d / acc += d; false (acc unspecified) when the result does not fit: the shape is then
+// left unknown, as the kernels will refuse it at run time.
+bool checked_mul(int64_t& acc, int64_t d) { return !__builtin_mul_overflow(acc, d, &acc); }
+bool checked_add(int64_t& acc, int64_t d) { return !__builtin_add_overflow(acc, d, &acc); }
 
 // Window output shape of Conv/FusedConv and the pools, as the kernels compute it.
 bool window_shape(const Node& n, const Shape& x, const Shape* w, Shape& out) {
@@ -142,7 +147,8 @@ bool infer(const Node& n, const std::vector<const Shape*>& in, const Lookup& con
     if (axis < 0) axis += r;
     if (axis < 0 || axis > r) return false;
     int64_t outer = 1, inner = 1;
-    for (int64_t i = 0; i < r; ++i) (i < axis ? outer : inner) *= (*in[0])[static_cast<size_t>(i)];
+    for (int64_t i = 0; i < r; ++i)
+      if (!checked_mul(i < axis ? outer : inner, (*in[0])[static_cast<size_t>(i)])) return false;
     out = {outer, inner};
     return true;
   }
@@ -162,8 +168,8 @@ bool infer(const Node& n, const std::vector<const Shape*>& in, const Lookup& con
         infer_at = static_cast<int64_t>(i);
       } else if (out[i] < 0) {
         return false;
-      } else {
-        known *= out[i];
+      } else if (!checked_mul(known, out[i])) {
+        return false;
       }
     }
     const int64_t total = shape_size(*in[0]);
@@ -200,7 +206,7 @@ bool infer(const Node& n, const std::vector<const Shape*>& in, const Lookup& con
       if (static_cast<int64_t>(s->size()) != r) return false;
       for (int64_t i = 0; i < r; ++i)
         if (i != axis && (*s)[static_cast<size_t>(i)] != out[static_cast<size_t>(i)]) return false;
-      out[static_cast<size_t>(axis)] += (*s)[static_cast<size_t>(axis)];
+      if (!checked_add(out[static_cast<size_t>(axis)], (*s)[static_cast<size_t>(axis)])) return false;
     }
     return true;
   }

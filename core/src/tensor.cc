@@ -1,5 +1,7 @@
 #include "tensor.h"
 
+#include "resource_limits.h"
+
 #include <cstdlib>
 #include <limits>
 #include <mutex>
@@ -149,6 +151,11 @@ Tensor::Tensor(DType dtype, Shape shape, Allocator* alloc) : dtype_(dtype), shap
   if (numel_ > 0 && static_cast<uint64_t>(numel_) > std::numeric_limits<size_t>::max() / esz / 2)
     fail(MRT_OUT_OF_MEMORY, "tensor ", shape_str(shape_), " is too large");
   size_t bytes = static_cast<size_t>(numel_) * esz;
+  const Limits& limits = current_limits();
+  if (bytes > limits.max_tensor_bytes)
+    fail(MRT_OUT_OF_MEMORY, "tensor ", shape_str(shape_), " of ", dtype_name(dtype), " needs ", bytes,
+         " bytes, over the limit of ", limits.max_tensor_bytes,
+         " bytes per tensor (session.max_tensor_bytes / MOSAICRT_MAX_TENSOR_BYTES)");
   if (alloc) {
     buffer_ = alloc->allocate(bytes);
   } else {
@@ -166,7 +173,10 @@ Tensor Tensor::borrow(DType dtype, Shape shape, void* data) {
   t.shape_ = std::move(shape);
   t.numel_ = shape_size(t.shape_);
   t.buffer_ = std::make_shared<Buffer>();
-  t.buffer_->data = data;
+  // An empty tensor may arrive with no data pointer (an empty std::vector, a NULL from C): give it a
+  // valid one, as owned empty tensors have, so kernels may form p + 0 * stride without UB.
+  alignas(64) static unsigned char empty_data[64];
+  t.buffer_->data = data == nullptr && t.numel_ == 0 ? empty_data : data;
   t.buffer_->bytes = t.nbytes();
   t.buffer_->owned = false;
   return t;

@@ -175,15 +175,16 @@ void discover_nvidia(std::vector<std::unique_ptr<HardwareDevice>>& out) {
 }  // namespace
 
 const std::vector<HardwareDevice*>& discovered_devices() {
-  static const std::vector<HardwareDevice*> devices = [] {
-    static std::vector<std::unique_ptr<HardwareDevice>> owned;
+  static const std::vector<HardwareDevice*>& devices = *[] {
+    // Never destroyed: EPs of sessions still alive at exit hold pointers to these devices.
+    static std::vector<std::unique_ptr<HardwareDevice>>& owned = *new std::vector<std::unique_ptr<HardwareDevice>>();
     owned.push_back(std::make_unique<HardwareDevice>());
     describe_cpu(*owned.back());
     discover_nvidia(owned);
-    std::vector<HardwareDevice*> v;
+    auto* v = new std::vector<HardwareDevice*>();
     for (auto& d : owned) {
       d->seal();
-      v.push_back(d.get());
+      v->push_back(d.get());
     }
     return v;
   }();

@@ -31,7 +31,9 @@ uint32_t detect_features() {
 }
 
 std::vector<CpuKernelEntry>& entries() {
-  static std::vector<CpuKernelEntry> all;  // filled by the registrars at load time
+  // Filled by the registrars at load time; never destroyed (runs on other threads may still
+  // dispatch through it while the process exits).
+  static std::vector<CpuKernelEntry>& all = *new std::vector<CpuKernelEntry>();
   return all;
 }
 

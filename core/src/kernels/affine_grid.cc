@@ -25,9 +25,14 @@ void affine_grid_kernel(OpContext& ctx) {
                  : (2.0 * static_cast<double>(i) + 1.0) / static_cast<double>(len) - 1.0;
   };
   const std::vector<double> t = norm::to_doubles(theta, "AffineGrid theta");
-  int64_t points = 1;
-  for (int64_t d : dims) points *= d;
-  std::vector<double> out(static_cast<size_t>(N * points * static_cast<int64_t>(nd)));
+  // The output first: shape_size refuses negative or overflowing sizes, and allocating it applies
+  // the tensor size limit before the scratch below is sized from it.
+  Shape shape{N};
+  shape.insert(shape.end(), dims.begin(), dims.end());
+  shape.push_back(static_cast<int64_t>(nd));
+  Tensor& Y = ctx.output(0, theta.dtype(), shape);
+  const int64_t points = shape_size(dims);
+  std::vector<double> out(static_cast<size_t>(Y.numel()));
   for (int64_t n = 0; n < N; ++n)
     for (int64_t p = 0; p < points; ++p) {
       double coord[3];  // x, y, z
@@ -44,10 +49,6 @@ void affine_grid_kernel(OpContext& ctx) {
         out[static_cast<size_t>((n * points + p) * static_cast<int64_t>(nd)) + r] = v;
       }
     }
-  Shape shape{N};
-  shape.insert(shape.end(), dims.begin(), dims.end());
-  shape.push_back(static_cast<int64_t>(nd));
-  Tensor& Y = ctx.output(0, theta.dtype(), shape);
   norm::from_doubles(Y, out);
 }
 

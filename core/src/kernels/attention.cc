@@ -205,11 +205,11 @@ void run_attention(OpContext& ctx, const AttnAttrs& a) {
     std::vector<C> qs(static_cast<size_t>(dq));
     for (int64_t bh = begin; bh < end; ++bh) {
       const int64_t b = bh / Hq, h = bh % Hq, hk = h / group;
-      const C* kb = &k[(b * Hkv + hk) * T * dq];
-      const C* vb = &v[(b * Hkv + hk) * T * dv];
+      const C* kb = k.data() + (b * Hkv + hk) * T * dq;  // (data(): k may be empty)
+      const C* vb = v.data() + (b * Hkv + hk) * T * dv;
       const int64_t offset = NPt ? nonpad[static_cast<size_t>(b)] - Sq : P;
       for (int64_t i = 0; i < Sq; ++i) {
-        const C* qi = &q[((b * Hq + h) * Sq + i) * dq];
+        const C* qi = q.data() + ((b * Hq + h) * Sq + i) * dq;
         for (int64_t e = 0; e < dq; ++e) qs[e] = qi[e] * sq;
         double bias_max = ninf;
         for (int64_t j = 0; j < T; ++j) {
@@ -229,13 +229,13 @@ void run_attention(OpContext& ctx, const AttnAttrs& a) {
           if (a.softcap > 0) sd = a.softcap * std::tanh(sd / a.softcap);
           w[j] = sd;
         }
-        C* qko = want_qk ? &qk_out[((b * Hq + h) * Sq + i) * T] : nullptr;
+        C* qko = want_qk ? qk_out.data() + ((b * Hq + h) * Sq + i) * T : nullptr;
         if (qko && a.qk_mode <= 1)
           for (int64_t j = 0; j < T; ++j) qko[j] = static_cast<C>(w[j]);
         for (int64_t j = 0; j < T; ++j) w[j] += bias[j];
         if (qko && a.qk_mode == 2)
           for (int64_t j = 0; j < T; ++j) qko[j] = static_cast<C>(w[j]);
-        C* yi = &y[((b * Hq + h) * Sq + i) * dv];
+        C* yi = y.data() + ((b * Hq + h) * Sq + i) * dv;
         if (bias_max == ninf) {  // every key masked: zero probabilities, zero output
           if (qko && a.qk_mode == 3) std::fill(qko, qko + T, C(0));
           continue;

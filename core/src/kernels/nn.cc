@@ -244,11 +244,13 @@ inline void copy_floats(float* dst, const float* src, int64_t n) {
   for (; i < n; ++i) dst[i] = src[i];
 }
 
-// dst[i] = src[2 * i] for i in [0, n) (stride-2 windows).
+// dst[i] = src[2 * i] for i in [0, n) (stride-2 windows). The last element read is src[2n - 2]:
+// a vector step reads src[2i .. 2i + 7], so it runs only while 2i + 7 <= 2n - 2 (the window may
+// end at the last element of the input tensor).
 inline void copy_even_floats(float* dst, const float* src, int64_t n) {
   int64_t i = 0;
 #if defined(__SSE2__)
-  for (; i + 4 <= n; i += 4) {
+  for (; i + 5 <= n; i += 4) {
     const __m128 a = _mm_loadu_ps(src + 2 * i), b = _mm_loadu_ps(src + 2 * i + 4);
     _mm_storeu_ps(dst + i, _mm_shuffle_ps(a, b, _MM_SHUFFLE(2, 0, 2, 0)));
   }

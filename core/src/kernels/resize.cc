@@ -324,6 +324,12 @@ std::vector<double> float_values(const Tensor& t, const char* what) {
 }
 
 // The axes to resize (in order) with their output sizes, scales and roi.
+// An output length computed in double; refused unless it is a size a tensor can have.
+int64_t output_size(double len, int64_t axis) {
+  MRT_CHECK_ARG(std::isfinite(len) && len >= 0 && len < 4.0e18, "axis ", axis, " would get size ", len);
+  return static_cast<int64_t>(len);
+}
+
 std::vector<AxisPlan> plan_resize(const OpContext& ctx, const Attrs& a, const Tensor& X) {
   const Node& n = ctx.node();
   const bool upsample = n.op_type == "Upsample";
@@ -386,7 +392,7 @@ std::vector<AxisPlan> plan_resize(const OpContext& ctx, const Attrs& a, const Te
       const double len = scales_t && scales_t->dtype() == DType::kFloat
                              ? static_cast<double>(static_cast<float>(scales[i]) * static_cast<float>(plan[i].in))
                              : scales[i] * static_cast<double>(plan[i].in);
-      plan[i].out = static_cast<int64_t>(std::floor(len));
+      plan[i].out = output_size(std::floor(len), plan[i].axis);
     }
   } else {
     for (size_t i = 0; i < want; ++i) {
@@ -401,7 +407,7 @@ std::vector<AxisPlan> plan_resize(const OpContext& ctx, const Attrs& a, const Te
       for (const AxisPlan& p : plan) s = a.aspect == Aspect::kNotLarger ? std::min(s, p.scale) : std::max(s, p.scale);
       for (AxisPlan& p : plan) {
         p.scale = s;
-        p.out = static_cast<int64_t>(s * static_cast<double>(p.in) + 0.5);
+        p.out = output_size(s * static_cast<double>(p.in) + 0.5, p.axis);
       }
     }
   }

@@ -16,8 +16,6 @@ namespace {
 using wire::Reader;
 using wire::WireType;
 
-constexpr int kMaxGraphDepth = 32;
-
 // Repeated scalar fields may arrive packed (one length-delimited run) or one per key.
 template <class F>
 void read_repeated_varint(Reader& r, WireType t, F&& push) {
@@ -157,7 +155,9 @@ class Decoder {
   }
 
   Graph graph(Reader& r, int depth) {
-    if (depth > kMaxGraphDepth) r.error(str_cat("subgraphs nested deeper than ", kMaxGraphDepth));
+    if (depth > opts_.limits.max_graph_depth)
+      r.error(str_cat("subgraphs nested deeper than ", opts_.limits.max_graph_depth,
+                      " levels (the limit: session.max_graph_depth / MOSAICRT_MAX_GRAPH_DEPTH)"));
     Graph g;
     uint32_t f;
     WireType t;
@@ -198,6 +198,10 @@ class Decoder {
   }
 
   Node node(Reader& r, int depth) {
+    if (++node_count_ > opts_.limits.max_nodes)
+      r.error(str_cat("the model has more than ", opts_.limits.max_nodes,
+                      " nodes (graphs, subgraphs and functions together; the limit: session.max_nodes / "
+                      "MOSAICRT_MAX_NODES)"));
     Node n;
     uint32_t f;
     WireType t;
@@ -210,6 +214,9 @@ class Decoder {
         case 7: r.expect(t, wire::kLengthDelimited, "domain"); n.domain = r.string(); break;
         case 5: {
           r.expect(t, wire::kLengthDelimited, "attribute");
+          if (static_cast<int64_t>(n.attributes.size()) >= opts_.limits.max_node_attributes)
+            r.error(str_cat("node has more than ", opts_.limits.max_node_attributes,
+                            " attributes (the limit: session.max_node_attributes / MOSAICRT_MAX_NODE_ATTRIBUTES)"));
           Reader a = r.sub(str_cat("attribute[", n.attributes.size(), "]"));
           n.attributes.push_back(attribute(a, depth));
           break;
@@ -279,6 +286,11 @@ class Decoder {
     if (!has_type) a.type = inferred;
     if (static_cast<int32_t>(a.type) < 0 || static_cast<int32_t>(a.type) > 14)
       r.error(str_cat("attribute '", a.name, "' has unknown type ", static_cast<int32_t>(a.type)));
+    // A declared TENSOR/GRAPH type must come with its value (a reference inside a function body
+    // gets the value of the calling node's attribute when it is inlined).
+    if (a.ref_attr_name.empty() && ((a.type == AttrType::kTensor && !a.t) || (a.type == AttrType::kGraph && !a.g)))
+      r.error(str_cat("attribute '", a.name, "' declares type ", a.type == AttrType::kTensor ? "TENSOR" : "GRAPH",
+                      " but holds no value"));
     return a;
   }
 
@@ -474,8 +486,9 @@ class Decoder {
     auto out = std::make_shared<Tensor>(dt, dims);
     size_t n = static_cast<size_t>(numel);
     switch (dt) {
-      case DType::kFloat: std::memcpy(out->raw(), floats.data(), n * 4); break;
-      case DType::kDouble: std::memcpy(out->raw(), doubles.data(), n * 8); break;
+      // (an empty tensor's vectors have no data: memcpy must not see their NULL)
+      case DType::kFloat: if (n) std::memcpy(out->raw(), floats.data(), n * 4); break;
+      case DType::kDouble: if (n) std::memcpy(out->raw(), doubles.data(), n * 8); break;
       default:
         MRT_DISPATCH_ALL(dt, "tensor decoding", {
           T* p = out->data_as<T>();
@@ -558,6 +571,7 @@ class Decoder {
   const uint8_t* data_;
   size_t size_;
   const DecodeOptions& opts_;
+  int64_t node_count_ = 0;
 };
 
 }  // namespace

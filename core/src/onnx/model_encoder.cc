@@ -140,8 +140,8 @@ void write_graph(Writer& w, const Graph& g) {
   std::set<std::string> reads;
   collect_reads(g, reads);
   for (const auto& in : g.inputs) reads.insert(in.name);
-  for (const auto& [name, t] : g.initializers)
-    if (reads.count(name)) w.message(5, [&](Writer& tw) { write_tensor(tw, *t, name); });
+  for (const auto& init : g.initializers)  // (no structured bindings: lambdas capture them only from C++20)
+    if (reads.count(init.first)) w.message(5, [&](Writer& tw) { write_tensor(tw, *init.second, init.first); });
   if (!g.doc_string.empty()) w.bytes_field(10, g.doc_string);
   for (const auto& v : g.inputs) w.message(11, [&](Writer& vw) { write_value_info(vw, v); });
   for (const auto& v : g.outputs) w.message(12, [&](Writer& vw) { write_value_info(vw, v); });
@@ -160,15 +160,15 @@ std::string encode_model(const Model& model) {
   if (model.model_version) w.int_field(5, model.model_version);
   if (!model.doc_string.empty()) w.bytes_field(6, model.doc_string);
   w.message(7, [&](Writer& g) { write_graph(g, model.graph); });
-  for (const auto& [domain, version] : model.opsets)
+  for (const auto& opset : model.opsets)
     w.message(8, [&](Writer& o) {
-      if (!domain.empty()) o.bytes_field(1, domain);
-      o.int_field(2, version);
+      if (!opset.first.empty()) o.bytes_field(1, opset.first);
+      o.int_field(2, opset.second);
     });
-  for (const auto& [key, value] : model.metadata)
+  for (const auto& entry : model.metadata)
     w.message(14, [&](Writer& p) {
-      p.bytes_field(1, key);
-      p.bytes_field(2, value);
+      p.bytes_field(1, entry.first);
+      p.bytes_field(2, entry.second);
     });
   return std::move(w.bytes());
 }
