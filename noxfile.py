@@ -134,11 +134,20 @@ def fuzz(session: nox.Session) -> None:
     _pipeline(session, "fuzz", "--install-clang", *session.posargs)
 
 
+@nox.session(reuse_venv=True, default=False)
+def hardening(session: nox.Session) -> None:
+    """The concurrency and leak stress under ThreadSanitizer / LeakSanitizer (tests/pipeline/test_hardening.py,
+    the TSan tests included); installs clang-14 when missing (root)."""
+    _install(session, "ci")
+    session.run("python", "-m", "pytest", "tests/pipeline/test_hardening.py", *session.posargs)
+
+
 @nox.session(reuse_venv=True)
 def ci(session: nox.Session) -> None:
-    """The repository's own test suite, slow tests included (what .ci/run and the README run)."""
+    """The repository's own test suite, slow tests included (what .ci/run and the README run); the
+    ThreadSanitizer stress (its own clang build) is `nox -s hardening`."""
     _install(session, "ci")
-    session.run("python", "-m", "pytest", "tests", *session.posargs)
+    session.run("python", "-m", "pytest", "tests", "-m", "not tsan", "--durations=25", *session.posargs)
 
 
 @nox.session(reuse_venv=True, default=False)

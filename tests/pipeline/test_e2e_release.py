@@ -128,6 +128,7 @@ def test_release_install_and_verify(tmp_path: Path, work: Path, capsys: pytest.C
     assert any(name.startswith("mosaicrt-") for name in installed)
 
     if with_dnnl:
+        _500_processes_exit_mid_run(py, tmp_path)
         _winml_downloads_dnnl_from_the_catalog(tmp_path, report, idx.simple_url, work)
 
     assert main(["verify", idx.simple_url]) == 0
@@ -179,3 +180,17 @@ def _winml_downloads_dnnl_from_the_catalog(tmp_path: Path, report: dict[str, obj
     second = subprocess.run([py, "-W", "ignore::RuntimeWarning", "-c", WINML_RUN, str(model), "cache"],
                             capture_output=True, text=True, env=env, cwd=tmp_path, check=False)  # fmt: skip
     assert second.returncode == 0 and "winml ok" in second.stdout, second.stdout + second.stderr
+
+
+def _500_processes_exit_mid_run(py: str, tmp_path: Path) -> None:
+    """The shutdown stress at full size, once per CI run: 500 processes that load the core and every installed
+    EP (here the oneDNN EP, from the index) exit mid-run — status, no hang, nothing on stderr."""
+    subprocess.run([py, "-m", "pip", "install", "-q", "pytest>=8"], check=True, env=clean_env())
+    suite = REPO / "tests" / "wheel"
+    run = subprocess.run(
+        [py, "-m", "pytest", "-c", str(suite / "pytest.ini"), "--rootdir", str(suite), "-q", "-p", "no:cacheprovider",
+         str(suite / "test_shutdown.py")],
+        capture_output=True, text=True, env=clean_env({"MOSAICRT_SHUTDOWN_PROCESSES": "500"}), cwd=tmp_path,
+        check=False,
+    )  # fmt: skip
+    assert run.returncode == 0 and "1 passed" in run.stdout, run.stdout[-3000:] + run.stderr[-2000:]

@@ -3,7 +3,10 @@ start runs on a background thread and exit mid-run -- by returning from the scri
 os._exit and SIGTERM. Each must end with its intended status, in bounded time, with nothing on
 stderr (no crash, no "terminate called ...", no sanitizer-style abort).
 
-The processes run a few at a time; each does the minimum (numpy + mosaicrt, one small session)."""
+The processes run a few at a time; each does the minimum (numpy + mosaicrt, one small session).
+Every run of the wheel suite (each CPython, each emulated target) starts ``MOSAICRT_SHUTDOWN_PROCESSES``
+processes, 40 by default; CI runs the full 500 once, in the release test's consumer venv that holds the core
+and the oneDNN EP (tests/pipeline/test_e2e_release.py)."""
 
 from __future__ import annotations
 
@@ -20,7 +23,7 @@ import numpy as np
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-PROCESSES = 500
+PROCESSES = int(os.environ.get("MOSAICRT_SHUTDOWN_PROCESSES", "40"))
 #: exit mode -> the status the process must end with
 MODES = {"return": 0, "sys.exit": 3, "os._exit": 4, "sigterm": -signal.SIGTERM}
 PER_PROCESS_TIMEOUT_S = 60
@@ -74,7 +77,7 @@ def _model(path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_500_processes_exit_mid_run_cleanly(tmp_path: Path) -> None:
+def test_processes_exit_mid_run_cleanly(tmp_path: Path) -> None:
     model = tmp_path / "exit.onnx"
     _model(model)
     script = tmp_path / "child.py"
