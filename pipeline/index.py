@@ -261,6 +261,11 @@ def start_local_index(state_dir: Path, *, quiet: bool = False) -> LocalIndex:
 
 def stop_local_index(state_dir: Path) -> bool:
     """Stop the local index this state folder started (True if one was running)."""
+    return stop_detached(state_dir)
+
+
+def stop_detached(state_dir: Path) -> bool:
+    """Stop the detached server whose ``server.json`` (pid) is in ``state_dir`` (True if one was running)."""
     try:
         pid = int(json.loads((state_dir / "server.json").read_text(encoding="utf-8"))["pid"])
     except (OSError, ValueError, KeyError, TypeError):

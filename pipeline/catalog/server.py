@@ -4,8 +4,6 @@ keeps serving after ``nox -s release`` ends (like the local index). State in ``<
 from __future__ import annotations
 
 import json
-import os
-import signal
 import subprocess
 import sys
 import time
@@ -13,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import PublishError
-from ..index import _LAUNCHER, _alive, _free_port
+from ..index import _LAUNCHER, _alive, _free_port, stop_detached
 from ..index import _answers as index_answers
 
 
@@ -71,13 +69,4 @@ def start_catalog_server(state_dir: Path, repository: Path, *, port: int) -> Cat
 
 
 def stop_catalog_server(state_dir: Path) -> bool:
-    found = _state(state_dir)
-    if found is None or not _alive(found.pid):
-        return False
-    os.kill(found.pid, signal.SIGTERM)
-    deadline = time.monotonic() + 10
-    while _alive(found.pid) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    if _alive(found.pid):
-        os.kill(found.pid, signal.SIGKILL)
-    return True
+    return stop_detached(state_dir)
