@@ -136,18 +136,20 @@ def fuzz(session: nox.Session) -> None:
 
 @nox.session(reuse_venv=True, default=False)
 def hardening(session: nox.Session) -> None:
-    """The concurrency and leak stress under ThreadSanitizer / LeakSanitizer (tests/pipeline/test_hardening.py,
-    the TSan tests included); installs clang-14 when missing (root)."""
+    """The sanitizer checks (their own clang builds): every fuzz target replays its regressions and fuzzes
+    briefly (ASan+UBSan), 10,000-cycle leak checks (LSan), concurrency stress (TSan); installs clang-14 when
+    missing (root). Longer fuzzing: `nox -s fuzz`."""
     _install(session, "ci")
-    session.run("python", "-m", "pytest", "tests/pipeline/test_hardening.py", *session.posargs)
+    session.run("python", "-m", "pytest", "tests/pipeline/test_fuzz.py", "tests/pipeline/test_hardening.py",
+                *session.posargs)
 
 
 @nox.session(reuse_venv=True)
 def ci(session: nox.Session) -> None:
     """The repository's own test suite, slow tests included (what .ci/run and the README run); the
-    ThreadSanitizer stress (its own clang build) is `nox -s hardening`."""
+    sanitizer builds (fuzz smoke, LeakSanitizer, ThreadSanitizer) are `nox -s hardening`."""
     _install(session, "ci")
-    session.run("python", "-m", "pytest", "tests", "-m", "not tsan", "--durations=25", *session.posargs)
+    session.run("python", "-m", "pytest", "tests", "-m", "not sanitizer", "--durations=25", *session.posargs)
 
 
 @nox.session(reuse_venv=True, default=False)

@@ -72,6 +72,7 @@ def _clang_or_skip() -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.sanitizer  # its clang ASan+UBSan build: `nox -s hardening` (and `nox -s fuzz` for long runs)
 def test_every_target_replays_regressions_and_fuzzes_clean(tmp_path: Path) -> None:
     """CI's bounded run: each target 4 s from the test models' seeds (the onnx node cases, ~25 s to
     generate, seed the long runs of `nox -s fuzz`) after replaying the committed regression inputs."""

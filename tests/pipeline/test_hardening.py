@@ -4,9 +4,9 @@ with every result checked; sessions created and destroyed on 8 threads; EP regis
 session creation; 10,000 create/run/destroy cycles with the CPU EP and the oneDNN EP with no
 leak report and no RSS growth after warm-up.
 
-The ThreadSanitizer tests need a second full clang build of the core (about 10 minutes cold on 2 cores), more
-than `nox -s ci` can spend next to everything else: they are marked ``tsan``, deselected by `nox -s ci` and
-run by `nox -s hardening`. The LeakSanitizer tests share the fuzzers' AddressSanitizer build and run in CI."""
+Each sanitizer needs its own full clang build of the core (ASan+UBSan, shared with the fuzzers, and TSan:
+about 10 minutes each, cold, on 2 cores), more than `nox -s ci` can spend next to everything else: these
+tests are marked ``sanitizer``, deselected by `nox -s ci`, and run by `nox -s hardening`."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from pipeline import fuzz, hardening
 
 from .conftest import REPO
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.sanitizer]
 
 #: RSS may move by allocator bookkeeping pages between the warm-up mark and the end; a leak of
 #: even 100 bytes per cycle would show as ~900 KiB over 9,000 cycles.
@@ -50,7 +50,6 @@ def _check(result: hardening.StressResult) -> None:
     assert result.numbers.get("failures") == 0, result.numbers
 
 
-@pytest.mark.tsan
 def test_one_session_run_from_8_threads_x_1000_under_tsan(tsan: Path) -> None:
     r = hardening.run_stress(tsan / "tests" / "native" / hardening.STRESS, ["run-threads", "8", "1000"],
                              env=hardening.TSAN_ENV)
@@ -58,7 +57,6 @@ def test_one_session_run_from_8_threads_x_1000_under_tsan(tsan: Path) -> None:
     assert r.numbers["checked"] == 8000
 
 
-@pytest.mark.tsan
 def test_sessions_created_and_destroyed_on_8_threads_under_tsan(tsan: Path) -> None:
     r = hardening.run_stress(tsan / "tests" / "native" / hardening.STRESS, ["create-threads", "8", "25"],
                              env=hardening.TSAN_ENV)
@@ -66,7 +64,6 @@ def test_sessions_created_and_destroyed_on_8_threads_under_tsan(tsan: Path) -> N
     assert r.numbers["sessions"] == 200
 
 
-@pytest.mark.tsan
 def test_ep_registration_races_session_creation_under_tsan(tsan: Path) -> None:
     native = tsan / "tests" / "native"
     r = hardening.run_stress(native / hardening.STRESS, ["ep-race", "300", str(native / "libmrt_fake_ep.so")],
