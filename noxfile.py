@@ -135,6 +135,13 @@ def fuzz(session: nox.Session) -> None:
 
 
 @nox.session(reuse_venv=True, default=False)
+def rehearse(session: nox.Session) -> None:
+    """Rehearse the generated linux-x86_64 CI jobs here (plan, core build + test) in fresh clones of HEAD."""
+    _install(session, "ci")
+    session.run("python", "-m", "pytest", "tests/pipeline/test_rehearsal.py", *session.posargs)
+
+
+@nox.session(reuse_venv=True, default=False)
 def hardening(session: nox.Session) -> None:
     """The sanitizer checks (their own clang builds): every fuzz target replays its regressions and fuzzes
     briefly (ASan+UBSan), 10,000-cycle leak checks (LSan), concurrency stress (TSan); installs clang-14 when
@@ -147,9 +154,11 @@ def hardening(session: nox.Session) -> None:
 @nox.session(reuse_venv=True)
 def ci(session: nox.Session) -> None:
     """The repository's own test suite, slow tests included (what .ci/run and the README run); the
-    sanitizer builds (fuzz smoke, LeakSanitizer, ThreadSanitizer) are `nox -s hardening`."""
+    sanitizer builds (fuzz smoke, LeakSanitizer, ThreadSanitizer) are `nox -s hardening`, the rehearsal of the
+    core build + test CI jobs `nox -s rehearse`."""
     _install(session, "ci")
-    session.run("python", "-m", "pytest", "tests", "-m", "not sanitizer", "--durations=25", *session.posargs)
+    session.run("python", "-m", "pytest", "tests", "-m", "not sanitizer and not rehearsal", "--durations=25",
+                *session.posargs)
 
 
 @nox.session(reuse_venv=True, default=False)

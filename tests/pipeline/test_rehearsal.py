@@ -3,7 +3,9 @@
 Each rehearsal clones HEAD afresh. The plan job is quick; the linux-x86_64 core build + test jobs
 build the core wheel (ccache and the zig cache of this checkout carry over, as the workflow's caches
 do on GitHub) and run the wheel suite twice (cibuildwheel's test command, then the test job's
-`nox -s test`): that pair is marked slow.
+`nox -s test`): that pair is marked ``rehearsal`` — it runs the core wheel suite twice more, which
+`nox -s ci` (already running that suite on every CPython) cannot afford on 2 cores; run it with
+`nox -s rehearse` (or `nox -s workflows -- --rehearse JOB` for any job).
 """
 
 from __future__ import annotations
@@ -73,6 +75,7 @@ def test_a_failing_step_fails_the_rehearsal(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.rehearsal
 def test_rehearse_the_linux_x86_64_core_build_and_test_jobs(tmp_path: Path) -> None:
     _committed_head_is_current()
     proc = _cli(
