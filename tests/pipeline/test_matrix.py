@@ -114,8 +114,8 @@ ERRORS = [
     ),
     pytest.param(
         "components.toml",
-        "max_wheel_mb = 3",
-        'max_wheel_mb = 3\nsdks = ["cudaa"]',
+        "max_wheel_mb = 3.5",
+        'max_wheel_mb = 3.5\nsdks = ["cudaa"]',
         ["component.core.sdks", "unknown SDK 'cudaa'", "did you mean 'cuda'?"],
         id="unknown-sdk",
     ),
@@ -128,8 +128,8 @@ ERRORS = [
     ),
     pytest.param(
         "components.toml",
-        "max_wheel_mb = 3",
-        'max_wheel_mb = "3"',
+        "max_wheel_mb = 3.5",
+        'max_wheel_mb = "3.5"',
         ["component.core.max_wheel_mb", "expected a number, got string"],
         id="wrong-type",
     ),
