@@ -29,27 +29,19 @@ from pipeline import publish
 from pipeline import release as release_mod
 from pipeline.errors import ExitCode
 from pipeline.hashing import sha256_file
-from pipeline.index import start_local_index, stop_local_index
+from pipeline.index import start_local_index
 from pipeline.signing import dev_key_path
 
 from .conftest import REPO
-from .releasekit import Repo, available_pythons, make_repo
-from .test_release import listing, release
+from .releasekit import Repo
+from .test_release import (
+    listing,
+    release,
+    repo,  # noqa: F401 - the fixture repository of the release tests
+)
 
 pytest.importorskip("pypiserver", reason="the release tools are installed by `nox -s ci`")
 pytest.importorskip("twine", reason="the release tools are installed by `nox -s ci`")
-
-
-@pytest.fixture
-def repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Repo]:
-    monkeypatch.setenv("MOSAICRT_CONFIG_DIR", str(tmp_path / "config"))
-    for var in ("MOSAICRT_SIGNING_KEY", "TWINE_REPOSITORY_URL", "TWINE_REPOSITORY", "TWINE_USERNAME"):
-        monkeypatch.delenv(var, raising=False)
-    r = make_repo(tmp_path)
-    if not available_pythons():
-        pytest.skip("no tested CPython on this machine")
-    yield r
-    stop_local_index(r.layout.index_state)
 
 
 @pytest.fixture(autouse=True)
