@@ -412,11 +412,7 @@ def _build_cell(
     if toolchain is not None:
         cmd.append(f"-Ccmake.args=--toolchain={toolchain}")
     if shutil.which("ccache"):
-        env.setdefault("CCACHE_DIR", str(layout.ccache_dir))
-        env.setdefault("CCACHE_BASEDIR", str(layout.root))
-        # compilers are compared by content: each checkout writes its own (identical) zig wrapper scripts,
-        # whose mtimes differ, and a fresh clone should hit what another checkout compiled
-        env.setdefault("CCACHE_COMPILERCHECK", "content")
+        toolchains.ccache_environment(env, root=layout.root, cache_dir=layout.ccache_dir)
         cmd += ["-Ccmake.define.CMAKE_C_COMPILER_LAUNCHER=ccache", "-Ccmake.define.CMAKE_CXX_COMPILER_LAUNCHER=ccache"]
     compilers = toolchains.cmake_defines(cell.target, layout.root, component_toolchain=comp_tc)
     catalog_define = (("MOSAICRT_CATALOG_FILES", str(catalog_files)),) if catalog_files is not None else ()

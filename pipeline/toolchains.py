@@ -126,6 +126,17 @@ def cmake_defines(target: Target, root: Path, *, component_toolchain: str = "tar
     ]
 
 
+def ccache_environment(env: dict[str, str], *, root: Path, cache_dir: Path) -> dict[str, str]:
+    """The ccache settings every build of this checkout shares (wheel cells, the crosscheck, the e2e tests):
+    one cache, paths hashed relative to the repository root, and compilers compared by content (each
+    checkout writes its own identical zig wrapper scripts, whose mtimes differ). A build that differs in any
+    of these would miss every object another build compiled. Values the caller set win."""
+    env.setdefault("CCACHE_DIR", str(cache_dir))
+    env.setdefault("CCACHE_BASEDIR", str(root))
+    env.setdefault("CCACHE_COMPILERCHECK", "content")
+    return env
+
+
 def environment(target: Target, root: Path, env: dict[str, str]) -> dict[str, str]:
     """Environment additions for the target's compilers: zig keeps the libc/libc++ it builds per target in
     ``<root>/build/zig-cache``, one cache for every work folder (the first link of a target builds them)."""

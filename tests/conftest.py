@@ -2,7 +2,7 @@
 
 ``tests/wheel`` is not collected here: it is the wheel suite, which runs inside a fresh venv
 against an installed wheel (``nox -s test``). CI still runs it: the slow end-to-end test in
-``tests/pipeline/test_e2e.py`` builds the core wheel and runs the test step on it.
+``tests/pipeline/test_e2e_release.py`` builds the host wheels and runs the test step on the core wheel.
 """
 
 # tests/eps/<name>: EP wheel suites; tests/winml: the winml variant's suite — all run in fresh venvs (the

@@ -23,8 +23,7 @@ def environment(target: Target, layout: Layout, jobs: int) -> dict[str, str]:
     env["CMAKE_BUILD_PARALLEL_LEVEL"] = str(jobs)
     env = toolchains.environment(target, layout.root, env)
     if shutil.which("ccache"):
-        env.setdefault("CCACHE_DIR", str(Layout.default(layout.root).ccache_dir))
-        env.setdefault("CCACHE_BASEDIR", str(layout.root))
+        toolchains.ccache_environment(env, root=layout.root, cache_dir=Layout.default(layout.root).ccache_dir)
     if target.os == "windows":
         # wine keeps its Windows installation (~700 MB, created on first use) in the prefix.
         env.setdefault("WINEPREFIX", str(layout.work / "wine-prefix"))

@@ -7,8 +7,10 @@ does); elsewhere the test is skipped with the command to run.
 
 from __future__ import annotations
 
+import os
 import re
 import zipfile
+from pathlib import Path
 
 import pytest
 
@@ -52,21 +54,34 @@ def test_cross_wheel_tag_and_machine(
     # these very files (its build of the same cell is a no-op).
     work = REPO / "build" / "xwheel-test"
     monkeypatch.setenv("CCACHE_DIR", str(REPO / "build" / "pipeline" / "ccache"))
+    # the winml cell signs its EP catalog root with development keys: kept in this folder, not the user's config
+    monkeypatch.setenv("MOSAICRT_CONFIG_DIR", str(work / "config"))
+    for name in [k for k in os.environ if k.startswith("MOSAICRT_CATALOG_")]:
+        monkeypatch.delenv(name)
     dist = work / "dist"
-    rc = main(["build", "--target", target, "--dist-dir", str(dist), "--work-dir", str(work)])
+    rc = main(["build", "--target", target, "--component", "core", "--dist-dir", str(dist), "--work-dir", str(work)])
     out = capsys.readouterr().out
     assert rc == 0, out
-    wheels = list((dist / target).glob("*.whl"))
-    assert len(wheels) == 1, out
+    # one wheel per variant of the core declared for the target (windows-x86_64 also builds mosaicrt-winml)
+    dists = sorted(c.variant.dist.replace("-", "_") for c in MATRIX.cells()
+                   if c.component.name == "core" and c.target.name == target)  # fmt: skip
+    wheels = sorted((dist / target).glob("*.whl"))
+    assert [w.name.split("-")[0] for w in wheels] == dists, out
+    for wheel in wheels:
+        _check_wheel(wheel, target)
+
+
+def _check_wheel(wheel: Path, target: str) -> None:
     tag, lib, fmt, arch, bits = CASES[target]
-    assert re.fullmatch(rf"mosaicrt-{re.escape(VERSION)}-{tag}\.whl", wheels[0].name), wheels[0].name
-    with zipfile.ZipFile(wheels[0]) as zf:
+    name = wheel.name.split("-")[0]
+    assert re.fullmatch(rf"{name}-{re.escape(VERSION)}-{tag}\.whl", wheel.name), wheel.name
+    with zipfile.ZipFile(wheel) as zf:
         natives = [n for n in zf.namelist() if n.endswith((".so", ".dll")) or ".so." in n]
-        assert lib in natives
-        for name in natives:
-            info = parse(zf.read(name), symbols=False)
-            assert info is not None, name
-            assert (info.format, info.arch, info.bits) == (fmt, arch, bits), f"{name}: {info.describe()}"
+        assert lib in natives, (wheel.name, natives)
+        for native in natives:
+            info = parse(zf.read(native), symbols=False)
+            assert info is not None, native
+            assert (info.format, info.arch, info.bits) == (fmt, arch, bits), f"{native}: {info.describe()}"
             if arch == "armv7":
                 assert (info.arm_eabi, info.arm_float_abi) == (5, "hard"), info.describe()
         assert not [n for n in zf.namelist() if n.endswith((".a", ".lib"))], "import libraries are not shipped"

@@ -1,18 +1,22 @@
-"""End to end release on the real components: build → test → release to the local index → install → verify.
+"""End to end on the real components: build → no-op rebuild → test → release to the local index → install → verify.
 
-Slow (compiles the host target's wheels, tests them on every tested CPython present, creates venvs) but run
-by `nox -s ci`. It works in its own dist/work folders and signing config, never creates git tags (--no-tag)
-and stops the index it started. Every wheel the host target builds is released; each published wheel is then
-installed from the index into a fresh venv (dependencies such as numpy come from PyPI), a model is run, and
-the installed files are checked to be exactly the verified published bytes.
+Slow (compiles the host target's wheels cold, tests them on every tested CPython present, creates venvs) but
+run by `nox -s ci`. One flow, so each wheel is compiled and tested once: the release reuses the cells the first
+build made and the core's test record, which is itself what is checked of the release's reuse. It works in its
+own dist/work folders and signing config, never creates git tags (--no-tag) and stops the index it started.
+Every wheel the host target builds is released; each published wheel is then installed from the index into a
+fresh venv (dependencies such as numpy come from PyPI), a model is run, and the installed files are checked to
+be exactly the verified published bytes.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,7 +24,9 @@ import pytest
 
 from pipeline.catalog.server import stop_catalog_server
 from pipeline.cli import main
+from pipeline.hashing import sha256_file
 from pipeline.index import running_index, stop_local_index
+from pipeline.records import records_for_wheel
 from pipeline.wheeltest import clean_env
 
 from .conftest import REPO
@@ -78,12 +84,22 @@ def work(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[Path]:
     stop_catalog_server(folder / "catalog")
 
 
-def test_release_install_and_verify(tmp_path: Path, work: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_build_test_release_install_and_verify(tmp_path: Path, work: Path, capsys: pytest.CaptureFixture[str]) -> None:
     dist = tmp_path / "dist"
     common = ["--dist-dir", str(dist), "--work-dir", str(work)]
+    core_wheel = _build_noop_and_test_the_core(dist, work, capsys)
+    python = f"{sys.version_info[0]}.{sys.version_info[1]}"
+    core_record = records_for_wheel(work / "records" / "tests", core_wheel)[python]
+    (work / "reports" / "build-report.json").unlink()  # the release's build step writes its own
+
     rc = main(["release", *common, "--no-tag"])
     out, err = capsys.readouterr()
     assert rc == 0, out[-3000:] + err
+    # the release reused the first build's cells and the core's test record: nothing was compiled or run again
+    cells = json.loads((work / "reports" / "build-report.json").read_text())["cells"]
+    assert "built" not in {c["status"] for c in cells}, cells
+    assert sha256_file(core_wheel) == next(c["sha256"] for c in cells if c["cell"] == "core/default/linux-x86_64")
+    assert records_for_wheel(work / "records" / "tests", core_wheel)[python] == core_record
     assert "pip install --index-url http://127.0.0.1:" in out
     report = json.loads((work / "reports" / "release-report.json").read_text())
     released = {row["wheel"]: row for row in report["rows"]}
@@ -143,6 +159,53 @@ def test_release_install_and_verify(tmp_path: Path, work: Path, capsys: pytest.C
     shutil.copy(work / "release" / "staging" / (wheel.name + ".asc"), modified.parent)
     assert main(["verify", str(modified)]) != 0
     assert "REJECTED" in capsys.readouterr().out
+
+
+def _build_noop_and_test_the_core(dist: Path, work: Path, capsys: pytest.CaptureFixture[str]) -> Path:
+    """Every host cell built cold, each with its own VERSION; a second build is a no-op; the core wheel's test
+    record is bound to its sha256 (and a tampered copy has none)."""
+    common = ["--dist-dir", str(dist), "--work-dir", str(work)]
+    t0 = time.monotonic()
+    assert main(["build", *common]) == 0, capsys.readouterr().out[-3000:]
+    cold = time.monotonic() - t0
+    wheels = sorted((dist / "linux-x86_64").glob("*.whl"))
+    cells = json.loads((work / "reports" / "build-report.json").read_text())["cells"]
+    built = [c for c in cells if c["status"] == "built"]
+    assert sorted(Path(c["wheel"]).name for c in built) == [w.name for w in wheels]
+    for c in built:
+        path = REPO / ("core" if c["component"] == "core" else f"eps/{c['component']}") / "VERSION"
+        assert c["version"] == path.read_text().strip() and f"-{c['version']}-" in Path(c["wheel"]).name
+    wheel = next(w for w in wheels if w.name.startswith("mosaicrt-"))
+    version = (REPO / "core" / "VERSION").read_text().strip()
+    assert re.fullmatch(rf"mosaicrt-{re.escape(version)}-py3-none-manylinux_\d+_\d+_x86_64\.whl", wheel.name)
+    assert wheel.stat().st_size < 3_500_000
+
+    t0 = time.monotonic()
+    assert main(["build", *common]) == 0
+    noop = time.monotonic() - t0
+    report = json.loads((work / "reports" / "build-report.json").read_text())
+    assert {c["status"] for c in report["cells"] if c["status"] != "skipped"} == {"up-to-date"}, report["cells"]
+    core = next(c for c in report["cells"] if c["cell"] == "core/default/linux-x86_64")
+    assert core["sha256"] == sha256_file(wheel)
+    assert noop < 5.0, f"no-op build took {noop:.1f}s (cold {cold:.1f}s)"
+    capsys.readouterr()
+
+    python = f"{sys.version_info[0]}.{sys.version_info[1]}"
+    rc = main(["test", *common, "--python", python, "--wheel", str(wheel)])
+    out = capsys.readouterr().out
+    records = records_for_wheel(work / "records" / "tests", wheel)
+    assert python in records, out
+    rec = records[python]
+    assert rec.sha256 == sha256_file(wheel)
+    assert rec.counts.tests > 0
+    assert rec.outcome == "passed" and rc == 0, f"wheel suite failed: {rec.counts} (log {rec.log})"
+    tampered = work / "tampered" / wheel.name
+    tampered.parent.mkdir(parents=True, exist_ok=True)
+    data = bytearray(wheel.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    tampered.write_bytes(bytes(data))
+    assert records_for_wheel(work / "records" / "tests", tampered) == {}
+    return wheel
 
 
 def _winml_downloads_dnnl_from_the_catalog(tmp_path: Path, report: dict[str, object], index: str, work: Path) -> None:
