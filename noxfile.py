@@ -181,13 +181,14 @@ def _host_wheels(session: nox.Session, *patterns: str) -> list[str]:
 
 @nox.session(reuse_venv=True, default=False)
 def bench(session: nox.Session) -> None:
-    """Benchmarks against onnxruntime on the built host wheels: the CPU EP (bench/run_bench.py) and,
+    """Benchmarks against onnxruntime on the built host wheels: the CPU EP (bench/run_bench.py, at 1 and 2
+    threads; writes the core wheel's benchmark record, which the release gate compares) and,
     when their wheels were built, the oneDNN EP (bench/bench_dnnl.py) and the OpenVINO EP
     (bench/bench_openvino.py)."""
     core, *eps = _host_wheels(session, "mosaicrt-*.whl", "mosaicrt_ep_dnnl-*.whl", "mosaicrt_ep_openvino-*.whl")
     session.install("--force-reinstall", "--no-deps", core, *eps)
     session.install(core, *eps, "onnx", "onnxruntime")
-    session.run("python", "bench/run_bench.py", *session.posargs)
+    session.run("python", "bench/run_bench.py", "--record", core, *session.posargs)
     if any(Path(w).name.startswith("mosaicrt_ep_dnnl-") for w in eps):
         session.run("python", "bench/bench_dnnl.py", "--threads", "2")
     if any(Path(w).name.startswith("mosaicrt_ep_openvino-") for w in eps):

@@ -1,14 +1,19 @@
 #!/usr/bin/env python3
 """Times mosaicrt against onnxruntime on the same models, inputs and thread count.
 
-    python bench/run_bench.py                      # all models, 2 threads
+    python bench/run_bench.py                      # all models, at 1 and at 2 threads
     python bench/run_bench.py --models resnet18 --threads 2 --repeat 20 --json out.json
+    python bench/run_bench.py --record dist/linux-x86_64/mosaicrt-<v>-<tag>.whl   # + a benchmark record
 
 Both runtimes run the same serialized model with sequential node execution and `intra_op_num_threads` set to
 --threads. onnxruntime keeps its default graph optimizations (it is the peer to beat). The two runtimes are
 timed in short alternating blocks so load changes on a shared machine hit both alike. The table shows the
 median latency per model, the ratio mosaicrt / onnxruntime of the medians (lower is better for mosaicrt),
-the ratio of the fastest runs (steadier on a busy machine) and the largest output difference.
+the ratio of the fastest runs (steadier on a busy machine) and the largest output difference, then the
+geometric mean of the ratios per thread count.
+--record WHEEL (the wheel installed here, by file) also measures each model's peak RSS in a process of its own
+(mosaicrt only: create the session, run it) and writes a benchmark record bound to the wheel's sha256 and this
+machine's fingerprint (pipeline/perf.py), which the release gate compares with the last release's.
 --profile also times every node of each model alone in both runtimes and prints per-op-type totals, to
 show which kernels dominate.
 """
@@ -17,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import platform
 import statistics
 import sys
 import time
@@ -30,8 +34,11 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests" / "wheel"))
+sys.path.insert(0, str(ROOT))
 
 import models  # noqa: E402
+
+from pipeline import perf  # noqa: E402  (stdlib only: the record format and the machine fingerprint)
 
 
 @dataclass(frozen=True)
@@ -306,10 +313,74 @@ def light_models() -> dict[str, models.ModelSpec]:
     return {f"light_{n}": spec(n) for n in LIGHT_MODELS if (folder / f"light_{n}.onnx").exists()}
 
 
+def _thread_counts(text: str) -> list[int]:
+    try:
+        counts = [int(t) for t in text.split(",") if t.strip()]
+    except ValueError:
+        counts = []
+    if not counts or any(t < 1 for t in counts):
+        raise argparse.ArgumentTypeError(f"expected thread counts such as 1,2, got {text!r}")
+    return counts
+
+
+def geomean_lines(results: Sequence[Result]) -> list[str]:
+    lines = []
+    for threads in sorted({r.threads for r in results}):
+        ratios = [r.ratio for r in results if r.threads == threads and r.ratio]
+        if ratios:
+            g = statistics.geometric_mean(ratios)
+            worst = max((r for r in results if r.threads == threads and r.ratio), key=lambda r: r.ratio or 0.0)
+            lines.append(f"geometric mean ratio at {threads} thread{'s' if threads > 1 else ''}: {g:.2f}"
+                         f" over {len(ratios)} models (highest: {worst.model} {worst.ratio:.2f})")
+    return lines
+
+
+def _peak_rss_mb(name: str, threads: int, batch: int) -> float | None:
+    """Peak RSS of a process that creates the mosaicrt session of one model and runs it three times."""
+    import subprocess
+
+    cmd = [sys.executable, __file__, "--rss-probe", name, "--threads", str(threads), "--batch", str(batch)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        print(f"  peak RSS of {name} at {threads} threads not measured: {proc.stderr.strip()[-300:]}",
+              file=sys.stderr)
+        return None
+    return float(proc.stdout.split()[-1])
+
+
+def _rss_probe(spec: models.ModelSpec, threads: int, batch: int) -> int:
+    import resource
+
+    data = spec.build().SerializeToString()
+    feed = spec.make_input(batch, np.random.default_rng(0))
+    sess = _make_session("mosaicrt", data, threads)
+    for _ in range(3):
+        sess.run(None, feed)
+    print(f"{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0:.1f}")  # Linux: KiB
+    return 0
+
+
+def write_bench_record(wheel: Path, results: Sequence[Result], record_dir: Path, args: argparse.Namespace,
+                       peer: str) -> Path:
+    from pipeline.hashing import sha256_file
+
+    figures = []
+    for r in results:
+        if r.mosaicrt_ms is None:
+            continue
+        figures.append({"model": r.model, "threads": r.threads, "median_ms": round(r.mosaicrt_ms, 4),
+                        "min_ms": round(r.mosaicrt_min_ms or r.mosaicrt_ms, 4), "peer_ms": round(r.onnxruntime_ms, 4),
+                        "peak_rss_mb": _peak_rss_mb(r.model, r.threads, args.batch)})
+    rec = perf.make_record(wheel=wheel, sha256=sha256_file(wheel), figures=figures, repeat=args.repeat,
+                           clock=args.clock, peer=peer)
+    return perf.write_record(record_dir, rec)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     available = {**light_models(), **models.benchmark_models()}
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--threads", type=int, default=2, help="intra-op threads for both runtimes (default 2)")
+    parser.add_argument("--threads", type=_thread_counts, default=[1, 2],
+                        help="intra-op threads for both runtimes, one or a list such as 1,2 (default 1,2)")
     parser.add_argument("--models", default=",".join(available),
                         help=f"comma-separated subset of: {', '.join(available)}")
     parser.add_argument("--repeat", type=int, default=10, help="timed runs per runtime and model (default 10)")
@@ -320,43 +391,57 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="wall time (default) or the calling thread's CPU time (needs --threads 1)")
     parser.add_argument("--profile", action="store_true",
                         help="also time every node alone in both runtimes and print per-op-type totals")
+    parser.add_argument("--record", type=Path, metavar="WHEEL",
+                        help="the core wheel installed here: measure peak RSS and write its benchmark record")
+    parser.add_argument("--record-dir", type=Path, default=ROOT / "build" / "pipeline" / "records" / "bench",
+                        help="where benchmark records go (default: build/pipeline/records/bench)")
+    parser.add_argument("--rss-probe", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
 
+    if args.rss_probe:
+        return _rss_probe(available[args.rss_probe], args.threads[0], args.batch)
     names = [n.strip() for n in args.models.split(",") if n.strip()]
     unknown = [n for n in names if n not in available]
     if unknown:
         parser.error(f"unknown model(s) {', '.join(unknown)}; choose from {', '.join(available)}")
-    if args.threads < 1 or args.repeat < 1 or args.warmup < 0 or args.batch < 1:
-        parser.error("--threads, --repeat and --batch must be >= 1 and --warmup >= 0")
-    if args.clock == "thread-cpu" and args.threads != 1:
+    if args.repeat < 1 or args.warmup < 0 or args.batch < 1:
+        parser.error("--repeat and --batch must be >= 1 and --warmup >= 0")
+    if args.clock == "thread-cpu" and args.threads != [1]:
         parser.error("--clock thread-cpu measures only the calling thread: use it with --threads 1")
+    if args.record is not None and not args.record.is_file():
+        parser.error(f"--record {args.record}: no such wheel file")
     global _clock  # noqa: PLW0603 - one setting for the whole run
     _clock = CLOCKS[args.clock]
 
     import mosaicrt
     import onnxruntime as ort
 
+    machine = perf.this_machine()
     print(f"mosaicrt {mosaicrt.__version__} ({mosaicrt.get_build_details().get('library', '?')}), "
-          f"onnxruntime {ort.__version__}, {platform.machine()}, threads={args.threads}, batch={args.batch}, "
-          f"repeat={args.repeat}, clock={args.clock}", flush=True)
+          f"onnxruntime {ort.__version__}; threads={','.join(map(str, args.threads))}, batch={args.batch}, "
+          f"repeat={args.repeat}, clock={args.clock}\n"
+          f"machine {machine.fingerprint}: {machine.describe()}", flush=True)
     results = []
-    for name in names:
-        result = bench_model(available[name], args.threads, args.repeat, args.warmup, args.batch)
-        results.append(result)
-        print(f"  {name}: mosaicrt {result.mosaicrt_ms or float('nan'):.3f} ms, "
-              f"onnxruntime {result.onnxruntime_ms:.3f} ms", file=sys.stderr, flush=True)
+    for threads in args.threads:
+        for name in names:
+            result = bench_model(available[name], threads, args.repeat, args.warmup, args.batch)
+            results.append(result)
+            print(f"  {name} @{threads}: mosaicrt {result.mosaicrt_ms or float('nan'):.3f} ms, "
+                  f"onnxruntime {result.onnxruntime_ms:.3f} ms", file=sys.stderr, flush=True)
     print(format_table(results))
+    for line in geomean_lines(results):
+        print(line)
     profiles: dict[str, ModelProfile] = {}
     if args.profile:
         for name in names:
-            profiles[name] = profile_model(available[name], args.threads, max(3, min(args.repeat, 10)),
+            profiles[name] = profile_model(available[name], args.threads[-1], max(3, min(args.repeat, 10)),
                                            args.batch)
             print("\n" + format_profile(name, profiles[name]), flush=True)
     if args.json:
         payload: dict[str, Any] = {
             "mosaicrt": mosaicrt.__version__,
             "onnxruntime": ort.__version__,
-            "machine": platform.machine(),
+            "machine": {"fingerprint": machine.fingerprint, **asdict(machine)},
             "threads": args.threads,
             "clock": args.clock,
             "batch": args.batch,
@@ -364,6 +449,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             "profiles": {name: asdict(prof) for name, prof in profiles.items()},
         }
         args.json.write_text(json.dumps(payload, indent=2) + "\n")
+    if args.record is not None:
+        path = write_bench_record(args.record, results, args.record_dir, args, f"onnxruntime {ort.__version__}")
+        print(f"benchmark record: {path} (the release gate compares it with the last release's on this machine)")
     return 0 if all(not r.error for r in results) else 1
 
 

@@ -53,9 +53,12 @@ def provenance(
     source: SourceInfo,
     build: BuildRecord,
     invocation: Sequence[str],
+    release_gate: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """SLSA v1 provenance made from the cell's build record: its input hash and inputs, the commands the
-    build ran, the toolchain versions it measured while running, and when it started and finished."""
+    build ran, the toolchain versions it measured while running, and when it started and finished; plus
+    what the release gate decided beyond tests (``release_gate``: the performance verdict, and whether
+    ``--allow-perf-regression`` overrode it)."""
     comp = cell.component
     predicate = {
         "buildDefinition": {
@@ -79,6 +82,7 @@ def provenance(
                     "component_dirty": source.component_dirty,
                 },
                 "invocation": list(invocation),
+                "release_gate": dict(release_gate or {}),
             },
             "internalParameters": {
                 "input_hash": build.input_hash,

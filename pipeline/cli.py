@@ -154,6 +154,9 @@ def _release_parsers(
     rel.add_argument("--index-url", help="simple index URL of --repository/--repository-url, to read what it holds")
     rel.add_argument("--no-tag", action="store_true", help="do not create the <component>-v<version> git tags")
     rel.add_argument("--allow-dirty", action="store_true", help="release uncommitted sources to a shared index")
+    rel.add_argument("--allow-perf-regression", action="store_true",
+                     help="release although the benchmark record is slower than the last release's on this machine"
+                          " (recorded in the provenance)")  # fmt: skip
     rel.add_argument("--trust-root", action="append", type=Path, default=[], help="trust file (default: repo + local)")
     rel.add_argument("--stop-index", action="store_true", help="stop the local index and exit")
     v = sub.add_parser("verify", parents=[common], help="check wheels (files, URLs or an index) against the trust root")

@@ -41,6 +41,11 @@ class Layout:
         return self.work / "records" / "tests"
 
     @property
+    def bench_records(self) -> Path:
+        """Benchmark records (``nox -s bench``) by wheel sha256, and the released baselines (pipeline.perf)."""
+        return self.work / "records" / "bench"
+
+    @property
     def release_report(self) -> Path:
         return self.work / "reports" / "release-report.json"
 

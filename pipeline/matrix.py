@@ -206,6 +206,10 @@ class Policy:
     retired_eps: tuple[RetiredEp, ...] = ()
     #: the winml variant downloads EPs by default only on Windows builds at or above this one
     winml_min_windows_build: int = 26200
+    #: the release gate's performance thresholds (relative): a median slower / a peak RSS larger than the last
+    #: released version's on the same machine by more than these is refused
+    perf_latency_regression: float = 0.10
+    perf_rss_regression: float = 0.25
 
     def retired(self, name: str) -> RetiredEp | None:
         key = name.lower().removeprefix("ep-")
@@ -405,7 +409,7 @@ def load_matrix(root: Path, matrix_dir: Path | None = None) -> Matrix:
         path = mdir / name
         return _Table(_display(path, root), "", _read_toml(path, _display(path, root)), top)
 
-    policy = _load_policy(doc("policy.toml", ("python", "macos", "forbidden", "retired_ep", "winml")))
+    policy = _load_policy(doc("policy.toml", ("python", "macos", "forbidden", "retired_ep", "winml", "performance")))
     pythons = _load_pythons(doc("python.toml", ("python",)), policy)
     sdks = _load_sdks(doc("sdks.toml", ("sdk",)))
     targets = _load_targets(doc("targets.toml", ("target",)), policy, root)
@@ -463,12 +467,22 @@ def _load_policy(doc: _Table) -> Policy:
     min_build = winml.number("min_windows_build", Policy.winml_min_windows_build)
     if not isinstance(min_build, int) or min_build <= 0:
         raise winml.error("min_windows_build", f"expected a positive Windows build number, got {min_build!r}")
+    perf = doc.table("performance", ("latency_regression", "rss_regression"))
+    thresholds = {}
+    for key, default in (("latency_regression", Policy.perf_latency_regression),
+                         ("rss_regression", Policy.perf_rss_regression)):  # fmt: skip
+        value = perf.number(key, default)
+        if not 0 < value < 10:
+            raise perf.error(key, f"expected a relative threshold such as 0.10 (10 %), got {value!r}")
+        thresholds[key] = float(value)
     return Policy(
         python_floor=floor,
         macos_min_deployment_target=mac_floor,
         forbidden=tuple(forbidden),
         retired_eps=tuple(retired),
         winml_min_windows_build=min_build,
+        perf_latency_regression=thresholds["latency_regression"],
+        perf_rss_regression=thresholds["rss_regression"],
     )
 
 

@@ -27,7 +27,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import attest, hashing
+from . import attest, hashing, perf
 from .build import BuildReport
 from .errors import PublishError, ReleaseRefused
 from .index import fetch, list_files
@@ -57,6 +57,7 @@ class Gated:
     records: tuple[TestRecord, ...] = ()
     version: VersionCheck | None = None
     source: SourceInfo | None = None
+    performance: perf.PerfVerdict | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -65,6 +66,9 @@ class ReleaseOptions:
     allow_dirty: bool = False
     quiet: bool = False
     invocation: tuple[str, ...] = ("python", "-m", "pipeline", "release")
+    perf_thresholds: perf.Thresholds = field(default_factory=perf.Thresholds)
+    allow_perf_regression: bool = False
+    machine: perf.Machine | None = None  #: None: this machine
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -171,8 +175,28 @@ def gate(
                 f"{comp.path} has uncommitted changes: commit them (or --allow-dirty)"
                 " before releasing to a shared index"
             )
-        out.append(Gated(artifact=art, problems=tuple(problems), records=tuple(records), version=vc, source=src))
+        verdict = check_performance(art, layout, opts)
+        problems += verdict.problems
+        out.append(
+            Gated(
+                artifact=art, problems=tuple(problems), records=tuple(records), version=vc, source=src,
+                performance=verdict,
+            )
+        )  # fmt: skip
     return out, missing
+
+
+def check_performance(art: Artifact, layout: Layout, opts: ReleaseOptions) -> perf.PerfVerdict:
+    """The wheel's benchmark record on this machine against the last released version's (pipeline.perf)."""
+    dist, version = perf.wheel_identity(art.wheel.name)
+    machine = opts.machine or perf.this_machine()
+    try:
+        return perf.check(
+            layout.bench_records, dist=dist, version=version, sha256=art.sha256, machine=machine,
+            thresholds=opts.perf_thresholds, override=opts.allow_perf_regression,
+        )  # fmt: skip
+    except ValueError as exc:  # an unreadable record or baseline: say which
+        return perf.PerfVerdict(status="not benchmarked", machine=machine.fingerprint, detail=str(exc))
 
 
 def _version_and_source(root: Path, comp: Component) -> tuple[VersionCheck | None, SourceInfo | None, str | None]:
@@ -216,9 +240,11 @@ def stage(
         shutil.copy2(art.wheel, wheel)
         if hashing.sha256_file(wheel) != art.sha256:
             raise ReleaseRefused(f"{art.wheel.name} changed while the release was running; nothing was uploaded")
+        gate_record = {"performance": g.performance.to_dict()} if g.performance is not None else {}
         prov = attest.provenance(
-            wheel.name, art.sha256, cell=art.cell, source=g.source, build=art.build, invocation=opts.invocation
-        )
+            wheel.name, art.sha256, cell=art.cell, source=g.source, build=art.build, invocation=opts.invocation,
+            release_gate=gate_record,
+        )  # fmt: skip
         test = attest.test_result(wheel.name, art.sha256, records=g.records, required=required)
         bom_json = wheel_sbom(wheel, art.sha256)
         (folder / f"{wheel.name}.cdx.json").write_text(bom_json, encoding="utf-8")
@@ -321,6 +347,8 @@ def publish(
         if got is None or (got.sha256 is not None and got.sha256 != s.artifact.sha256):
             raise PublishError(f"{s.wheel.name} was uploaded but the index does not list it with our sha256")
         status[s.wheel.name] = "uploaded"
+    for g in gated:  # published: its benchmark records become the baselines of the next release
+        perf.remember_release(layout.bench_records, g.artifact.sha256)
     rows = []
     tagged: dict[str, str] = {}
     for g in gated:

@@ -15,6 +15,7 @@ from .errors import ReleaseRefused, UsageError, VerificationError
 from .index import fetch, list_files, list_projects, start_local_index, stop_local_index
 from .layout import Layout
 from .matrix import Matrix, Target
+from .perf import Thresholds
 from .plan import Selection
 from .publish import Index
 from .signing import (
@@ -50,13 +51,21 @@ def release(matrix: Matrix, sel: Selection, host: Target | None, layout: Layout,
         raise_for_tests(tested)
     for v in tested.missing_pythons:
         print(f"note: CPython {v} not found here: its test record is not required by this release")
+    override = ("--allow-perf-regression",) if args.allow_perf_regression else ()
     opts = ReleaseOptions(
         tag=not args.no_tag,
         allow_dirty=args.allow_dirty,
-        invocation=("python", "-m", "pipeline", "release", *_selection_args(sel)),
+        invocation=("python", "-m", "pipeline", "release", *_selection_args(sel), *override),
+        perf_thresholds=Thresholds(
+            latency=matrix.policy.perf_latency_regression, rss=matrix.policy.perf_rss_regression
+        ),
+        allow_perf_regression=args.allow_perf_regression,
     )
     external = _external_index(args)
     gated, missing_cells = gate(built, tested, layout, opts, external_index=external is not None)
+    for g in gated:
+        if g.performance is not None:
+            print(f"[performance] {g.artifact.wheel.name}: {g.performance.status} ({g.performance.detail})")
     raise_refused(gated, missing_cells)
     if not gated:
         raise ReleaseRefused("nothing to release: no buildable cell for this machine (see `nox -s matrix`)")

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from pipeline import attest, publish
+from pipeline import attest, perf, publish
 from pipeline import release as release_mod
 from pipeline.cli import main
 from pipeline.errors import ExitCode
@@ -341,3 +341,80 @@ def test_stop_index(repo: Repo, capsys: pytest.CaptureFixture[str]) -> None:
     rc, out, _ = release(repo, capsys, "--stop-index")
     assert rc == 0 and "stopped the local index" in out
     assert running_index(repo.layout.index_state) is None
+
+
+# --------------------------------------------------------------------------------------
+# the performance gate (pipeline.perf): a benchmark record against the last release's on this machine
+
+
+def _bench(repo: Repo, wheel: Path, median_ms: float, rss_mb: float = 200.0) -> None:
+    """What `nox -s bench` leaves for a wheel: its benchmark record on this machine."""
+    figures = [{"model": "light_resnet50", "threads": t, "median_ms": median_ms * (2.0 if t == 1 else 1.0),
+                "min_ms": median_ms * 0.9, "peer_ms": 28.0, "peak_rss_mb": rss_mb} for t in (1, 2)]  # fmt: skip
+    rec = perf.make_record(wheel=wheel, sha256=sha256_file(wheel), figures=figures, repeat=10, clock="wall",
+                           peer="onnxruntime (fixture)")  # fmt: skip
+    perf.write_record(repo.layout.bench_records, rec)
+
+
+def _release_next_alpha(repo: Repo) -> Path:
+    (repo.root / "comps" / "alpha" / "VERSION").write_text("1.1.0\n")
+    git(repo.root, "commit", "-qam", "alpha 1.1.0")
+    wheel = repo.build("alpha", salt="1.1")
+    repo.test(wheel)
+    return wheel
+
+
+def _gate_record(repo: Repo, wheel: Path) -> tuple[dict[str, Any], list[str]]:
+    env = json.loads((repo.layout.work / "release" / "staging" / f"{wheel.name}.provenance.dsse.json").read_text())
+    statement = json.loads(base64.b64decode(env["payload"]))
+    params = statement["predicate"]["buildDefinition"]["externalParameters"]
+    return params["release_gate"], params["invocation"]
+
+
+def test_a_slower_benchmark_than_the_last_release_is_refused_and_one_within_the_threshold_released(
+    repo: Repo, capsys: pytest.CaptureFixture[str]
+) -> None:
+    wheels = repo.build_and_test()
+    _bench(repo, wheels["alpha"], 30.0)
+    rc, out, err = release(repo, capsys)
+    assert rc == 0, err
+    assert f"[performance] {wheels['alpha'].name}: no baseline" in out
+    wheel = _release_next_alpha(repo)
+
+    assert_refused(repo, capsys, "fixture-alpha 1.0.0 was benchmarked on this machine", "run `nox -s bench`")
+    _bench(repo, wheel, 34.5)  # +15 % at 2 threads, +15 % at 1 thread
+    assert_refused(
+        repo, capsys, "performance regression on this machine",
+        "light_resnet50 at 2 threads: median latency 34.500 ms vs 30.000 ms in 1.0.0 (+15.0 %, threshold 10 %)",
+        "light_resnet50 at 1 thread: median latency 69.000 ms vs 60.000 ms in 1.0.0 (+15.0 %, threshold 10 %)",
+    )  # fmt: skip
+    _bench(repo, wheel, 30.0, rss_mb=300.0)  # the same speed, 50 % more memory
+    assert_refused(repo, capsys, "peak RSS 300.000 MB vs 200.000 MB in 1.0.0 (+50.0 %, threshold 25 %)")
+
+    _bench(repo, wheel, 32.5, rss_mb=210.0)  # +8.3 %, +5 %: within
+    rc, out, err = release(repo, capsys)
+    assert rc == 0, err
+    assert "fixture_alpha-1.1.0" in "".join(listing(repo))
+    gate_record, invocation = _gate_record(repo, wheel)
+    verdict = gate_record["performance"]
+    assert (verdict["status"], verdict["baseline_version"]) == ("passed", "1.0.0")
+    assert "--allow-perf-regression" not in invocation
+
+
+def test_allow_perf_regression_releases_and_the_provenance_says_so(
+    repo: Repo, capsys: pytest.CaptureFixture[str]
+) -> None:
+    wheels = repo.build_and_test()
+    _bench(repo, wheels["alpha"], 30.0)
+    assert release(repo, capsys)[0] == 0
+    wheel = _release_next_alpha(repo)
+    _bench(repo, wheel, 45.0)
+    rc, out, err = release(repo, capsys, "--allow-perf-regression")
+    assert rc == 0, err
+    assert f"[performance] {wheel.name}: overridden" in out
+    gate_record, invocation = _gate_record(repo, wheel)
+    assert invocation[-1] == "--allow-perf-regression"
+    assert gate_record["performance"]["status"] == "overridden"
+    assert "light_resnet50 at 2 threads: median latency 45.000 ms vs 30.000 ms in 1.0.0 (+50.0 %, threshold 10 %)" in (
+        gate_record["performance"]["regressions"]
+    )
