@@ -30,6 +30,7 @@ from __future__ import annotations
 
 from .suite import (
     _ABSENT_PLUGIN_SOURCE,
+    EMULATED_SHUTDOWN_PROCESSES,
     EmulatedVenv,
     emulated_test_record,
     emulator_command,
@@ -60,6 +61,7 @@ from .sysroot import (
 
 __all__ = [
     "ABSENT_PLUGIN",
+    "EMULATED_SHUTDOWN_PROCESSES",
     "PYTHON",
     "_ABSENT_PLUGIN_SOURCE",
     "EmulatedVenv",

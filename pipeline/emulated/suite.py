@@ -197,6 +197,10 @@ def suite_command(venv: EmulatedVenv, suite_dir: Path, junit: Path, *, markers: 
     return cmd
 
 
+#: processes of the wheel suite's shutdown stress (tests/wheel/test_shutdown.py) under emulation
+EMULATED_SHUTDOWN_PROCESSES = 8
+
+
 def suite_env(
     wheel: Path, sysroot: Sysroot, env_extra: Mapping[str, str] | None = None, *, bin_dir: Path | None = None
 ) -> dict[str, str]:
@@ -210,6 +214,11 @@ def suite_env(
             "MOSAICRT_ABSENT_ORACLES": json.dumps(dict(sysroot.absent), sort_keys=True),
             "PYTHONNOUSERSITE": "1",
             "PYTHONDONTWRITEBYTECODE": "1",
+            # every process of the shutdown stress starts an emulated CPython (seconds each under qemu): two per
+            # exit mode here; the full 500 run natively (a value already set in the environment wins)
+            "MOSAICRT_SHUTDOWN_PROCESSES": os.environ.get(
+                "MOSAICRT_SHUTDOWN_PROCESSES", str(EMULATED_SHUTDOWN_PROCESSES)
+            ),
         }
     )
     env = {k: v for k, v in env.items() if not k.startswith("QEMU_")}

@@ -182,6 +182,9 @@ def test_suite_command_and_environment(tmp_path: Path, monkeypatch: pytest.Monke
     assert env["MOSAICRT_TEST_WHEEL_SHA256"] == sha256_file(wheel)
     assert env["CXX"] == "aarch64-linux-gnu-g++"
     assert json.loads(env["MOSAICRT_ABSENT_ORACLES"]) == {"onnx": "no wheel"}
+    assert env["MOSAICRT_SHUTDOWN_PROCESSES"] == str(emulated.EMULATED_SHUTDOWN_PROCESSES)  # bounded under qemu
+    monkeypatch.setenv("MOSAICRT_SHUTDOWN_PROCESSES", "500")
+    assert emulated.suite_env(wheel, sysroot)["MOSAICRT_SHUTDOWN_PROCESSES"] == "500"
 
 
 def test_failed_tests_from_junit(tmp_path: Path) -> None:

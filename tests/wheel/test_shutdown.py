@@ -5,8 +5,8 @@ stderr (no crash, no "terminate called ...", no sanitizer-style abort).
 
 The processes run a few at a time; each does the minimum (numpy + mosaicrt, one small session).
 Every run of the wheel suite (each CPython, each emulated target) starts ``MOSAICRT_SHUTDOWN_PROCESSES``
-processes, 40 by default; CI runs the full 500 once, in the release test's consumer venv that holds the core
-and the oneDNN EP (tests/pipeline/test_e2e_release.py)."""
+processes, 40 by default (8 under qemu-user, where each is an emulated CPython); CI runs the full 500 once, in
+the release test's consumer venv that holds the core and the oneDNN EP (tests/pipeline/test_e2e_release.py)."""
 
 from __future__ import annotations
 
