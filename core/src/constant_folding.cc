@@ -30,12 +30,12 @@ bool has_subgraph(const Node& n) {
 }
 
 // Ops whose result is not a function of their inputs, or that later rewrites want to see.
-bool never_fold(const Node& n) {
+bool never_fold(const Node& n, bool quantize_ops) {
   static const std::set<std::string>& ops = *new std::set<std::string>{  // never destroyed (exit races)
       "RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Multinomial", "Bernoulli",
       "Dropout",  // random in training mode
-      "DequantizeLinear", "QuantizeLinear",  // quantized patterns (weights stay integer)
   };
+  if (!quantize_ops && (n.op_type == "DequantizeLinear" || n.op_type == "QuantizeLinear")) return true;
   return !n.domain.empty() || ops.count(n.op_type) != 0 || has_subgraph(n);
 }
 
@@ -125,7 +125,7 @@ std::shared_ptr<Tensor> fold_shape_query(const Node& n, const Shape& s) {
 
 }  // namespace
 
-ConstantFoldingStats fold_constants(Model& model, ThreadPool& pool) {
+ConstantFoldingStats fold_constants(Model& model, ThreadPool& pool, bool quantize_ops) {
   ConstantFoldingStats stats;
   Graph& g = model.graph;
   const std::set<std::string> overridable = overridable_initializers(model);
@@ -160,7 +160,7 @@ ConstantFoldingStats fold_constants(Model& model, ThreadPool& pool) {
       if (folded[i]) continue;
       Node& n = g.nodes[i];
       auto opset = model.opsets.find(n.domain);
-      if (opset == model.opsets.end() || never_fold(n)) continue;
+      if (opset == model.opsets.end() || never_fold(n, quantize_ops)) continue;
       std::vector<std::shared_ptr<Tensor>> results;
       if ((n.op_type == "Shape" || n.op_type == "Size") && n.inputs.size() == 1 && n.outputs.size() == 1 &&
           !n.inputs[0].empty() && !constants.count(n.inputs[0])) {

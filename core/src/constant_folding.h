@@ -30,11 +30,12 @@ constexpr int64_t kMaxFoldedExpansionBytes = int64_t{64} << 20;
 
 // Folds in execution order until nothing changes: every deterministic node of a supported
 // op whose inputs are constant (non-overridable initializers or folded values), and Shape /
-// Size of values whose shape is fully static. Nodes with subgraph attributes, random ops and
-// DequantizeLinear (kept for quantized-pattern kernels) are left alone; a node whose kernel
-// fails is left for the run to report. Initializers nothing reads any more are dropped
-// (graph inputs and outputs are kept).
-ConstantFoldingStats fold_constants(Model& model, ThreadPool& pool);
+// Size of values whose shape is fully static. Nodes with subgraph attributes and random ops
+// are left alone, and DequantizeLinear / QuantizeLinear unless `quantize_ops` (the optimizer
+// keeps them until the quantized patterns are fused, then folds what is left: weights of
+// groups that stay float are dequantized once); a node whose kernel fails is left for the run
+// to report. Initializers nothing reads any more are dropped (graph inputs and outputs are kept).
+ConstantFoldingStats fold_constants(Model& model, ThreadPool& pool, bool quantize_ops = false);
 
 // Removes initializers that no node (nested graphs included), graph input or graph output
 // reads; returns how many.

@@ -4,6 +4,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <functional>
+#include <limits>
 #include <map>
 #include <set>
 
@@ -205,6 +208,239 @@ bool is_residual_add(const Node& add, const std::string& value, const std::map<s
          v->second == out->second;
 }
 
+
+// ---- QDQ: DequantizeLinear → Conv / MatMul → QuantizeLinear as one integer node ----
+// What onnxruntime's quantize_static emits by default (QuantFormat.QDQ): every quantized tensor is
+// dequantized to float before the op and quantized again after it. Run as QLinearConv /
+// QLinearMatMul, the op reads the 8-bit values and accumulates exactly in int32; the result is the
+// float path's within one step of the output quantization (the float path rounds its sums).
+
+// The operands of a DequantizeLinear / QuantizeLinear node: (q, scale, zero point) with a float32
+// constant scale (one value, or one per `axis`) and a constant zero point of as many values, no
+// block quantization.
+struct QdqOperands {
+  std::string value, scale, zp;
+  const Tensor* scale_t = nullptr;
+  const Tensor* zp_t = nullptr;  // nullptr when absent
+  int64_t axis = 1;
+};
+
+bool qdq_operands(const Node& n, const char* op, const GraphIndex& idx, QdqOperands& out) {
+  if (n.op_type != op || !n.domain.empty() || n.inputs.size() < 2 || n.inputs.size() > 3 || n.outputs.size() != 1 ||
+      n.outputs[0].empty() || n.inputs[0].empty() || n.attr_int("block_size", 0) != 0)
+    return false;
+  out.value = n.inputs[0];
+  out.scale = n.inputs[1];
+  out.zp = n.inputs.size() > 2 ? n.inputs[2] : std::string();
+  out.scale_t = idx.constant(out.scale);
+  if (!out.scale_t || out.scale_t->dtype() != DType::kFloat || out.scale_t->rank() > 1 || out.scale_t->numel() < 1)
+    return false;
+  for (int64_t i = 0; i < out.scale_t->numel(); ++i)
+    if (!(out.scale_t->data<float>()[i] > 0.f) || !std::isfinite(out.scale_t->data<float>()[i])) return false;
+  out.zp_t = out.zp.empty() ? nullptr : idx.constant(out.zp);
+  if (!out.zp.empty() && (!out.zp_t || out.zp_t->numel() != out.scale_t->numel())) return false;
+  out.axis = n.attr_int("axis", 1);
+  return true;
+}
+
+bool is_8bit(DType t) { return t == DType::kUInt8 || t == DType::kInt8; }
+
+// A one-element zero point of type `t`, added as an initializer.
+std::string zero_point(Graph& g, GraphIndex& idx, DType t, const std::string& base) {
+  auto z = std::make_shared<Tensor>(t, Shape{});
+  std::memset(z->data<uint8_t>(), 0, z->nbytes());
+  std::string name = idx.fresh(base + "/zero_point");
+  g.initializers.emplace_back(name, z);
+  idx.constants[name] = z;
+  return name;
+}
+
+// The 8-bit type of a dequantized activation: its zero point's (a constant input's own type
+// otherwise); kUndefined when it is not known to be 8-bit.
+DType dequantized_type(const QdqOperands& d, const GraphIndex& idx) {
+  if (d.zp_t) return is_8bit(d.zp_t->dtype()) ? d.zp_t->dtype() : DType::kUndefined;
+  const Tensor* q = idx.constant(d.value);
+  return q && is_8bit(q->dtype()) ? q->dtype() : DType::kUndefined;
+}
+
+// The per-output-channel float values of a Conv bias: a float constant, or DequantizeLinear of an
+// int32 constant. Empty when it is neither.
+std::vector<double> conv_bias_values(const std::string& name, int64_t M, const GraphIndex& idx,
+                                     const std::map<std::string, size_t>& producer, const Graph& g) {
+  if (const Tensor* b = idx.constant(name)) {
+    if (!is_float_vector(b, M)) return {};
+    return std::vector<double>(b->data<float>(), b->data<float>() + M);
+  }
+  auto p = producer.find(name);
+  QdqOperands d;
+  if (p == producer.end() || !qdq_operands(g.nodes[p->second], "DequantizeLinear", idx, d)) return {};
+  const Tensor* q = idx.constant(d.value);
+  const int64_t k = d.scale_t->numel();
+  if (!q || q->dtype() != DType::kInt32 || q->rank() != 1 || q->numel() != M || (k != 1 && k != M) ||
+      (d.zp_t && d.zp_t->dtype() != DType::kInt32))
+    return {};
+  std::vector<double> out(static_cast<size_t>(M));
+  for (int64_t m = 0; m < M; ++m) {
+    const int64_t j = k == 1 ? 0 : m;
+    const double zp = d.zp_t ? d.zp_t->data<int32_t>()[j] : 0.0;
+    out[m] = (static_cast<double>(q->data<int32_t>()[m]) - zp) * d.scale_t->data<float>()[j];
+  }
+  return out;
+}
+
+// The output side: QuantizeLinear with a scalar scale; its zero point (made when absent) and type.
+bool quantize_output(Graph& g, GraphIndex& idx, const Node& q, QdqOperands& y, DType& type) {
+  if (!qdq_operands(q, "QuantizeLinear", idx, y) || y.scale_t->numel() != 1) return false;
+  if (y.zp_t) {
+    type = y.zp_t->dtype();
+  } else {
+    type = q.has_attr("output_dtype") ? static_cast<DType>(q.attr_int("output_dtype", 2)) : DType::kUInt8;
+  }
+  if (!is_8bit(type)) return false;
+  if (!y.zp_t) y.zp = zero_point(g, idx, type, q.name.empty() ? "quantize" : q.name);
+  return true;
+}
+
+
+int32_t zero_point_value(const QdqOperands& d) {
+  if (!d.zp_t) return 0;
+  return d.zp_t->dtype() == DType::kUInt8 ? d.zp_t->data<uint8_t>()[0] : d.zp_t->data<int8_t>()[0];
+}
+
+// Every DequantizeLinear → Conv / MatMul → QuantizeLinear group whose scales are constants (per
+// tensor; the weight's per output channel / column) becomes QLinearConv / QLinearMatMul. A Conv
+// bias (float, or dequantized int32) is requantized to int32 with the scale x_scale * w_scale.
+// DequantizeLinear nodes nothing else reads are dropped. Returns the number of groups fused.
+int fuse_qdq(Graph& g, GraphIndex& idx, std::vector<bool>& removed,
+             const std::function<Node*(const std::string&)>& single_consumer, bool& contrib_ops) {
+  std::map<std::string, size_t> producer;
+  for (size_t i = 0; i < g.nodes.size(); ++i)
+    if (!removed[i])
+      for (const auto& o : g.nodes[i].outputs)
+        if (!o.empty()) producer[o] = i;
+  auto dequantized = [&](const std::string& v, QdqOperands& d) {
+    auto p = producer.find(v);
+    return p != producer.end() && !removed[p->second] && qdq_operands(g.nodes[p->second], "DequantizeLinear", idx, d);
+  };
+  auto release = [&](const std::string& value) {  // one use fewer; an unread DequantizeLinear goes
+    auto u = idx.uses.find(value);
+    if (u == idx.uses.end() || --u->second > 0) return;
+    auto p = producer.find(value);
+    if (p != producer.end() && g.nodes[p->second].op_type == "DequantizeLinear") removed[p->second] = true;
+  };
+  int fused = 0;
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    Node& n = g.nodes[i];
+    if (removed[i] || !n.domain.empty() || n.outputs.size() != 1 || n.outputs[0].empty()) continue;
+    const bool conv = n.op_type == "Conv" && (n.inputs.size() == 2 || n.inputs.size() == 3);
+    const bool matmul = n.op_type == "MatMul" && n.inputs.size() == 2;
+    if (!conv && !matmul) continue;
+    Node* q = single_consumer(n.outputs[0]);
+    QdqOperands x, w, y;
+    if (!q || q->op_type != "QuantizeLinear" || !dequantized(n.inputs[0], x) || !dequantized(n.inputs[1], w) ||
+        x.scale_t->numel() != 1)
+      continue;
+    const DType xt = dequantized_type(x, idx), wt = dequantized_type(w, idx);
+    if (xt == DType::kUndefined || wt == DType::kUndefined) continue;
+    const Tensor* W = idx.constant(w.value);
+    const int64_t k = w.scale_t->numel();
+    std::vector<double> bias;
+    if (conv) {
+      // per output channel: axis 0 of the weight
+      if (!W || W->rank() < 3 || (k != 1 && (k != W->dim(0) || (w.axis < 0 ? w.axis + W->rank() : w.axis) != 0)))
+        continue;
+      if (n.inputs.size() == 3 && !n.inputs[2].empty()) {
+        bias = conv_bias_values(n.inputs[2], W->dim(0), idx, producer, g);
+        if (bias.empty()) continue;
+      }
+    } else if (k != 1) {  // per column: axis 1 of a constant 2-D B
+      if (!W || W->rank() != 2 || k != W->dim(1) || (w.axis < 0 ? w.axis + 2 : w.axis) != 1) continue;
+    }
+    std::vector<int32_t> bias_q(bias.size());
+    bool fits = true;
+    for (size_t m = 0; m < bias.size(); ++m) {
+      const double v = std::nearbyint(bias[m] / (static_cast<double>(x.scale_t->data<float>()[0]) *
+                                                 w.scale_t->data<float>()[k == 1 ? 0 : m]));
+      fits = fits && std::abs(v) <= static_cast<double>(std::numeric_limits<int32_t>::max());
+      bias_q[m] = fits ? static_cast<int32_t>(v) : 0;
+    }
+    DType out_type = DType::kUndefined;
+    if (!fits || !quantize_output(g, idx, *q, y, out_type)) continue;
+
+    const std::string base = n.name.empty() ? n.op_type : n.name;
+    const std::string xzp = x.zp_t ? x.zp : zero_point(g, idx, xt, base + "/x");
+    const std::string wzp = w.zp_t ? w.zp : zero_point(g, idx, wt, base + "/w");
+    std::vector<std::string> inputs = {x.value, x.scale, xzp, w.value, w.scale, wzp, y.scale, y.zp};
+    if (!bias_q.empty()) {
+      auto B = std::make_shared<Tensor>(DType::kInt32, Shape{static_cast<int64_t>(bias_q.size())});
+      std::copy(bias_q.begin(), bias_q.end(), B->data<int32_t>());
+      std::string bname = idx.fresh(base + "/bias_int32");
+      g.initializers.emplace_back(bname, B);
+      idx.constants[bname] = B;
+      inputs.push_back(bname);
+    }
+    for (const auto& in : n.inputs)
+      if (!in.empty()) release(in);
+    for (const auto& in : inputs) ++idx.uses[in];
+    n.op_type = conv ? "QLinearConv" : "QLinearMatMul";
+    n.inputs = std::move(inputs);
+    n.outputs[0] = q->outputs[0];
+    removed[q - g.nodes.data()] = true;
+    ++fused;
+  }
+  // Element-wise and pooling ops between per-tensor DQ and Q: Add / Mul → com.microsoft QLinearAdd /
+  // QLinearMul, GlobalAveragePool → com.microsoft QLinearGlobalAveragePool, and MaxPool with the same
+  // scale and zero point on both sides → MaxPool of the 8-bit values (max commutes with the monotonic
+  // dequantization, so that one is exact).
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    Node& n = g.nodes[i];
+    if (removed[i] || !n.domain.empty() || n.outputs.empty() || n.outputs[0].empty()) continue;
+    const bool binary = (n.op_type == "Add" || n.op_type == "Mul") && n.inputs.size() == 2 && n.outputs.size() == 1;
+    const bool gap = n.op_type == "GlobalAveragePool" && n.inputs.size() == 1 && n.outputs.size() == 1;
+    const bool maxpool = n.op_type == "MaxPool" && n.inputs.size() == 1 &&
+                         (n.outputs.size() == 1 || (n.outputs.size() == 2 && n.outputs[1].empty()));
+    if (!binary && !gap && !maxpool) continue;
+    Node* q = single_consumer(n.outputs[0]);
+    QdqOperands a, b, y;
+    if (!q || q->op_type != "QuantizeLinear" || !dequantized(n.inputs[0], a) || a.scale_t->numel() != 1) continue;
+    if (binary && (!dequantized(n.inputs[1], b) || b.scale_t->numel() != 1)) continue;
+    const DType at = dequantized_type(a, idx);
+    if (at == DType::kUndefined || (binary && dequantized_type(b, idx) != at)) continue;
+    QdqOperands probe;
+    if (!qdq_operands(*q, "QuantizeLinear", idx, probe) || probe.scale_t->numel() != 1) continue;
+    const DType yt = probe.zp_t ? probe.zp_t->dtype()
+                     : q->has_attr("output_dtype") ? static_cast<DType>(q->attr_int("output_dtype", 2))
+                                                   : DType::kUInt8;
+    if (yt != at) continue;  // these kernels keep the input's 8-bit type
+    if (maxpool && (a.scale_t->data<float>()[0] != probe.scale_t->data<float>()[0] ||
+                    zero_point_value(a) != zero_point_value(probe)))
+      continue;
+    DType out_type = DType::kUndefined;
+    if (!quantize_output(g, idx, *q, y, out_type)) continue;
+    const std::string base = n.name.empty() ? n.op_type : n.name;
+    std::vector<std::string> inputs;
+    if (maxpool) {
+      inputs = {a.value};
+    } else {
+      const std::string azp = a.zp_t ? a.zp : zero_point(g, idx, at, base + "/a");
+      inputs = {a.value, a.scale, azp};
+      if (binary) inputs.insert(inputs.end(), {b.value, b.scale, b.zp_t ? b.zp : zero_point(g, idx, at, base + "/b")});
+      inputs.insert(inputs.end(), {y.scale, y.zp});
+      n.domain = "com.microsoft";
+      n.op_type = gap ? "QLinearGlobalAveragePool" : n.op_type == "Add" ? "QLinearAdd" : "QLinearMul";
+      contrib_ops = true;
+    }
+    for (const auto& in : n.inputs)
+      if (!in.empty()) release(in);
+    for (const auto& in : inputs) ++idx.uses[in];
+    n.inputs = std::move(inputs);
+    n.outputs = {q->outputs[0]};
+    removed[q - g.nodes.data()] = true;
+    ++fused;
+  }
+  return fused;
+}
+
 }  // namespace
 
 int optimization_level(const std::map<std::string, std::string>& config) {
@@ -296,17 +532,27 @@ GraphOptimizerStats optimize_graph(Model& model, int level, ThreadPool& pool) {
     a.s = activation.empty() ? "Identity" : activation;
     n.attributes.push_back(a);
   }
-  if (stats.batchnorms_folded + stats.activations_fused + stats.residual_adds_fused + stats.affines_folded == 0) {
-    if (stats.folding.nodes_folded) drop_unread_initializers(g);
-    return stats;
+  bool qdq_contrib_ops = false;
+  if (level >= kOptExtended) stats.qdq_groups_fused = fuse_qdq(g, idx, removed, single_consumer, qdq_contrib_ops);
+  if (stats.batchnorms_folded + stats.activations_fused + stats.residual_adds_fused + stats.affines_folded +
+          stats.qdq_groups_fused !=
+      0) {
+    std::vector<Node> kept;
+    for (size_t i = 0; i < g.nodes.size(); ++i)
+      if (!removed[i]) kept.push_back(std::move(g.nodes[i]));
+    g.nodes = std::move(kept);
+    if (stats.activations_fused || stats.residual_adds_fused || qdq_contrib_ops) {
+      auto it = model.opsets.find("com.microsoft");
+      if (it == model.opsets.end()) model.opsets["com.microsoft"] = 1;
+    }
   }
-  std::vector<Node> kept;
-  for (size_t i = 0; i < g.nodes.size(); ++i)
-    if (!removed[i]) kept.push_back(std::move(g.nodes[i]));
-  g.nodes = std::move(kept);
-  if (stats.activations_fused || stats.residual_adds_fused) {
-    auto it = model.opsets.find("com.microsoft");
-    if (it == model.opsets.end()) model.opsets["com.microsoft"] = 1;
+  // What stays of the quantized patterns: constant weights dequantized once, not per run.
+  if (std::any_of(g.nodes.begin(), g.nodes.end(), [](const Node& n) {
+        return n.domain.empty() && (n.op_type == "DequantizeLinear" || n.op_type == "QuantizeLinear");
+      })) {
+    const ConstantFoldingStats late = fold_constants(model, pool, /*quantize_ops=*/true);
+    stats.folding.nodes_folded += late.nodes_folded;
+    stats.folding.shapes_folded += late.shapes_folded;
   }
   drop_unread_initializers(g);  // the weights BatchNormalization folding replaced
   return stats;

@@ -14,6 +14,7 @@ struct GraphOptimizerStats {
   int activations_fused = 0;
   int residual_adds_fused = 0;
   int affines_folded = 0;  // Mul/Add by per-channel constants folded into Conv or BatchNormalization
+  int qdq_groups_fused = 0;  // DequantizeLinear → Conv/MatMul → QuantizeLinear run as QLinearConv/QLinearMatMul
 };
 
 // onnxruntime's GraphOptimizationLevel values, read from the session config entry
@@ -32,7 +33,9 @@ int optimization_level(const std::map<std::string, std::string>& config);
 // Extended level and above:
 //  - Conv (→ Add/Sum with a same-shaped value) (→ Relu), each step only where the value
 //    is used once: one com.microsoft FusedConv node with the residual input Z, so the
-//    sum and the activation run while the output is still in cache.
+//    sum and the activation run while the output is still in cache;
+//  - DequantizeLinear → Conv / MatMul → QuantizeLinear (onnxruntime's QDQ format) with constant
+//    scales: one QLinearConv / QLinearMatMul that computes in integers.
 // Only constant initializers (not overridable by a graph input) are folded.
 GraphOptimizerStats optimize_graph(Model& model, int level, ThreadPool& pool);
 

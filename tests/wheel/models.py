@@ -339,6 +339,32 @@ def quantized_mlp(weight_type: str = "QUInt8", *, sizes: Sequence[int] = (256, 5
         return onnx.load(dst)
 
 
+def qdq_resnet(size: int = 224, *, calibration_batches: int = 2, seed: int = 7) -> onnx.ModelProto:
+    """resnet(size) prepared the way onnxruntime's quantization docs say (quant_pre_process: shape inference and
+    BatchNormalization folded into the convolutions), then quantized by quantize_static in the QDQ format (uint8
+    activations, int8 per-channel weights): every Conv/Gemm sits between DequantizeLinear and QuantizeLinear,
+    which is what the quantizer emits by default."""
+    from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
+    from onnxruntime.quantization.shape_inference import quant_pre_process
+
+    class Reader(CalibrationDataReader):
+        def __init__(self) -> None:
+            rng = np.random.default_rng(seed)
+            self.feeds = iter([{"input": rng.standard_normal((1, 3, size, size)).astype(np.float32)}
+                               for _ in range(calibration_batches)])
+
+        def get_next(self) -> dict[str, np.ndarray[Any, Any]] | None:
+            return next(self.feeds, None)
+
+    with tempfile.TemporaryDirectory(prefix="mosaicrt-qdq-") as tmp:
+        src, pre, dst = Path(tmp) / "resnet.onnx", Path(tmp) / "resnet.pre.onnx", Path(tmp) / "resnet.qdq.onnx"
+        onnx.save(resnet(size, batch=1), src)
+        quant_pre_process(str(src), str(pre), skip_symbolic_shape=True)  # static shapes: onnx inference suffices
+        quantize_static(str(pre), str(dst), Reader(), quant_format=QuantFormat.QDQ, per_channel=True,
+                        activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8)
+        return onnx.load(dst)
+
+
 # --- registry -------------------------------------------------------------------------------------------------
 
 
@@ -380,4 +406,5 @@ def benchmark_models() -> dict[str, ModelSpec]:
                                  sequence_feed(128, 256)),
         "qmlp_u8": ModelSpec("qmlp_u8", lambda: quantized_mlp("QUInt8"), vector_feed(256)),
         "qmlp_s8": ModelSpec("qmlp_s8", lambda: quantized_mlp("QInt8"), vector_feed(256)),
+        "qdq_resnet18": ModelSpec("qdq_resnet18", lambda: qdq_resnet(224), image_feed(224)),
     }

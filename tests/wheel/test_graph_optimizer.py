@@ -343,3 +343,158 @@ def test_depthwise_conv_matches_onnxruntime(geometry: tuple[int, int, int, int, 
         None, {"x": x})[0]
     np.testing.assert_allclose(_session(model, Level.ORT_ENABLE_ALL).run(None, {"x": x})[0], expected, rtol=1e-4,
                                atol=1e-4)
+
+
+# --- QDQ: DequantizeLinear → Conv / MatMul → QuantizeLinear run as QLinearConv / QLinearMatMul -----------------
+
+
+def _qdq_model(*, w_type: int = TensorProto.INT8, per_channel: bool = True, y_zero_point: bool = True,
+               bias: str = "float", spatial: tuple[int, ...] = (10, 10), scale_input: bool = False,
+               opset: int = 19) -> onnx.ModelProto:
+    """x → Q → DQ → Conv(DQ(W), bias) → Q → DQ → Conv(DQ(W2), DQ(int32 bias)) → Q → DQ → Flatten → Q → DQ →
+    MatMul(DQ(B per column)) → Q → DQ → y: the shape quantize_static gives a CNN head (random weights)."""
+    rng = np.random.default_rng(31)
+    c_in, c_mid, c_out, k = 3, 8, 6, 3
+    w_np = np.int8 if w_type == TensorProto.INT8 else np.uint8
+    lo, hi = (-127, 128) if w_type == TensorProto.INT8 else (0, 256)
+    nd = len(spatial)
+    kernel = (k,) * nd
+    pads = [1] * (2 * nd)
+
+    def weights(name: str, shape: tuple[int, ...], axis: int, channels: int) -> list[onnx.TensorProto]:
+        n = channels if per_channel else 1
+        zp = np.zeros(n, w_np) if w_type == TensorProto.INT8 else rng.integers(100, 156, n).astype(np.uint8)
+        scale = rng.uniform(0.002, 0.01, n).astype(np.float32)
+        if not per_channel:
+            zp, scale = zp.reshape(()), scale.reshape(())
+        return [_const(f"{name}_q", rng.integers(lo, hi, shape).astype(w_np)), _const(f"{name}_s", scale),
+                _const(f"{name}_zp", zp)]
+
+    inits = [*weights("w1", (c_mid, c_in, *kernel), 0, c_mid), *weights("w2", (c_out, c_mid, *kernel), 0, c_out)]
+    flat = c_out * int(np.prod(spatial))
+    inits += weights("fc", (flat, 5), 1, 5)
+    for name, scale, zp in (("x", 0.02, 128), ("a1", 0.03, 100), ("a2", 0.05, 120), ("a3", 0.05, 120),
+                            ("y", 0.1, 110)):  # fmt: skip
+        inits.append(_const(f"{name}_s", np.array(scale, np.float32)))
+        inits.append(_const(f"{name}_zp", np.array(zp, np.uint8)))
+    inits.append(_const("b1", (rng.standard_normal(c_mid) * 0.1).astype(np.float32)))
+    inits += [_const("b2_q", rng.integers(-2000, 2000, c_out).astype(np.int32)),
+              _const("b2_s", np.array(0.02 * 0.005, np.float32))]
+    axis = {"axis": 0}
+    nodes = [
+        helper.make_node("QuantizeLinear", ["x", "x_s", "x_zp"], ["x_q"]),
+        helper.make_node("DequantizeLinear", ["x_q", "x_s", "x_zp"], ["x_f"]),
+        helper.make_node("DequantizeLinear", ["w1_q", "w1_s", "w1_zp"], ["w1_f"], **axis),
+        helper.make_node("Conv", ["x_f", "w1_f"] + (["b1"] if bias == "float" else []), ["c1"], pads=pads),
+        helper.make_node("QuantizeLinear", ["c1", "a1_s", "a1_zp"], ["c1_q"]),
+        helper.make_node("DequantizeLinear", ["c1_q", "a1_s", "a1_zp"], ["c1_f"]),
+        helper.make_node("DequantizeLinear", ["w2_q", "w2_s", "w2_zp"], ["w2_f"], **axis),
+        helper.make_node("DequantizeLinear", ["b2_q", "b2_s"], ["b2_f"]),
+        helper.make_node("Conv", ["c1_f", "w2_f", "b2_f"], ["c2"], pads=pads),
+        helper.make_node("QuantizeLinear", ["c2", "a2_s", "a2_zp"], ["c2_q"]),
+        helper.make_node("DequantizeLinear", ["c2_q", "a2_s", "a2_zp"], ["c2_f"]),
+        helper.make_node("Flatten", ["c2_f"], ["flat"]),
+        helper.make_node("QuantizeLinear", ["flat", "a3_s", "a3_zp"], ["flat_q"]),
+        helper.make_node("DequantizeLinear", ["flat_q", "a3_s", "a3_zp"], ["flat_f"]),
+        helper.make_node("DequantizeLinear", ["fc_q", "fc_s", "fc_zp"], ["fc_f"], axis=1),
+        helper.make_node("MatMul", ["flat_f", "fc_f"], ["mm"]),
+        helper.make_node("QuantizeLinear", ["mm", "y_s"] + (["y_zp"] if y_zero_point else []), ["mm_q"]),
+        helper.make_node("DequantizeLinear", ["mm_q", "y_s"] + (["y_zp"] if y_zero_point else []), ["y"]),
+    ]
+    inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, c_in, *spatial])]
+    if scale_input:  # the first activation scale is fed: not a constant, so that group is not fused
+        inits = [t for t in inits if t.name != "x_s"]
+        inputs.append(helper.make_tensor_value_info("x_s", TensorProto.FLOAT, []))
+    graph = helper.make_graph(nodes, "qdq", inputs, [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 5])],
+                              initializer=inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    model.ir_version = 9
+    return model
+
+
+def _qdq_feed(model: onnx.ModelProto) -> dict[str, np.ndarray]:
+    shape = [d.dim_value for d in model.graph.input[0].type.tensor_type.shape.dim]
+    feed = {"x": np.random.default_rng(32).standard_normal(shape).astype(np.float32)}
+    if len(model.graph.input) > 1:
+        feed["x_s"] = np.array(0.02, np.float32)
+    return feed
+
+
+def _assert_within_one_step(got: np.ndarray, want: np.ndarray, step: float) -> None:
+    assert np.abs(want).max() > 4 * step  # the outputs are not all clamped or zero
+    np.testing.assert_allclose(got, want, rtol=0, atol=step * 1.001)
+
+
+@pytest.mark.parametrize(("w_type", "per_channel", "y_zero_point", "bias", "spatial"), [
+    (TensorProto.INT8, True, True, "float", (10, 10)),
+    (TensorProto.UINT8, False, True, "float", (10, 10)),
+    (TensorProto.INT8, True, False, "none", (10, 10)),
+    (TensorProto.INT8, False, True, "float", (12,)),
+])  # fmt: skip
+def test_qdq_groups_run_as_integer_ops(w_type: int, per_channel: bool, y_zero_point: bool, bias: str,
+                                       spatial: tuple[int, ...]) -> None:
+    model = _qdq_model(w_type=w_type, per_channel=per_channel, y_zero_point=y_zero_point, bias=bias, spatial=spatial)
+    feed = _qdq_feed(model)
+    plain = _session(model, Level.ORT_DISABLE_ALL)
+    fused = _session(model, Level.ORT_ENABLE_ALL)
+    assert "QLinearConv" not in _ops(plain)
+    ops = _ops(fused)
+    assert ops.count("QLinearConv") == 2 and ops.count("QLinearMatMul") == 1, ops
+    assert "Conv" not in ops and "MatMul" not in ops
+    # the weights' and biases' DequantizeLinear nodes are gone; the activations keep one DQ before Flatten
+    # and the output's
+    assert ops.count("DequantizeLinear") == 2 and ops.count("QuantizeLinear") == 2, ops
+    _assert_within_one_step(fused.run(None, feed)[0], plain.run(None, feed)[0], 0.1)
+
+
+def test_qdq_fusion_matches_onnxruntime() -> None:
+    import onnxruntime
+
+    model = _qdq_model()
+    feed = _qdq_feed(model)
+    want = onnxruntime.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(
+        None, feed)[0]
+    _assert_within_one_step(_session(model, Level.ORT_ENABLE_ALL).run(None, feed)[0], want, 0.1)
+
+
+def test_qdq_group_with_a_fed_scale_stays_float() -> None:
+    model = _qdq_model(scale_input=True)
+    feed = _qdq_feed(model)
+    fused = _session(model, Level.ORT_ENABLE_ALL)
+    ops = _ops(fused)
+    assert ops.count("Conv") == 1 and ops.count("QLinearConv") == 1 and ops.count("QLinearMatMul") == 1, ops
+    _assert_within_one_step(fused.run(None, feed)[0], _session(model, Level.ORT_DISABLE_ALL).run(None, feed)[0], 0.1)
+
+
+def test_qdq_fusion_is_extended_level_only() -> None:
+    model = _qdq_model()
+    ops = _ops(_session(model, Level.ORT_ENABLE_BASIC))
+    assert "QLinearConv" not in ops and ops.count("Conv") == 2
+
+
+def test_quantize_static_qdq_resnet_runs_in_integers_and_matches_onnxruntime() -> None:
+    """What onnxruntime's quantizer makes of a ResNet (pre-processed, QDQ, per-channel int8 weights): every Conv,
+    residual Add, the MaxPool and the GlobalAveragePool run on 8-bit values, as in onnxruntime."""
+    import onnxruntime
+    from models import qdq_resnet
+
+    model = qdq_resnet(32)
+    feed = {"input": np.random.default_rng(33).standard_normal((1, 3, 32, 32)).astype(np.float32)}
+    fused = _session(model, Level.ORT_ENABLE_ALL)
+    ops = _ops(fused)
+    convs = sum(n.op_type == "Conv" for n in model.graph.node)
+    adds = sum(n.op_type == "Add" for n in model.graph.node)
+    assert ops.count("QLinearConv") == convs and ops.count("com.microsoft::QLinearAdd") == adds, ops
+    assert "com.microsoft::QLinearGlobalAveragePool" in ops and "Conv" not in ops and "Add" not in ops, ops
+    got = fused.run(None, feed)[0]
+    want = onnxruntime.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(
+        None, feed)[0]
+    plain = _session(model, Level.ORT_DISABLE_ALL).run(None, feed)[0]
+    # the output is dequantized: its values are multiples of the last DequantizeLinear's scale
+    last = next(n for n in model.graph.node if n.output[0] == model.graph.output[0].name)
+    scale = float(numpy_helper.to_array(next(t for t in model.graph.initializer if t.name == last.input[1])))
+    assert float(np.abs(want).max()) > 10 * scale  # not all clamped
+    # 20 requantized layers, each within one step of the float path's rounding: the integer path stays within
+    # one output step of onnxruntime's (it is exact on this input), the float path within a few
+    _assert_within_one_step(got, want, scale)
+    np.testing.assert_allclose(plain, want, rtol=0, atol=3.001 * scale)
