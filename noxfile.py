@@ -179,17 +179,22 @@ def _host_wheels(session: nox.Session, *patterns: str) -> list[str]:
     return [str(w) for ws in found for w in ws]
 
 
+def _more_benchmarks(eps: list[str]) -> list[list[str]]:
+    """The benchmarks after the CPU EP's: SGEMM against numpy, then each EP whose wheel was built."""
+    scripts = {"mosaicrt_ep_dnnl-": "bench/bench_dnnl.py", "mosaicrt_ep_openvino-": "bench/bench_openvino.py"}
+    built = [script for prefix, script in scripts.items() if any(Path(w).name.startswith(prefix) for w in eps)]
+    return [["bench/bench_sgemm.py"]] + [[script, "--threads", "2"] for script in built]
+
+
 @nox.session(reuse_venv=True, default=False)
 def bench(session: nox.Session) -> None:
     """Benchmarks against onnxruntime on the built host wheels: the CPU EP (bench/run_bench.py, at 1 and 2
-    threads; writes the core wheel's benchmark record, which the release gate compares) and,
-    when their wheels were built, the oneDNN EP (bench/bench_dnnl.py) and the OpenVINO EP
-    (bench/bench_openvino.py)."""
+    threads; writes the core wheel's benchmark record, which the release gate compares), SGEMM against
+    numpy's BLAS (bench/bench_sgemm.py) and, when their wheels were built, the oneDNN EP
+    (bench/bench_dnnl.py) and the OpenVINO EP (bench/bench_openvino.py)."""
     core, *eps = _host_wheels(session, "mosaicrt-*.whl", "mosaicrt_ep_dnnl-*.whl", "mosaicrt_ep_openvino-*.whl")
     session.install("--force-reinstall", "--no-deps", core, *eps)
     session.install(core, *eps, "onnx", "onnxruntime")
     session.run("python", "bench/run_bench.py", "--record", core, *session.posargs)
-    if any(Path(w).name.startswith("mosaicrt_ep_dnnl-") for w in eps):
-        session.run("python", "bench/bench_dnnl.py", "--threads", "2")
-    if any(Path(w).name.startswith("mosaicrt_ep_openvino-") for w in eps):
-        session.run("python", "bench/bench_openvino.py", "--threads", "2")
+    for args in _more_benchmarks(eps):
+        session.run("python", *args)
