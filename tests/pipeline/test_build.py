@@ -129,3 +129,31 @@ def test_requested_cross_target_without_toolchain_fails_clearly(tworepo: Path) -
     assert "alpha/default/linux-aarch64 cannot be built here: toolchain missing: fixture-missing-aarch64-gcc" in str(
         info.value
     )
+
+
+def test_a_cell_folder_configured_otherwise_starts_from_an_empty_cmake_cache(tmp_path: Path) -> None:
+    """Another compiler (or checkout, or define) than the cell's CMake cache was configured with: the cache is
+    dropped before the build, so CMake never re-runs its configure without the command line's definitions."""
+    from pipeline.build import CONFIGURE_STAMP, _drop_cache_configured_otherwise
+
+    cmake = tmp_path / "cmake"
+    (cmake / "CMakeFiles" / "4.4.5").mkdir(parents=True)
+    (cmake / "CMakeFiles" / "mosaicrt_objects.dir").mkdir()
+    (cmake / "CMakeFiles" / "mosaicrt_objects.dir" / "graph.cc.o").write_bytes(b"obj")
+    cmd = ["python", "-m", "build", "-Cbuild-dir=x", "-Ccmake.define.CMAKE_CXX_COMPILER=/a/c++"]
+
+    def configured(with_cmd: list[str] | None) -> None:
+        (cmake / "CMakeCache.txt").write_text("MOSAICRT_INSTALL_PYTHON:BOOL=ON\n")
+        (cmake / "CMakeFiles" / "4.4.5").mkdir(exist_ok=True)
+        (cmake / CONFIGURE_STAMP).unlink(missing_ok=True)  # a folder from before the stamp existed
+        if with_cmd is not None:
+            (cmake / CONFIGURE_STAMP).write_text(json.dumps([c for c in with_cmd if c.startswith("-C")]))
+
+    configured(cmd)
+    _drop_cache_configured_otherwise(cmake, cmd)
+    assert (cmake / "CMakeCache.txt").is_file()  # same settings: kept
+    for before in (None, [*cmd[:-1], "-Ccmake.define.CMAKE_CXX_COMPILER=/b/c++"]):  # unknown / other settings
+        configured(before)
+        _drop_cache_configured_otherwise(cmake, cmd)
+        assert not (cmake / "CMakeCache.txt").exists() and not (cmake / "CMakeFiles" / "4.4.5").exists()
+        assert (cmake / "CMakeFiles" / "mosaicrt_objects.dir" / "graph.cc.o").is_file()  # objects stay

@@ -119,6 +119,10 @@ void gs_kernel(OpContext& ctx) {
           if (a.pad == GsPad::kBorder && a.mode != GsMode::kCubic) c = std::min(std::max(c, 0.0), len - 1);
           else if (a.pad == GsPad::kReflection) c = reflect(c, lo, hi);
         }
+        // Far outside, infinite or NaN: every tap is outside (or clamped to the same border sample, whose cubic
+        // weights sum to 1) whatever the exact value, so it is kept where the integer conversions are defined.
+        if (!(c >= lo - 8)) c = lo - 8;
+        else if (c > hi + 8) c = hi + 8;
         auto tap = [&](int k, int64_t i, double wt) {
           const size_t s = d * static_cast<size_t>(taps) + static_cast<size_t>(k);
           bool in = i >= 0 && i < dims[d];

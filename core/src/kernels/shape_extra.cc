@@ -57,6 +57,10 @@ void center_crop_pad_kernel(OpContext& ctx) {
     MRT_CHECK_ARG(target[i] >= 0, "shape ", shape_str(target), " has a negative dimension");
     out[a] = target[i];
   }
+  // The output first: its allocation checks the size against the tensor limit, which then bounds every
+  // per-axis map below (an empty output needs none, whatever the other dimensions say).
+  Tensor& y = ctx.output(0, x.dtype(), out);
+  if (y.numel() == 0) return;
   std::vector<std::vector<int64_t>> maps(static_cast<size_t>(r));
   for (size_t k = 0; k < static_cast<size_t>(r); ++k) {
     const int64_t d = x.dim(k), t = out[k];
@@ -68,7 +72,6 @@ void center_crop_pad_kernel(OpContext& ctx) {
       maps[k][static_cast<size_t>(o)] = s >= 0 && s < d ? s : -1;
     }
   }
-  Tensor& y = ctx.output(0, x.dtype(), out);
   const unsigned char zero[8] = {0};
   gather_by_axis_maps(ctx, x, maps, zero, y);
 }
