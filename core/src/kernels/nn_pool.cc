@@ -494,11 +494,8 @@ void col2im_kernel(OpContext& ctx) {
     MRT_CHECK_ARG(image[d] >= 1 && block[d] >= 1, op, ": image_shape and block_shape values must be >= 1");
   }
   nn::resolve_forward(g, AutoPad::kNotSet, false, op);
-  int64_t ksize = 1, blocks = 1;
-  for (size_t d = 0; d < nsp; ++d) {
-    ksize *= block[d];
-    blocks *= g.out[d];
-  }
+  // shape_size refuses a product past int64 (block_shape values are arbitrary input)
+  const int64_t ksize = shape_size(block), blocks = shape_size(g.out);
   MRT_CHECK_ARG(X.dim(1) % ksize == 0, op, ": input dim 1 (", X.dim(1), ") is not divisible by prod(block_shape) ",
                 ksize);
   MRT_CHECK_ARG(X.dim(2) == blocks, op, ": input dim 2 (", X.dim(2), ") must equal the number of sliding blocks ",
