@@ -43,19 +43,17 @@ GsAttrs read_gs_attrs(const Node& n, int64_t opset) {
 
 void gs_check(const Node& n, int64_t opset) { (void)read_gs_attrs(n, opset); }
 
+// Reflects x into [lo, hi] (in doubles throughout: x may be any float the grid holds; a result that is not
+// finite is handled by the caller).
 double reflect(double x, double lo, double hi) {
   const double range = hi - lo;
-  if (x < lo) {
-    const double dx = lo - x;
-    const int64_t k = static_cast<int64_t>(dx / range);
-    const double r = dx - static_cast<double>(k) * range;
-    return k % 2 == 0 ? lo + r : hi - r;
-  }
-  if (x > hi) {
-    const double dx = x - hi;
-    const int64_t k = static_cast<int64_t>(dx / range);
-    const double r = dx - static_cast<double>(k) * range;
-    return k % 2 == 0 ? hi - r : lo + r;
+  if (!(range > 0)) return lo;
+  if (x < lo || x > hi) {
+    const double dx = x < lo ? lo - x : x - hi;
+    const double k = std::floor(dx / range);
+    const double r = dx - k * range;
+    const bool even = std::fmod(k, 2.0) == 0;
+    return x < lo ? (even ? lo + r : hi - r) : (even ? hi - r : lo + r);
   }
   return x;
 }
