@@ -420,9 +420,14 @@ def _qdq_feed(model: onnx.ModelProto) -> dict[str, np.ndarray]:
     return feed
 
 
-def _assert_within_one_step(got: np.ndarray, want: np.ndarray, step: float) -> None:
+def _assert_within_steps(got: np.ndarray, want: np.ndarray, step: float, steps: int = 2) -> None:
+    """Quantized outputs (multiples of `step`): nearly all equal within one step, none further than `steps` (each
+    layer's integer and float sums may round a tie apart, and a flip can grow by a step at the next layer; the
+    kernels differ per CPU)."""
     assert np.abs(want).max() > 4 * step  # the outputs are not all clamped or zero
-    np.testing.assert_allclose(got, want, rtol=0, atol=step * 1.001)
+    diff = np.abs(got.astype(np.float64) - want)
+    assert float(np.mean(diff <= step * 1.001)) >= 0.9, diff.max() / step
+    np.testing.assert_allclose(got, want, rtol=0, atol=steps * step * 1.001)
 
 
 @pytest.mark.parametrize(("w_type", "per_channel", "y_zero_point", "bias", "spatial"), [
@@ -444,7 +449,7 @@ def test_qdq_groups_run_as_integer_ops(w_type: int, per_channel: bool, y_zero_po
     # the weights' and biases' DequantizeLinear nodes are gone; the activations keep one DQ before Flatten
     # and the output's
     assert ops.count("DequantizeLinear") == 2 and ops.count("QuantizeLinear") == 2, ops
-    _assert_within_one_step(fused.run(None, feed)[0], plain.run(None, feed)[0], 0.1)
+    _assert_within_steps(fused.run(None, feed)[0], plain.run(None, feed)[0], 0.1)
 
 
 def test_qdq_fusion_matches_onnxruntime() -> None:
@@ -454,7 +459,7 @@ def test_qdq_fusion_matches_onnxruntime() -> None:
     feed = _qdq_feed(model)
     want = onnxruntime.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(
         None, feed)[0]
-    _assert_within_one_step(_session(model, Level.ORT_ENABLE_ALL).run(None, feed)[0], want, 0.1)
+    _assert_within_steps(_session(model, Level.ORT_ENABLE_ALL).run(None, feed)[0], want, 0.1)
 
 
 def test_qdq_group_with_a_fed_scale_stays_float() -> None:
@@ -463,7 +468,7 @@ def test_qdq_group_with_a_fed_scale_stays_float() -> None:
     fused = _session(model, Level.ORT_ENABLE_ALL)
     ops = _ops(fused)
     assert ops.count("Conv") == 1 and ops.count("QLinearConv") == 1 and ops.count("QLinearMatMul") == 1, ops
-    _assert_within_one_step(fused.run(None, feed)[0], _session(model, Level.ORT_DISABLE_ALL).run(None, feed)[0], 0.1)
+    _assert_within_steps(fused.run(None, feed)[0], _session(model, Level.ORT_DISABLE_ALL).run(None, feed)[0], 0.1)
 
 
 def test_qdq_fusion_is_extended_level_only() -> None:
@@ -494,7 +499,7 @@ def test_quantize_static_qdq_resnet_runs_in_integers_and_matches_onnxruntime() -
     last = next(n for n in model.graph.node if n.output[0] == model.graph.output[0].name)
     scale = float(numpy_helper.to_array(next(t for t in model.graph.initializer if t.name == last.input[1])))
     assert float(np.abs(want).max()) > 10 * scale  # not all clamped
-    # 20 requantized layers, each within one step of the float path's rounding: the integer path stays within
-    # one output step of onnxruntime's (it is exact on this input), the float path within a few
-    _assert_within_one_step(got, want, scale)
-    np.testing.assert_allclose(plain, want, rtol=0, atol=3.001 * scale)
+    # 20 requantized layers, each within rounding of the float path: the integer path stays within a few output
+    # steps of onnxruntime's (on x86-64 with AVX-512 VNNI it is exact on this input), and so does the float path
+    _assert_within_steps(got, want, scale, steps=4)
+    _assert_within_steps(plain, want, scale, steps=4)
