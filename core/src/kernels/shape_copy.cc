@@ -375,14 +375,21 @@ void pad_kernel(OpContext& ctx) {
     return;
   }
   Shape out(r);
-  // Per axis: output index -> source index, or -1 for the constant.
-  std::vector<std::vector<int64_t>> maps(r);
   for (size_t k = 0; k < r; ++k) {
     const int64_t d = x.dim(k);
     out[k] = d + pb[k] + pe[k];
     MRT_CHECK_ARG(out[k] >= 0, "pads ", shape_str(pads), " remove more than axis ", k, " of ", x.describe(), " holds");
     MRT_CHECK_ARG(mode == PadMode::kConstant || d > 0 || out[k] == 0, "cannot pad the empty axis ", k, " of ",
                   x.describe(), " in mode '", node.attr_string("mode", "constant"), "'");
+  }
+  // The output first: its allocation checks the size against the tensor limit, which then bounds the
+  // per-axis maps (an empty output needs none).
+  Tensor& y = ctx.output(0, x.dtype(), out);
+  if (y.numel() == 0) return;
+  // Per axis: output index -> source index, or -1 for the constant.
+  std::vector<std::vector<int64_t>> maps(r);
+  for (size_t k = 0; k < r; ++k) {
+    const int64_t d = x.dim(k);
     maps[k].resize(static_cast<size_t>(out[k]));
     for (int64_t o = 0; o < out[k]; ++o) {
       int64_t s = o - pb[k];
@@ -406,8 +413,6 @@ void pad_kernel(OpContext& ctx) {
       maps[k][static_cast<size_t>(o)] = s;
     }
   }
-  Tensor& y = ctx.output(0, x.dtype(), out);
-  if (y.numel() == 0) return;
   gather_by_axis_maps(ctx, x, maps, cval, y);
 }
 
