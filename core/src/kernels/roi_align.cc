@@ -66,9 +66,18 @@ void roi_kernel(OpContext& ctx) {
       rw = std::max(rw, 1.0);
       rh = std::max(rh, 1.0);
     }
+    MRT_CHECK_ARG(std::isfinite(x0) && std::isfinite(y0) && std::isfinite(rw) && std::isfinite(rh), "RoiAlign: roi ",
+                  k, " is not finite");
     const double bh = rh / static_cast<double>(a.oh), bw = rw / static_cast<double>(a.ow);
-    const int64_t gh = a.sampling > 0 ? a.sampling : static_cast<int64_t>(std::ceil(rh / static_cast<double>(a.oh)));
-    const int64_t gw = a.sampling > 0 ? a.sampling : static_cast<int64_t>(std::ceil(rw / static_cast<double>(a.ow)));
+    // Adaptive sampling grid: ceil(roi extent / output extent) per axis; an inverted roi (possible with
+    // half_pixel) samples nothing, and its bins are 0.
+    const double gh_d = a.sampling > 0 ? static_cast<double>(a.sampling) : std::max(0.0, std::ceil(bh));
+    const double gw_d = a.sampling > 0 ? static_cast<double>(a.sampling) : std::max(0.0, std::ceil(bw));
+    const double total = gh_d * gw_d * static_cast<double>(a.oh) * static_cast<double>(a.ow);
+    constexpr double kMaxSamples = double(int64_t{1} << 22);  // 4M samples (256 MB of weights) per roi
+    MRT_CHECK_ARG(total <= kMaxSamples, "RoiAlign: roi ", k, " needs ", total, " samples, more than ", kMaxSamples,
+                  " (a roi far larger than its output grid; set sampling_ratio)");
+    const int64_t gh = static_cast<int64_t>(gh_d), gw = static_cast<int64_t>(gw_d);
     const double count = static_cast<double>(std::max<int64_t>(gh * gw, 1));
     struct Sample { int64_t p[4]; double w[4]; };
     std::vector<Sample> samples;
