@@ -88,6 +88,7 @@ void dft_kernel(OpContext& ctx) {
   out_shape.back() = inverse && onesided ? 1 : 2;
   const int64_t outer = norm::prod(X.shape(), 0, static_cast<size_t>(axis));
   const int64_t inner = norm::prod(X.shape(), static_cast<size_t>(axis) + 1, X.rank() - 1);
+  Tensor& Y = ctx.output(0, X.dtype(), out_shape);  // first: the tensor limit bounds the scratch below
   const std::vector<double> x = norm::to_doubles(X, "DFT input");
   std::vector<double> y(static_cast<size_t>(outer * out_len * inner * out_shape.back()));
   const int64_t cin = X.dim(rank - 1), cout = out_shape.back();
@@ -118,7 +119,6 @@ void dft_kernel(OpContext& ctx) {
         if (cout == 2) q[1] = v.imag();
       }
     }
-  Tensor& Y = ctx.output(0, X.dtype(), out_shape);
   norm::from_doubles(Y, y);
 }
 
@@ -143,6 +143,7 @@ void stft_kernel(OpContext& ctx) {
   MRT_CHECK_ARG(!(onesided && cin == 2), "STFT: onesided output needs a real signal");
   const int64_t frames = 1 + (L - frame) / step;
   const int64_t bins = onesided ? frame / 2 + 1 : frame;
+  Tensor& Y = ctx.output(0, X.dtype(), Shape{B, frames, bins, 2});  // first: the tensor limit bounds the scratch
   const std::vector<double> x = norm::to_doubles(X, "STFT signal");
   std::vector<double> y(static_cast<size_t>(B * frames * bins * 2));
   std::vector<cd> sig(static_cast<size_t>(frame)), spec;
@@ -159,7 +160,6 @@ void stft_kernel(OpContext& ctx) {
         q[1] = spec[static_cast<size_t>(k)].imag();
       }
     }
-  Tensor& Y = ctx.output(0, X.dtype(), Shape{B, frames, bins, 2});
   norm::from_doubles(Y, y);
 }
 
@@ -173,6 +173,8 @@ void window_kernel(OpContext& ctx) {
   const bool periodic = node.attr_int("periodic", 1) != 0;
   const DType out = static_cast<DType>(node.attr_int("output_datatype", 1));
   const double den = static_cast<double>(periodic ? size : size - 1);
+  // The output first: its allocation checks the size against the tensor limit before the scratch below.
+  Tensor& Y = ctx.output(0, out, Shape{size});
   std::vector<double> w(static_cast<size_t>(size));
   for (int64_t i = 0; i < size; ++i) {
     const double a = 2 * kPi * static_cast<double>(i) / den;
@@ -182,7 +184,6 @@ void window_kernel(OpContext& ctx) {
       case Window::kBlackman: w[static_cast<size_t>(i)] = 0.42 - 0.5 * std::cos(a) + 0.08 * std::cos(2 * a); break;
     }
   }
-  Tensor& Y = ctx.output(0, out, Shape{size});
   if (dtype_is_float(out)) {
     norm::from_doubles(Y, w);
   } else {
@@ -227,6 +228,8 @@ void mel_kernel(OpContext& ctx) {
     const double hm = 2595 * std::log1p(hi / 700) / std::log(10.0);
     step = (hm - lo_mel) / static_cast<double>(bins + 2);
   }
+  const DType out = static_cast<DType>(ctx.node().attr_int("output_datatype", 1));
+  Tensor& Y = ctx.output(0, out, Shape{dft / 2 + 1, bins});  // first: the tensor limit bounds the scratch below
   std::vector<int64_t> fb(static_cast<size_t>(bins + 2));
   for (int64_t i = 0; i < bins + 2; ++i) {
     const double mel = static_cast<double>(i) * step + lo_mel;
@@ -248,8 +251,6 @@ void mel_kernel(OpContext& ctx) {
     if (h - c > 0)
       for (int64_t j = c; j < h; ++j) set(j, i, static_cast<double>(h - j) / static_cast<double>(h - c));
   }
-  const DType out = static_cast<DType>(ctx.node().attr_int("output_datatype", 1));
-  Tensor& Y = ctx.output(0, out, Shape{spec, bins});
   if (dtype_is_float(out)) {
     norm::from_doubles(Y, w);
   } else {
