@@ -132,6 +132,7 @@ void split_kernel(OpContext& ctx) {
     int64_t sum = 0;
     for (int64_t s : sizes) {
       MRT_CHECK_ARG(s >= 0, "split ", shape_str(sizes), " has a negative entry");
+      MRT_CHECK_ARG(s <= dim - sum, "split ", shape_str(sizes), " sums past axis ", axis, " of ", x.describe());
       sum += s;
     }
     MRT_CHECK_ARG(sum == dim, "split ", shape_str(sizes), " sums to ", sum, " but axis ", axis, " of ", x.describe(),
