@@ -234,7 +234,12 @@ void mel_kernel(OpContext& ctx) {
   for (int64_t i = 0; i < bins + 2; ++i) {
     const double mel = static_cast<double>(i) * step + lo_mel;
     const double hz = 700 * std::expm1(mel / 2595 * std::log(10.0));
-    fb[static_cast<size_t>(i)] = static_cast<int64_t>(std::floor(static_cast<double>(dft + 1) * hz / static_cast<double>(rate)));
+    // Kept within [-1, spec + 1] (and NaN at -1) before the conversion: an edge outside the spectrum still
+    // makes set() below refuse the first bin it reaches, and the triangle loops stay bounded.
+    double edge = std::floor(static_cast<double>(dft + 1) * hz / static_cast<double>(rate));
+    const double top = static_cast<double>(dft / 2 + 2);
+    edge = !(edge >= -1.0) ? -1.0 : (edge > top ? top : edge);
+    fb[static_cast<size_t>(i)] = static_cast<int64_t>(edge);
   }
   const int64_t spec = dft / 2 + 1;
   std::vector<double> w(static_cast<size_t>(spec * bins), 0.0);
