@@ -170,6 +170,9 @@ Taps make_taps(const Attrs& a, const AxisPlan& p) {
   Taps t;
   const double s = std::min(p.scale, 1.0);
   const bool aa = a.antialias && a.mode != Mode::kNearest;
+  // an antialiasing filter spans 1/scale input samples on each side: bounded so the tap count is an int
+  MRT_CHECK_ARG(!aa || s * double(1 << 20) >= 1.0, "Resize: antialias with scale ", p.scale,
+                " needs more than 2^20 taps per output");
   int half;  // taps are j in [1 - half, half]
   switch (a.mode) {
     case Mode::kNearest: half = 1; break;
@@ -184,10 +187,14 @@ Taps make_taps(const Attrs& a, const AxisPlan& p) {
     const double x = source_coord(a, p, o);
     if (a.coord == Coord::kTfCropAndResize && (x < 0 || x > static_cast<double>(p.in - 1)))
       t.extrapolated[static_cast<size_t>(o)] = 1;
-    const double fl = std::floor(x);
-    const bool integral = fl == x;
+    // Far outside the input (or NaN): every tap is outside and clamped or excluded whatever the exact value,
+    // so the coordinate is kept a few taps out, where the conversions below are defined.
+    const double margin = static_cast<double>(t.n + 2);
+    const double xc = !(x >= -margin) ? -margin : (x > static_cast<double>(p.in) + margin ? p.in + margin : x);
+    const double fl = std::floor(xc);
+    const bool integral = fl == xc;
     const int64_t base = integral ? static_cast<int64_t>(fl) - 1 : static_cast<int64_t>(fl);
-    const double ratio = integral ? 1.0 : x - fl;
+    const double ratio = integral ? 1.0 : xc - fl;
     int64_t* ip = &t.idx[static_cast<size_t>(o * t.n)];
     double* wp = &t.w[static_cast<size_t>(o * t.n)];
     double sum = 0;
