@@ -132,6 +132,7 @@ void stft_kernel(OpContext& ctx) {
   MRT_CHECK_ARG(step > 0, "STFT: frame_step must be positive, got ", step);
   const Tensor* W = ctx.optional_input(2);
   const Tensor* FL = ctx.optional_input(3);
+  MRT_CHECK_ARG(!W || W->rank() == 1, "STFT: window must be 1-D, got ", W ? W->describe() : std::string());
   int64_t frame = FL && FL->numel() > 0 ? FL->int_at(0) : (W ? W->dim(0) : L);
   MRT_CHECK_ARG(frame > 0 && frame <= L, "STFT: frame_length ", frame, " must be in [1, ", L, "]");
   std::vector<double> window(static_cast<size_t>(frame), 1.0);
