@@ -75,8 +75,9 @@ void roi_kernel(OpContext& ctx) {
     const double gw_d = a.sampling > 0 ? static_cast<double>(a.sampling) : std::max(0.0, std::ceil(bw));
     const double total = gh_d * gw_d * static_cast<double>(a.oh) * static_cast<double>(a.ow);
     constexpr double kMaxSamples = double(int64_t{1} << 22);  // 4M samples (256 MB of weights) per roi
-    MRT_CHECK_ARG(total <= kMaxSamples, "RoiAlign: roi ", k, " needs ", total, " samples, more than ", kMaxSamples,
-                  " (a roi far larger than its output grid; set sampling_ratio)");
+    MRT_CHECK_ARG(total <= kMaxSamples && gh_d <= kMaxSamples && gw_d <= kMaxSamples, "RoiAlign: roi ", k, " needs ",
+                  gh_d, " x ", gw_d, " samples per bin, more than ", kMaxSamples,
+                  " in all (a roi far larger than its output grid; set sampling_ratio)");
     const int64_t gh = static_cast<int64_t>(gh_d), gw = static_cast<int64_t>(gw_d);
     const double count = static_cast<double>(std::max<int64_t>(gh * gw, 1));
     struct Sample { int64_t p[4]; double w[4]; };
