@@ -50,6 +50,8 @@ void optimizer_kernel(OpContext& ctx) {
       }
     } else {
       const Tensor& H = ctx.input(2 + 3 * count + i);
+      MRT_CHECK_ARG(H.shape() == X.shape(), n.op_type, ": X ", X.describe(), " and its second-moment state ",
+                    H.describe(), " must have one shape");
       const std::vector<double> h = norm::to_doubles(H, "H");
       const double alpha = n.attr_float("alpha", 0.9f), beta = n.attr_float("beta", 0.999f);
       const double eps = n.attr_float("epsilon", 1e-6f), post = n.attr_float("norm_coefficient_post", 0.f);
