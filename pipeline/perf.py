@@ -29,6 +29,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
+from .versions import version_tuple
+
 SCHEMA = 1
 
 #: the CPU features the kernels dispatch on (x86-64 and Arm); other flags do not change the figures
@@ -182,17 +184,13 @@ def remember_release(records_dir: Path, sha256: str) -> list[Path]:
     return out
 
 
-def _version_key(version: str) -> tuple[int, ...]:
-    return tuple(int(p) if p.isdigit() else -1 for p in version.split("."))
-
-
 def last_released(records_dir: Path, dist: str, version: str, fingerprint: str) -> BenchRecord | None:
     """The baseline of the highest released version below ``version`` that was benchmarked on this machine."""
     folder = records_dir / "released" / dist
     if not folder.is_dir():
         return None
-    older = [d.name for d in folder.iterdir() if d.is_dir() and _version_key(d.name) < _version_key(version)]
-    for v in sorted(older, key=_version_key, reverse=True):
+    older = [d.name for d in folder.iterdir() if d.is_dir() and version_tuple(d.name) < version_tuple(version)]
+    for v in sorted(older, key=version_tuple, reverse=True):
         rec = _read(baseline_path(records_dir, dist, v, fingerprint))
         if rec is not None:
             return rec

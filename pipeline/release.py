@@ -159,6 +159,7 @@ def gate(
         vc, _, vproblem = versions[comp.name]
         if vproblem or (vc is not None and not vc.ok):
             missing.append(f"{comp.name}: {vproblem or (vc.reason if vc else '')}")
+    machine = opts.machine or perf.this_machine()  # read once: every wheel is gated on this machine
     for art in artifacts:
         comp = art.cell.component
         problems, records = check_tests(tests, art.sha256)
@@ -175,7 +176,7 @@ def gate(
                 f"{comp.path} has uncommitted changes: commit them (or --allow-dirty)"
                 " before releasing to a shared index"
             )
-        verdict = check_performance(art, layout, opts)
+        verdict = check_performance(art, layout, opts, machine)
         problems += verdict.problems
         out.append(
             Gated(
@@ -186,10 +187,9 @@ def gate(
     return out, missing
 
 
-def check_performance(art: Artifact, layout: Layout, opts: ReleaseOptions) -> perf.PerfVerdict:
-    """The wheel's benchmark record on this machine against the last released version's (pipeline.perf)."""
+def check_performance(art: Artifact, layout: Layout, opts: ReleaseOptions, machine: perf.Machine) -> perf.PerfVerdict:
+    """The wheel's benchmark record on `machine` against the last released version's (pipeline.perf)."""
     dist, version = perf.wheel_identity(art.wheel.name)
-    machine = opts.machine or perf.this_machine()
     try:
         return perf.check(
             layout.bench_records, dist=dist, version=version, sha256=art.sha256, machine=machine,
