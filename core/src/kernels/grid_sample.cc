@@ -7,6 +7,7 @@
 // Cubic with border padding clamps each tap rather than the coordinate.
 // Computed in double, stored in the input's element type.
 #include <cmath>
+#include <limits>
 #include <vector>
 
 #include "norm_util.h"
@@ -94,6 +95,12 @@ void gs_kernel(OpContext& ctx) {
   std::vector<double> x(static_cast<size_t>(X.numel()));
   for (size_t i = 0; i < x.size(); ++i) x[i] = X.scalar_as_double(static_cast<int64_t>(i));
   std::vector<double> y(static_cast<size_t>(N * C * P));
+  if (plane == 0) {
+    // An empty input plane has no sample to clamp or reflect to; with zero padding every sample is 0.
+    MRT_CHECK_ARG(a.pad == GsPad::kZeros || y.empty(), "GridSample: input ", X.describe(),
+                  " has an empty spatial axis, which only padding_mode 'zeros' can sample");
+    P = 0;
+  }
   const int taps = a.mode == GsMode::kNearest ? 1 : a.mode == GsMode::kLinear ? 2 : 4;
   int64_t corners = 1;
   for (size_t i = 0; i < nd; ++i) corners *= taps;
@@ -178,7 +185,14 @@ void gs_kernel(OpContext& ctx) {
     default:
       MRT_DISPATCH_INTEGER(X.dtype(), "GridSample", {
         T* yp = Y.data<T>();
-        for (size_t i = 0; i < y.size(); ++i) yp[i] = static_cast<T>(std::nearbyint(y[i]));
+        // Cubic weights overshoot: the result is saturated to T's range before the conversion.
+        const double lo = static_cast<double>(std::numeric_limits<T>::lowest());
+        const double hi = static_cast<double>(std::numeric_limits<T>::max());
+        for (size_t i = 0; i < y.size(); ++i) {
+          const double v = std::nearbyint(y[i]);
+          yp[i] = v != v ? T(0) : v <= lo ? std::numeric_limits<T>::lowest()
+                                          : v >= hi ? std::numeric_limits<T>::max() : static_cast<T>(v);
+        }
       });
   }
 }
