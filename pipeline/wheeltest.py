@@ -13,9 +13,11 @@ next to it; their sha256s are part of the suite hash, so a new core wheel retest
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import importlib.util
 import os
+import queue
 import re
 import shutil
 import subprocess
@@ -28,7 +30,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Literal
 
-from .errors import EnvironmentProblem
+from .errors import EnvironmentProblem, UsageError
 from .hashing import combine, sha256_file, tree_hash
 from .layout import Layout
 from .matrix import Matrix
@@ -200,10 +202,12 @@ def run_wheel_tests(
     quiet: bool = False,
     suites: Mapping[str, WheelSuite] | None = None,
     check_only: bool = False,
+    jobs: int | None = None,
 ) -> list[TestRow]:
     """Test each wheel; ``suites`` maps a wheel's file name to its suite (default: tests/wheel alone).
 
     ``check_only``: run nothing, report each (wheel, Python) as up-to-date or untested from the records.
+    ``jobs``: (wheel, Python) pairs tested at once, each in its own venv (default: :func:`wheel_test_jobs`).
     """
     if not pythons:
         raise EnvironmentProblem("no tested CPython found on this machine (need python3.11 … python3.14 on PATH)")
@@ -212,7 +216,19 @@ def run_wheel_tests(
         stream = stack.enter_context(Path(os.devnull).open("w", encoding="utf-8")) if quiet or check_only else None
         progress = stack.enter_context(Progress.open("test", items, stream=stream))
         return _test_all(wheels, pythons, layout, platform_name=platform_name, force=force, suites=suites,
-                         check_only=check_only, progress=progress)  # fmt: skip
+                         check_only=check_only, progress=progress, jobs=jobs or wheel_test_jobs())  # fmt: skip
+
+
+def wheel_test_jobs() -> int:
+    """How many (wheel, Python) pairs are tested at once: ``$MOSAICRT_TEST_JOBS``, else 2 where there are
+    two cores or more. Installing into a fresh venv is mostly waiting on one core (unpacking, byte-compiling),
+    so two pairs at a time keep both cores busy; more would only contend with the suites' own threads."""
+    raw = os.environ.get("MOSAICRT_TEST_JOBS", "").strip()
+    if raw:
+        if not raw.isdigit() or int(raw) < 1:
+            raise UsageError(f"MOSAICRT_TEST_JOBS must be a positive integer, got {raw!r}")
+        return int(raw)
+    return 2 if (os.cpu_count() or 1) >= 2 else 1
 
 
 def _test_all(
@@ -225,8 +241,10 @@ def _test_all(
     suites: Mapping[str, WheelSuite] | None,
     check_only: bool,
     progress: Progress,
+    jobs: int = 1,
 ) -> list[TestRow]:
-    rows: list[TestRow] = []
+    rows: list[TestRow | None] = []
+    pending: list[tuple[int, Path, str, Interpreter, str, WheelSuite]] = []  # (row index, wheel, sha, py, ...)
     for wheel in wheels:
         wsuite = (suites or {}).get(wheel.name, WheelSuite())
         if not (layout.root / wsuite.path / "requirements.txt").is_file():
@@ -267,32 +285,52 @@ def _test_all(
                     )
                 )
                 continue
-            item = f"{wheel.name} py{py.version}"
-            progress.start(item, "testing in a fresh venv")
-            rec = _run_one(wheel, sha, py, layout, shash=shash, platform_name=platform_name, suite=wsuite)
-            path = write_record(layout.records, rec)
-            rows.append(
-                TestRow(
-                    wheel=wheel.name,
-                    sha256=sha,
-                    python=py.version,
-                    status=rec.outcome,
-                    suite_hash=shash,
-                    counts=rec.counts,
-                    record=str(path),
-                    test_record=rec,
-                    log=rec.log,
-                    reason=rec.reason,
-                )
-            )
-            c = rec.counts
-            progress.done(
-                item,
-                rec.outcome,
-                f"{c.passed} passed, {c.failures} failed, {c.errors} errors, {c.skipped} skipped"
-                + (f" ({rec.reason})" if rec.reason else ""),
-            )
-    return rows
+            pending.append((len(rows), wheel, sha, py, shash, wsuite))
+            rows.append(None)
+
+    # Each pair runs in a venv of its own slot (venvs/py<version>-<slot>), so pairs tested at once never share one.
+    slots: queue.SimpleQueue[int] = queue.SimpleQueue()
+    for slot in range(max(1, jobs)):
+        slots.put(slot)
+
+    def test_one(job: tuple[int, Path, str, Interpreter, str, WheelSuite]) -> None:
+        index, wheel, sha, py, shash, wsuite = job
+        item = f"{wheel.name} py{py.version}"
+        progress.start(item, "testing in a fresh venv")
+        slot = slots.get()
+        try:
+            rec = _run_one(wheel, sha, py, layout, shash=shash, platform_name=platform_name, suite=wsuite, slot=slot)
+        finally:
+            slots.put(slot)
+        path = write_record(layout.records, rec)
+        rows[index] = TestRow(
+            wheel=wheel.name,
+            sha256=sha,
+            python=py.version,
+            status=rec.outcome,
+            suite_hash=shash,
+            counts=rec.counts,
+            record=str(path),
+            test_record=rec,
+            log=rec.log,
+            reason=rec.reason,
+        )
+        c = rec.counts
+        progress.done(
+            item,
+            rec.outcome,
+            f"{c.passed} passed, {c.failures} failed, {c.errors} errors, {c.skipped} skipped"
+            + (f" ({rec.reason})" if rec.reason else ""),
+        )
+
+    if jobs <= 1 or len(pending) <= 1:
+        for job in pending:
+            test_one(job)
+    else:
+        with concurrent.futures.ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="wheel-test") as pool:
+            for future in [pool.submit(test_one, job) for job in pending]:
+                future.result()
+    return [row for row in rows if row is not None]
 
 
 def _rec_path(layout: Layout, sha: str, py: Interpreter) -> Path:
@@ -312,12 +350,13 @@ def _run_one(
     shash: str,
     platform_name: str,
     suite: WheelSuite | None = None,
+    slot: int = 0,
 ) -> TestRecord:
     start = time.monotonic()
     stem = re.sub(r"[^A-Za-z0-9_.-]", "_", wheel.stem)
     log = layout.work / "logs" / f"test-{stem}-py{py.version}.log"
     junit = layout.work / "junit" / f"{stem}-py{py.version}.xml"
-    venv = layout.venvs / f"py{py.version}"
+    venv = layout.venvs / f"py{py.version}-{slot}"
     for p in (log.parent, junit.parent, layout.venvs):
         p.mkdir(parents=True, exist_ok=True)
     junit.unlink(missing_ok=True)
@@ -359,6 +398,7 @@ def _run_one(
                     "-p",
                     "no:cacheprovider",
                     f"--junitxml={junit}",
+                    f"--basetemp={layout.work / 'test-tmp' / venv.name}",  # pytest empties it; one per slot
                     "-c",
                     str(suite_dir / "pytest.ini"),
                     "--rootdir",

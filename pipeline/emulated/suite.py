@@ -22,7 +22,7 @@ from ..hashing import sha256_file
 from ..layout import Layout
 from ..matrix import Target
 from ..records import Counts, Outcome, TestRecord, records_for_sha, write_record
-from ..wheeltest import WheelSuite, clean_env, parse_junit, suite_hash
+from ..wheeltest import WheelSuite, clean_env, parse_junit, suite_hash, wheel_test_jobs
 from .sysroot import (
     ABSENT_PLUGIN,
     PYTHON,
@@ -242,6 +242,7 @@ def run_suite(
     venv_dir: Path | None = None,
     markers: str | None = None,
     timeout_s: float = 3600,
+    shards: int = 1,
     say: Say = print,
 ) -> tuple[int, Counts]:
     """Run ``suite_dir`` against ``wheel`` in a fresh emulated venv; (pytest's exit code, junit counts).
@@ -250,35 +251,82 @@ def run_suite(
     build a plugin library build one for the emulated arch); ``tools`` are linked into the venv's
     ``bin`` (see :func:`make_venv`). The venv is made at ``venv_dir`` (default: ``<sysroot>/venv``),
     outside the source tree, and the suite runs from it.
+
+    ``shards`` > 1 splits the collected tests round-robin over that many emulated pytest processes run at
+    once (an emulated CPython keeps one core busy); their junit files are merged into ``junit`` and their
+    logs appended to ``log``.
     """
     venv = make_venv(venv_dir or sysroot.base / "venv", sysroot, emulator, [wheel, *companions], tools=tools)
     for p in (log.parent, junit.parent):
         p.mkdir(parents=True, exist_ok=True)
     junit.unlink(missing_ok=True)
-    cmd = suite_command(venv, suite_dir, junit, markers=markers)
     env = suite_env(wheel, sysroot, env_extra, bin_dir=venv.python.parent)
     t0 = time.monotonic()
-    say(f"[{wheel.name} {sysroot.arch}] running {suite_dir.name} under {emulator[0]}; log: {log}")
-    with log.open("w", encoding="utf-8") as fh:
+    say(
+        f"[{wheel.name} {sysroot.arch}] running {suite_dir.name} under {emulator[0]}"
+        + (f" in {shards} shards" if shards > 1 else "")
+        + f"; log: {log}"
+    )
+    parts = [(junit, log, None)] if shards <= 1 else [
+        (junit.with_name(f"{junit.stem}.shard{k}.xml"), log.with_name(f"{log.stem}.shard{k}.log"), f"{k}/{shards}")
+        for k in range(shards)
+    ]
+    procs = []
+    for part_junit, part_log, shard in parts:
+        part_junit.unlink(missing_ok=True)
+        cmd = suite_command(venv, suite_dir, part_junit, markers=markers)
+        cmd.append(f"--basetemp={venv.path / 'pytest-tmp' / (shard or '0').replace('/', '-')}")
+        part_env = {**env, "MOSAICRT_TEST_SHARD": shard} if shard else env
+        fh = part_log.open("w", encoding="utf-8")
         fh.write(f"# sysroot: {sysroot.describe()}\n# launcher {venv.python}:\n")
         fh.write("".join(f"#   {line}\n" for line in venv.python.read_text(encoding="utf-8").splitlines()))
         extra = " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted((env_extra or {}).items()))
-        fh.write(f"\n$ {extra + ' ' if extra else ''}{shlex.join(cmd)}\n")
+        shard_note = f"MOSAICRT_TEST_SHARD={shard} " if shard else ""
+        fh.write(f"\n$ {shard_note}{extra + ' ' if extra else ''}{shlex.join(cmd)}\n")
         fh.flush()
+        procs.append((subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, env=part_env, cwd=venv.path), fh))
+    rcs = []
+    for proc, fh in procs:
         try:
-            rc = subprocess.run(
-                cmd, stdout=fh, stderr=subprocess.STDOUT, env=env, cwd=venv.path, timeout=timeout_s, check=False
-            ).returncode
+            rc = proc.wait(timeout=max(1.0, timeout_s - (time.monotonic() - t0)))
         except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
             fh.write(f"\n# timed out after {timeout_s:.0f}s\n")
             rc = 124
         fh.write(f"\n# exit {rc} after {time.monotonic() - t0:.0f}s\n")
+        fh.close()
+        rcs.append(rc)
+    if shards > 1:
+        # A shard without tests (fewer tests than shards) exits 5; the others decide.
+        decisive = [rc for rc in rcs if rc != 5] or [5]
+        rc = next((r for r in decisive if r != 0), 0)
+        _merge_junit([j for j, _, _ in parts], junit)
+        with log.open("w", encoding="utf-8") as out:
+            for (_, part_log, shard), part_rc in zip(parts, rcs, strict=True):
+                out.write(f"######## shard {shard}: exit {part_rc}\n")
+                out.write(part_log.read_text(encoding="utf-8", errors="replace"))
+                part_log.unlink()
+    else:
+        rc = rcs[0]
     counts = parse_junit(junit) if junit.is_file() else Counts()
     say(
         f"[{wheel.name} {sysroot.arch}] pytest exit {rc} in {time.monotonic() - t0:.0f}s: {counts.passed} passed,"
         f" {counts.failures} failed, {counts.errors} errors, {counts.skipped} skipped"
     )
     return rc, counts
+
+
+def _merge_junit(parts: Sequence[Path], out: Path) -> None:
+    """One junit file holding every shard's test suites (a missing shard file adds nothing: its log says why)."""
+    merged = ET.Element("testsuites")
+    for part in parts:
+        if not part.is_file():
+            continue
+        root = ET.parse(part).getroot()
+        merged.extend([root] if root.tag == "testsuite" else root.findall("testsuite"))
+        part.unlink()
+    ET.ElementTree(merged).write(out, encoding="utf-8", xml_declaration=True)
 
 
 def failed_tests(junit: Path) -> list[str]:
@@ -335,6 +383,7 @@ def emulated_test_record(
         tools=target_tools(target),
         venv_dir=work / "venvs" / f"emulated-{target.name}",
         markers=markers,
+        shards=wheel_test_jobs(),
         say=say,
     )
     outcome, reason = outcome_of(rc, counts)
@@ -406,6 +455,7 @@ def run_emulated(
 # whose import fails because it imports an oracle that has no wheel for this platform is reported
 # as skipped, with the reason the sysroot recorded, instead of as a collection error. Every other
 # import error stays an error. The decision is made on the exception's module name, not on text.
+# It also keeps a shard's share of the collected tests when the run is split (``run_suite(shards=)``).
 _ABSENT_PLUGIN_SOURCE = '''\
 """Skips test modules that import an oracle absent for this platform (written by pipeline.emulated)."""
 
@@ -444,5 +494,16 @@ def pytest_make_collect_report(collector):
         reason = f"needs {name}, absent under emulation: {ABSENT[name]}"
         return pytest.CollectReport(collector.nodeid, "skipped", (str(collector.path), 0, f"Skipped: {reason}"), [])
     return None
+
+
+def pytest_collection_modifyitems(config, items):
+    """MOSAICRT_TEST_SHARD=k/n: this process runs every n-th collected test, from the k-th on."""
+    shard = os.environ.get("MOSAICRT_TEST_SHARD")
+    if not shard:
+        return
+    k, n = (int(v) for v in shard.split("/"))
+    keep = [item for i, item in enumerate(items) if i % n == k]
+    config.hook.pytest_deselected(items=[item for i, item in enumerate(items) if i % n != k])
+    items[:] = keep
 '''
 

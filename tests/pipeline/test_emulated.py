@@ -340,6 +340,41 @@ def test_plugin_skips_only_modules_that_need_an_absent_oracle(tmp_path: Path) ->
     assert (counts.passed, counts.skipped, counts.errors) == (1, 2, 1), out
 
 
+def test_shards_split_the_collected_tests_and_their_junit_files_merge(tmp_path: Path) -> None:
+    """Real pytest runs on this host: the shards of a suite run disjoint tests that together are all of
+    them, and the merged junit counts every shard's results."""
+    suite = tmp_path / "suite"
+    suite.mkdir()
+    (suite / "pytest.ini").write_text("[pytest]\n")
+    (suite / "test_many.py").write_text(
+        "import pytest\n\n@pytest.mark.parametrize('i', range(7))\ndef test_n(i):\n    print('RAN', i)\n"
+        "    assert i != 5\n"
+    )
+    plugin_dir = tmp_path / "plugin"
+    plugin_dir.mkdir()
+    (plugin_dir / f"{emulated.ABSENT_PLUGIN}.py").write_text(emulated._ABSENT_PLUGIN_SOURCE)
+    ran: list[set[str]] = []
+    parts = []
+    for k in range(3):
+        junit = tmp_path / f"j.shard{k}.xml"
+        env = {**os.environ, "PYTHONPATH": str(plugin_dir), "MOSAICRT_TEST_SHARD": f"{k}/3"}
+        proc = subprocess.run(
+            [sys.executable, "-m", "pytest", str(suite), "-c", str(suite / "pytest.ini"), "--rootdir", str(suite),
+             "-p", "no:cacheprovider", "-p", emulated.ABSENT_PLUGIN, f"--junitxml={junit}", "-v"],
+            capture_output=True, text=True, env=env, cwd=tmp_path, check=False,
+        )
+        ran.append({line.split("::")[1].split()[0] for line in proc.stdout.splitlines() if "::test_n[" in line})
+        parts.append(junit)
+    assert all(ran) and sum(len(r) for r in ran) == 7 and set().union(*ran) == {f"test_n[{i}]" for i in range(7)}
+    merged = tmp_path / "merged.xml"
+    emulated.suite._merge_junit(parts, merged)
+    from pipeline.wheeltest import parse_junit
+
+    counts = parse_junit(merged)
+    assert (counts.tests, counts.failures, counts.passed) == (7, 1, 6)
+    assert emulated.failed_tests(merged) == ["test_many::test_n[5]"]
+
+
 # ------------------------------------------------------------------------------ real, under qemu
 
 ARCH_TARGETS = ("linux-aarch64", "linux-armv7")

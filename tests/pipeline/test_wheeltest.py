@@ -49,3 +49,66 @@ def test_the_wheel_suite_is_self_contained() -> None:
     assert (suite / "requirements.txt").is_file()
     assert (suite / "test_smoke.py").is_file()
     assert "error" in (suite / "pytest.ini").read_text()
+
+
+def test_pairs_are_tested_two_at_a_time_in_their_own_venvs_and_reported_in_order(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import threading
+    import time
+
+    from pipeline import wheeltest
+    from pipeline.layout import Layout
+    from pipeline.records import Counts, TestRecord
+
+    root = tmp_path / "repo"
+    (root / SUITE).mkdir(parents=True)
+    (root / SUITE / "requirements.txt").write_text("pytest\n")
+    layout = Layout(root=root, dist=root / "dist", work=root / "build" / "pipeline")
+    wheels = []
+    for name in ("a", "b", "c"):
+        w = tmp_path / f"mosaicrt_{name}-1.0-py3-none-any.whl"
+        w.write_bytes(name.encode())
+        wheels.append(w)
+    pythons = [wheeltest.Interpreter(version="3.11", full="3.11.7", executable=sys.executable),
+               wheeltest.Interpreter(version="3.12", full="3.12.1", executable="python3.12")]
+    lock = threading.Lock()
+    running: set[tuple[str, int]] = set()
+    seen: list[tuple[str, str, int]] = []
+    most = 0
+
+    def fake_run_one(wheel: Path, sha: str, py: wheeltest.Interpreter, lay: Layout, *, shash: str,
+                     platform_name: str, suite: wheeltest.WheelSuite | None = None, slot: int = 0) -> TestRecord:
+        nonlocal most
+        with lock:
+            assert (py.version, slot) not in running, "two pairs share a venv"
+            running.add((py.version, slot))
+            most = max(most, len(running))
+            seen.append((wheel.name, py.version, slot))
+        time.sleep(0.2)
+        with lock:
+            running.discard((py.version, slot))
+        return TestRecord(wheel=wheel.name, sha256=sha, outcome="passed", python=py.version, python_full=py.full,
+                          platform=platform_name, counts=Counts(tests=3), suite_hash=shash, created="now",
+                          duration_s=0.2)
+
+    monkeypatch.setattr(wheeltest, "_run_one", fake_run_one)
+    rows = wheeltest.run_wheel_tests(wheels, pythons, layout, platform_name="linux-x86_64", quiet=True, jobs=2)
+    assert [(r.wheel, r.python) for r in rows] == [(w.name, p.version) for w in wheels for p in pythons]
+    assert all(r.status == "passed" and r.record and Path(r.record).is_file() for r in rows)
+    assert most == 2 and {slot for _, _, slot in seen} == {0, 1}
+    # a second run finds every pair's record and runs nothing
+    seen.clear()
+    again = wheeltest.run_wheel_tests(wheels, pythons, layout, platform_name="linux-x86_64", quiet=True, jobs=2)
+    assert {r.status for r in again} == {"up-to-date"} and not seen
+
+
+def test_test_jobs_reads_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    from pipeline.errors import UsageError
+    from pipeline.wheeltest import wheel_test_jobs
+
+    monkeypatch.setenv("MOSAICRT_TEST_JOBS", "3")
+    assert wheel_test_jobs() == 3
+    monkeypatch.setenv("MOSAICRT_TEST_JOBS", "zero")
+    with pytest.raises(UsageError, match="MOSAICRT_TEST_JOBS"):
+        wheel_test_jobs()

@@ -101,9 +101,14 @@ struct BroadcastPlan {
 };
 
 // Inner loop of a binary op: o[i] = f(a[i*sa], b[i*sb]) with sa, sb in {0,1}. Separate
-// branches so the compiler vectorizes each case.
+// branches so the compiler vectorizes each case. Kept out of line: binary_apply calls it from three
+// places (same shape, broadcast rows, split rows), and one vectorized copy per functor and type is
+// enough (the call costs nothing next to a row; it halves the kernels' compile time).
 template <class A, class B, class O, class F>
-inline void binary_run(const A* a, int64_t sa, const B* b, int64_t sb, O* o, int64_t n, F& f) {
+#if defined(__GNUC__)
+__attribute__((noinline))
+#endif
+void binary_run(const A* a, int64_t sa, const B* b, int64_t sb, O* o, int64_t n, F& f) {
   if (sa && sb) {
     for (int64_t i = 0; i < n; ++i) o[i] = f(a[i], b[i]);
   } else if (sb) {

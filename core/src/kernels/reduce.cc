@@ -206,6 +206,28 @@ struct PassIO {
   }
 };
 
+// The reduction of one contiguous row of n values, with kLanes independent accumulators once the row
+// is long enough: the lane loop vectorizes and float sums are more accurate than one running sum.
+// Shared by the per-row and per-chunk loops (one copy of the vector loop per instantiation).
+template <RKind K, class T, bool kFirst, bool kLast>
+acc_t<T> reduce_row(const typename PassIO<K, T, kFirst, kLast>::In* p, int64_t n) {
+  using Rd = Reducer<K, T>;
+  using A = acc_t<T>;
+  using IO = PassIO<K, T, kFirst, kLast>;
+  constexpr int64_t kLanes = 32;
+  A acc = Rd::init();
+  int64_t r = 0;
+  if (n >= 2 * kLanes) {
+    A lanes[kLanes];
+    for (int64_t k = 0; k < kLanes; ++k) lanes[k] = Rd::init();
+    for (; r + kLanes <= n; r += kLanes)
+      for (int64_t k = 0; k < kLanes; ++k) lanes[k] = Rd::combine(lanes[k], IO::get(p[r + k]));
+    for (int64_t k = 0; k < kLanes; ++k) acc = Rd::combine(acc, lanes[k]);
+  }
+  for (; r < n; ++r) acc = Rd::combine(acc, IO::get(p[r]));
+  return acc;
+}
+
 template <RKind K, class T, bool kFirst, bool kLast>
 void reduce_pass(OpContext& ctx, const typename PassIO<K, T, kFirst, kLast>::In* x,
                  typename PassIO<K, T, kFirst, kLast>::Out* y, int64_t O, int64_t R, int64_t I, int64_t count) {
@@ -216,50 +238,24 @@ void reduce_pass(OpContext& ctx, const typename PassIO<K, T, kFirst, kLast>::In*
   using Out = typename IO::Out;
   const int64_t work = O * std::max<int64_t>(R, 1) * I;
   if (I == 1) {
-    constexpr int64_t kLanes = 32;
-    auto rows = [&](int64_t b, int64_t e) {
-      for (int64_t o = b; o < e; ++o) {
-        const In* p = x + o * R;
-        A acc = Rd::init();
-        int64_t r = 0;
-        if (R >= 2 * kLanes) {
-          // kLanes independent accumulators: the lane loop vectorizes and the float sums
-          // are more accurate than one running sum.
-          A lanes[kLanes];
-          for (int64_t k = 0; k < kLanes; ++k) lanes[k] = Rd::init();
-          for (; r + kLanes <= R; r += kLanes)
-            for (int64_t k = 0; k < kLanes; ++k) lanes[k] = Rd::combine(lanes[k], IO::get(p[r + k]));
-          for (int64_t k = 0; k < kLanes; ++k) acc = Rd::combine(acc, lanes[k]);
-        }
-        for (; r < R; ++r) acc = Rd::combine(acc, IO::get(p[r]));
-        y[o] = IO::put(acc, count);
-      }
-    };
     if (O == 1 && R >= 4 * kReduceGrain && ctx.threads().size() > 1) {
       // One long row: partial results per chunk, combined in chunk order.
       const int64_t nchunks = std::min<int64_t>(R / kReduceGrain, 4 * ctx.threads().size());
       const int64_t chunk = (R + nchunks - 1) / nchunks;
       std::vector<A> part(static_cast<size_t>(nchunks), Rd::init());
       ctx.threads().parallel_for(nchunks, 1, [&](int64_t b, int64_t e) {
-        for (int64_t c = b; c < e; ++c) {
-          const In* p = x + c * chunk;
-          const int64_t n = std::min(R, (c + 1) * chunk) - c * chunk;
-          A lanes[kLanes];
-          for (int64_t k = 0; k < kLanes; ++k) lanes[k] = Rd::init();
-          int64_t r = 0;
-          for (; r + kLanes <= n; r += kLanes)
-            for (int64_t k = 0; k < kLanes; ++k) lanes[k] = Rd::combine(lanes[k], IO::get(p[r + k]));
-          A acc = Rd::init();
-          for (int64_t k = 0; k < kLanes; ++k) acc = Rd::combine(acc, lanes[k]);
-          for (; r < n; ++r) acc = Rd::combine(acc, IO::get(p[r]));
-          part[static_cast<size_t>(c)] = acc;
-        }
+        for (int64_t c = b; c < e; ++c)
+          part[static_cast<size_t>(c)] =
+              reduce_row<K, T, kFirst, kLast>(x + c * chunk, std::min(R, (c + 1) * chunk) - c * chunk);
       });
       A acc = Rd::init();
       for (const A& v : part) acc = Rd::combine(acc, v);
       y[0] = IO::put(acc, count);
       return;
     }
+    auto rows = [&](int64_t b, int64_t e) {
+      for (int64_t o = b; o < e; ++o) y[o] = IO::put(reduce_row<K, T, kFirst, kLast>(x + o * R, R), count);
+    };
     if (work < 2 * kReduceGrain || O == 1) rows(0, O);
     else ctx.threads().parallel_for(O, std::max<int64_t>(1, kReduceGrain / std::max<int64_t>(R, 1)), rows);
     return;
@@ -315,6 +311,16 @@ void reduce_multi(OpContext& ctx, const T* x, T* y, const Shape& shape, const st
     if (!groups.empty() && groups.back().second == reduced[d]) groups.back().first *= shape[d];
     else groups.emplace_back(shape[d], reduced[d]);
   }
+  if (count == 0) {
+    // An empty reduction: every output is the reducer's identity (later passes never see an empty group).
+    int64_t n_out = 1;
+    for (size_t d = 0; d < shape.size(); ++d)
+      if (!reduced[d]) n_out *= shape[d];
+    std::fill(y, y + n_out, store_acc<T>(Reducer<K, T>::post(Reducer<K, T>::init(), 0)));
+    return;
+  }
+  // Passes after the first read and write accumulators only, so they are instantiated per accumulator
+  // type (float, double, int64, uint64), not per element type; the outputs are stored at the end.
   std::vector<A> cur, next;
   bool first = true;
   for (;;) {
@@ -331,15 +337,11 @@ void reduce_multi(OpContext& ctx, const T* x, T* y, const Shape& shape, const st
     for (size_t i = 0; i < g; ++i) O *= groups[i].first;
     for (size_t i = g + 1; i < groups.size(); ++i) I *= groups[i].first;
     const int64_t R = groups[g].first;
-    const bool last = n_red == 1;
-    if (first) {
-      next.resize(static_cast<size_t>(O * I));
-      reduce_pass<K, T, true, false>(ctx, x, next.data(), O, R, I, count);
-    } else if (!last) {
-      next.resize(static_cast<size_t>(O * I));
-      reduce_pass<K, T, false, false>(ctx, cur.data(), next.data(), O, R, I, count);
-    } else {
-      reduce_pass<K, T, false, true>(ctx, cur.data(), y, O, R, I, count);
+    next.resize(static_cast<size_t>(O * I));
+    if (first) reduce_pass<K, T, true, false>(ctx, x, next.data(), O, R, I, count);
+    else reduce_pass<K, A, false, false>(ctx, cur.data(), next.data(), O, R, I, count);
+    if (n_red == 1) {
+      for (size_t i = 0; i < next.size(); ++i) y[i] = store_acc<T>(Reducer<K, T>::post(next[i], count));
       return;
     }
     first = false;
