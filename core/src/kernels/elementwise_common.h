@@ -130,7 +130,9 @@ void binary_apply(OpContext& ctx, const Tensor& ta, const Tensor& tb, Tensor& ou
   const A* a = ta.data_as<A>();
   const B* b = tb.data_as<B>();
   O* o = out.data_as<O>();
-  if (ta.shape() == tb.shape()) {
+  // `out` may be larger than a and b broadcast together (a variadic op's first pair): the flat path
+  // needs all three equal.
+  if (ta.shape() == tb.shape() && ta.shape() == out.shape()) {
     const int64_t n = out.numel();
     if (n < 2 * kGrain) {
       binary_run(a, 1, b, 1, o, n, f);
