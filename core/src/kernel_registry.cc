@@ -26,6 +26,7 @@ void register_ml_tree_kernels(KernelRegistry& r);             // kernels/ml_tree
 void register_linear_attention_kernels(KernelRegistry& r);    // kernels/linear_attention.cc
 void register_flex_attention_kernels(KernelRegistry& r);      // kernels/flex_attention.cc (ai.onnx.preview)
 void register_tfidf_kernels(KernelRegistry& r);               // kernels/tfidf_vectorizer.cc
+void register_random_kernels(KernelRegistry& r);              // kernels/random.cc
 
 const Tensor& OpContext::input(size_t i) const {
   if (!has_input(i)) fail(MRT_INVALID_MODEL, "required input ", i, " is missing");
@@ -121,6 +122,7 @@ const KernelRegistry& KernelRegistry::cpu() {
     register_linear_attention_kernels(r);
     register_flex_attention_kernels(r);
     register_tfidf_kernels(r);
+    register_random_kernels(r);
     return owned;
   }();
   return reg;

@@ -220,6 +220,24 @@ Inferred infer_node(const Node& n, const std::vector<ValueInfo>& in) {
     r.certain = r.outs[0].elem_type != DType::kUndefined;
     return r;
   }
+  if (op == "RandomUniform" || op == "RandomNormal") {
+    const DType t = static_cast<DType>(n.attr_int("dtype", static_cast<int64_t>(DType::kFloat)));
+    std::vector<Dim> dims;
+    for (int64_t d : n.attr_ints("shape")) dims.push_back(Dim{d, ""});
+    r.outs[0] = shaped(t, dims);
+    r.certain = true;
+    return r;
+  }
+  if (op == "RandomUniformLike" || op == "RandomNormalLike" || op == "Bernoulli") {
+    r.outs[0] = with_type(input(0), n.has_attr("dtype") ? static_cast<DType>(n.attr_int("dtype", 1)) : t0);
+    r.certain = n.has_attr("dtype") || t0 != DType::kUndefined;
+    return r;
+  }
+  if (op == "Multinomial") {
+    r.outs[0] = with_type(unknown(), static_cast<DType>(n.attr_int("dtype", static_cast<int64_t>(DType::kInt32))));
+    r.certain = true;
+    return r;
+  }
   if (op == "ConstantOfShape") {
     const Tensor* v = n.attr_tensor("value");
     r.outs[0] = with_type(unknown(), v ? v->dtype() : DType::kFloat);

@@ -28,10 +28,6 @@ UNSUPPORTED_VARIANTS: dict[str, str] = {
     "test_if_seq": "sequence values are not supported (tensors only)",
     "test_loop13_seq": "sequence values are not supported (tensors only)",
     "test_loop16_seq_none": "optional/sequence values are not supported (tensors only)",
-    "test_training_dropout": "Dropout in training mode draws a random mask; only inference (or ratio 0) is supported",
-    "test_training_dropout_default": "Dropout in training mode draws a random mask",
-    "test_training_dropout_default_mask": "Dropout in training mode draws a random mask",
-    "test_training_dropout_mask": "Dropout in training mode draws a random mask",
 }
 UNSUPPORTED_PREFIXES: dict[str, str] = {
     "test_cast_FLOAT_to_STRING": "string tensors are not supported",

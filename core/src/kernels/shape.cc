@@ -4,9 +4,14 @@
 // shape_copy.cc, shape_index.cc and shape_topk.cc.
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
+#include <optional>
+#include <vector>
 
 #include "../kernel.h"
+#include "elementwise_common.h"
+#include "random_util.h"
 #include "shape_common.h"
 
 namespace mrt {
@@ -132,6 +137,44 @@ void unsqueeze_kernel(OpContext& ctx) {
 
 void identity_kernel(OpContext& ctx) { ctx.set_output(0, ctx.input(0)); }
 
+// Training mode: each element is kept with probability 1 - ratio and scaled by 1 / (1 - ratio); the mask
+// (output 1) says which were kept. The draws come from the node's stream (its `seed` attribute).
+void dropout_training(OpContext& ctx, const Tensor& x, double ratio) {
+  const Node& node = ctx.node();
+  const std::optional<double> seed =
+      node.has_attr("seed") ? std::optional<double>(static_cast<double>(node.attr_int("seed", 0))) : std::nullopt;
+  Tensor& y = ctx.output(0, x.dtype(), x.shape());
+  const int64_t count = x.numel();
+  std::vector<uint8_t> keep(static_cast<size_t>(count));
+  if (count > 0) {
+    uint64_t first = 0;
+    const uint64_t key = rng::reserve(ctx, seed, static_cast<uint64_t>(count), &first);
+    for (int64_t i = 0; i < count; ++i)
+      keep[static_cast<size_t>(i)] = rng::uniform01(key, first + static_cast<uint64_t>(i)) >= ratio;
+  }
+  const double scale = 1.0 / (1.0 - ratio);
+  MRT_EW_DISPATCH_FLOATLIKE(x.dtype(), "Dropout", {
+    const T* xp = x.data_as<T>();
+    T* yp = y.data_as<T>();
+    for (int64_t i = 0; i < count; ++i) {
+      using C = ew::compute_t<T>;
+      const C v = ew::Compute<T>::load(xp[i]);
+      yp[i] = ew::Compute<T>::store(keep[static_cast<size_t>(i)] ? static_cast<C>(v * scale) : C(0));
+    }
+  });
+  if (ctx.output_count() > 1 && ctx.has_output(1)) {
+    const DType mdt = ctx.opset() >= 10 ? DType::kBool : x.dtype();
+    Tensor& m = ctx.output(1, mdt, x.shape());
+    const size_t esize = dtype_size(mdt);
+    unsigned char one[8], zero[8];
+    store_scalar(mdt, 1.0, one);
+    store_scalar(mdt, 0.0, zero);
+    auto* mp = static_cast<unsigned char*>(m.raw());
+    for (int64_t i = 0; i < count; ++i)
+      std::memcpy(mp + static_cast<size_t>(i) * esize, keep[static_cast<size_t>(i)] ? one : zero, esize);
+  }
+}
+
 void dropout_kernel(OpContext& ctx) {
   const Tensor& x = ctx.input(0);
   const Node& node = ctx.node();
@@ -150,8 +193,10 @@ void dropout_kernel(OpContext& ctx) {
     ratio = node.attr_float("ratio", 0.5f);  // opsets < 7 (is_test) always run as inference here
   }
   MRT_CHECK_ARG(ratio >= 0.0 && ratio < 1.0, "ratio ", ratio, " must be in [0, 1)");
-  MRT_CHECK_IMPL(!training || ratio == 0.0,
-                 "Dropout in training mode with a non-zero ratio is not supported (inference runtime)");
+  if (training && ratio > 0.0) {
+    dropout_training(ctx, x, ratio);
+    return;
+  }
   ctx.set_output(0, x);
   if (ctx.output_count() > 1 && ctx.has_output(1)) {
     // Opsets < 10 type the mask like the input; 10+ use bool.
