@@ -357,7 +357,8 @@ def _run_one(
     log = layout.work / "logs" / f"test-{stem}-py{py.version}.log"
     junit = layout.work / "junit" / f"{stem}-py{py.version}.xml"
     venv = layout.venvs / f"py{py.version}-{slot}"
-    for p in (log.parent, junit.parent, layout.venvs):
+    basetemp = layout.work / "test-tmp" / venv.name  # pytest empties it (and makes only its last component)
+    for p in (log.parent, junit.parent, layout.venvs, basetemp.parent):
         p.mkdir(parents=True, exist_ok=True)
     junit.unlink(missing_ok=True)
     shutil.rmtree(venv, ignore_errors=True)
@@ -398,7 +399,7 @@ def _run_one(
                     "-p",
                     "no:cacheprovider",
                     f"--junitxml={junit}",
-                    f"--basetemp={layout.work / 'test-tmp' / venv.name}",  # pytest empties it; one per slot
+                    f"--basetemp={basetemp}",
                     "-c",
                     str(suite_dir / "pytest.ini"),
                     "--rootdir",

@@ -275,6 +275,7 @@ def run_suite(
     for part_junit, part_log, shard in parts:
         part_junit.unlink(missing_ok=True)
         cmd = suite_command(venv, suite_dir, part_junit, markers=markers)
+        (venv.path / "pytest-tmp").mkdir(parents=True, exist_ok=True)  # pytest makes only the last component
         cmd.append(f"--basetemp={venv.path / 'pytest-tmp' / (shard or '0').replace('/', '-')}")
         part_env = {**env, "MOSAICRT_TEST_SHARD": shard} if shard else env
         fh = part_log.open("w", encoding="utf-8")
