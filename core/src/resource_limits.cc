@@ -1,5 +1,6 @@
 #include "resource_limits.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <limits>
@@ -92,5 +93,21 @@ LimitsScope::LimitsScope(const Limits& limits) : previous_(t_current) { t_curren
 LimitsScope::~LimitsScope() { t_current = previous_; }
 
 const Limits& current_limits() { return t_current ? *t_current : Limits::process(); }
+
+size_t checked_scratch(std::initializer_list<int64_t> dims, size_t elem_size, const char* what) {
+  const uint64_t limit = current_limits().max_tensor_bytes;
+  uint64_t count = 1;
+  bool empty = false;
+  for (int64_t d : dims) {
+    if (d <= 0) empty = true;
+    else if (!empty && count > std::numeric_limits<uint64_t>::max() / static_cast<uint64_t>(d)) count = 0;
+    else if (!empty && count != 0) count *= static_cast<uint64_t>(d);
+  }
+  if (empty) return 0;
+  if (count == 0 || count > limit / std::max<size_t>(elem_size, 1))
+    fail(MRT_OUT_OF_MEMORY, what, " needs more than the limit of ", limit,
+         " bytes per buffer (session.max_tensor_bytes / MOSAICRT_MAX_TENSOR_BYTES)");
+  return static_cast<size_t>(count);
+}
 
 }  // namespace mrt

@@ -11,11 +11,14 @@
 //   max_node_attributes    1,024                MOSAICRT_MAX_NODE_ATTRIBUTES    session.max_node_attributes
 //
 // max_tensor_bytes bounds every tensor the core allocates (initializers, constant folding, run
-// outputs and intermediates); max_nodes counts the nodes of the main graph, of every nested
-// subgraph and of every model-local function together; max_graph_depth is how deeply
+// outputs and intermediates) and the kernels' scratch buffers sized from shapes (checked_scratch);
+// max_nodes counts the nodes of the main graph, of every nested subgraph and of every model-local
+// function together; max_graph_depth is how deeply
 // subgraphs (If/Loop/Scan bodies) may nest; max_node_attributes is per node.
 #pragma once
+#include <cstddef>
 #include <cstdint>
+#include <initializer_list>
 #include <map>
 #include <string>
 
@@ -47,5 +50,11 @@ class LimitsScope {
 };
 
 const Limits& current_limits();
+
+// The element count of a kernel's scratch buffer sized from shapes or attributes (the product of `dims`,
+// each of `elem_size` bytes). Scratch obeys max_tensor_bytes like a tensor: OUT_OF_MEMORY naming `what`
+// when the product overflows or the bytes exceed the limit, so a buffer the size of a huge output is
+// refused before it is allocated.
+size_t checked_scratch(std::initializer_list<int64_t> dims, size_t elem_size, const char* what);
 
 }  // namespace mrt

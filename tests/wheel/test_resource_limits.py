@@ -61,6 +61,28 @@ def test_a_run_that_would_allocate_over_the_limit_fails_cleanly_and_the_session_
     assert sess.run(None, {"x": x, "shape": np.array([2, 3], np.int64)})[0].shape == (2, 3)
 
 
+def test_kernel_scratch_sized_like_a_huge_output_is_refused_before_it_is_allocated() -> None:
+    # GridSample from small inputs to a 2^36-element output, and TfIdfVectorizer whose n-gram indexes ask for
+    # 2^40 output columns: each kernel's scratch obeys the tensor limit too, and the sessions stay usable.
+    grid = helper.make_node("GridSample", ["x", "g"], ["y"], name="gs")
+    gs = mosaicrt.InferenceSession(_model([grid], [helper.make_tensor_value_info("x", TensorProto.FLOAT, None),
+                                                   helper.make_tensor_value_info("g", TensorProto.FLOAT, None)],
+                                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)]),
+                                   _options(max_tensor_bytes=1 << 30))
+    x = np.ones((1, 1 << 16, 1, 1), np.float32)
+    with pytest.raises(mosaicrt.MosaicrtError, match="GridSample output needs more than the limit of 1073741824 bytes"):
+        gs.run(None, {"x": x, "g": np.zeros((1, 1 << 10, 1 << 10, 2), np.float32)})
+    assert gs.run(None, {"x": x[:, :2], "g": np.zeros((1, 3, 4, 2), np.float32)})[0].shape == (1, 2, 3, 4)
+    tfidf = helper.make_node("TfIdfVectorizer", ["t"], ["y"], name="tfidf", mode="TF", min_gram_length=1,
+                             max_gram_length=1, max_skip_count=0, ngram_counts=[0], ngram_indexes=[1 << 40],
+                             pool_int64s=[5])
+    sess = mosaicrt.InferenceSession(_model([tfidf], [helper.make_tensor_value_info("t", TensorProto.INT64, None)],
+                                            [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)]),
+                                     _options(max_tensor_bytes=1 << 30))
+    with pytest.raises(mosaicrt.MosaicrtError, match="over the limit of 1073741824 bytes"):
+        sess.run(None, {"t": np.array([5, 5], np.int64)})
+
+
 def _nested_if(depth: int) -> bytes:
     """`depth` If nodes, each the then/else branch of the one above; the innermost yields x."""
     def leaf(level: int, tag: str) -> object:

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <vector>
 
+#include "../resource_limits.h"
 #include "../gemm/sgemm.h"
 #include "norm_util.h"
 
@@ -56,7 +57,7 @@ void ms_attention_kernel(OpContext& ctx) {
   const float filter = n.attr_float("mask_filter_value", -10000.f);
   const bool causal = n.attr_int("unidirectional", 0) != 0;
   // projections
-  std::vector<float> proj(static_cast<size_t>(B * S * Htot));
+  std::vector<float> proj(checked_scratch({B, S, Htot}, sizeof(float), "Attention projections"));
   sgemm(false, false, B * S, Htot, Din, 1.f, X.data<float>(), Din, W.data<float>(), Htot, 0.f, proj.data(), Htot,
         &ctx.threads());
   if (Bt) {
@@ -65,7 +66,7 @@ void ms_attention_kernel(OpContext& ctx) {
       for (int64_t j = 0; j < Htot; ++j) proj[static_cast<size_t>(r * Htot + j)] += b[j];
   }
   // mask as an additive [B, S, S] term
-  std::vector<float> madd(static_cast<size_t>(B * S * S), 0.f);
+  std::vector<float> madd(checked_scratch({B, S, S}, sizeof(float), "Attention mask"), 0.f);
   if (mask) {
     const std::vector<int64_t> dims = mask->shape();
     auto at = [&](int64_t i) { return mask->int_at(i); };

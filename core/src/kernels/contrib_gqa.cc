@@ -13,6 +13,7 @@
 #include <cstring>
 #include <vector>
 
+#include "../resource_limits.h"
 #include "norm_util.h"
 
 namespace mrt {
@@ -91,7 +92,7 @@ void gqa_kernel(OpContext& ctx) {
   // q [B, Hq, S, d], present k/v [B, Hkv, T, d]
   const float* qin = Qt.data<float>();
   const int64_t qstride = Qt.dim(2);
-  std::vector<float> q(static_cast<size_t>(B * Hq * S * d));
+  std::vector<float> q(checked_scratch({B, Hq, S, d}, sizeof(float), "GroupQueryAttention queries"));
   Tensor PKo(DType::kFloat, Shape{B, Hkv, T, d}, ctx.allocator());
   Tensor PVo(DType::kFloat, Shape{B, Hkv, T, d}, ctx.allocator());
   float* pk = PKo.data<float>();

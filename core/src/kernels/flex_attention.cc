@@ -7,6 +7,7 @@
 #include <cmath>
 #include <vector>
 
+#include "../resource_limits.h"
 #include "../session.h"
 #include "../subgraph.h"
 #include "norm_util.h"
@@ -94,7 +95,7 @@ void flex_run(OpContext& ctx, DType cdt) {
   MRT_CHECK_ARG(pm.dtype() == cdt && pm.shape() == probs.shape(), "FlexAttention: prob_mod returned ", pm.describe(),
                 ", expected ", probs.describe());
   const C* p = pm.data<C>();
-  std::vector<double> y(static_cast<size_t>(B * Hq * L * Ev), 0.0);
+  std::vector<double> y(checked_scratch({B, Hq, L, Ev}, sizeof(double), "FlexAttention output"), 0.0);
   for (int64_t b = 0; b < B; ++b)
     for (int64_t h = 0; h < Hq; ++h)
       for (int64_t i = 0; i < L; ++i) {

@@ -10,6 +10,7 @@
 #include <limits>
 #include <vector>
 
+#include "../resource_limits.h"
 #include "norm_util.h"
 
 namespace mrt {
@@ -94,7 +95,7 @@ void gs_kernel(OpContext& ctx) {
   std::vector<double> grid = norm::to_doubles(G, "GridSample grid");
   std::vector<double> x(static_cast<size_t>(X.numel()));
   for (size_t i = 0; i < x.size(); ++i) x[i] = X.scalar_as_double(static_cast<int64_t>(i));
-  std::vector<double> y(static_cast<size_t>(N * C * P));
+  std::vector<double> y(checked_scratch({N, C, P}, sizeof(double), "GridSample output"));
   if (plane == 0) {
     // An empty input plane has no sample to clamp or reflect to; with zero padding every sample is 0.
     MRT_CHECK_ARG(a.pad == GsPad::kZeros || y.empty(), "GridSample: input ", X.describe(),

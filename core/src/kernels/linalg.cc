@@ -7,6 +7,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "../resource_limits.h"
 #include "../gemm/sgemm.h"
 #include "../kernel.h"
 #include "linalg_util.h"
@@ -215,12 +216,12 @@ void gemm_kernel(OpContext& ctx) {
     matmul_loop<T>(ta, tb, M, N, K, a.data<T>(), b.data<T>(), Y);
     const bool plain = alpha == 1.f && (c == nullptr || beta == 1.f);
     if (plain && c != nullptr) {
-      std::vector<T> cb(static_cast<size_t>(M * N));
+      std::vector<T> cb(checked_scratch({M, N}, sizeof(T), "Gemm bias"));
       broadcast_bias<T>(*c, M, N, cb.data(), [](T v) { return v; });
       for (int64_t i = 0; i < M * N; ++i)
         Y[i] = linalg_from_acc<T>(linalg_to_acc<T>(Y[i]) + linalg_to_acc<T>(cb[i]));
     } else if (!plain) {
-      std::vector<double> cb(static_cast<size_t>(M * N), 0.0);
+      std::vector<double> cb(checked_scratch({M, N}, sizeof(double), "Gemm bias"), 0.0);
       if (c != nullptr && beta != 0.f)
         broadcast_bias<T>(*c, M, N, cb.data(), [](T v) { return static_cast<double>(v); });
       for (int64_t i = 0; i < M * N; ++i)

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "../resource_limits.h"
 #include "norm_util.h"
 
 namespace mrt {
@@ -59,7 +60,7 @@ void la_kernel(OpContext& ctx) {
                 "LinearAttention: key ", K.describe(), " / value ", V.describe(), " do not match query ", Q.describe());
   const std::vector<double> q = norm::to_doubles(Q, "query"), k = norm::to_doubles(K, "key"),
                             v = norm::to_doubles(V, "value");
-  std::vector<float> state(static_cast<size_t>(B * a.hkv * dk * dv), 0.f);
+  std::vector<float> state(checked_scratch({B, a.hkv, dk, dv}, sizeof(float), "LinearAttention state"), 0.f);
   if (past) {
     MRT_CHECK_ARG(past->shape() == Shape({B, a.hkv, dk, dv}), "LinearAttention: past_state ", past->describe(),
                   " must be [", B, ",", a.hkv, ",", dk, ",", dv, "]");
@@ -81,7 +82,7 @@ void la_kernel(OpContext& ctx) {
     bet_per = beta->dim(2);
   }
   const float scale = a.scale != 0 ? static_cast<float>(a.scale) : 1.f / std::sqrt(static_cast<float>(dk));
-  std::vector<double> out(static_cast<size_t>(B * T * a.hq * dv), 0.0);
+  std::vector<double> out(checked_scratch({B, T, a.hq, dv}, sizeof(double), "LinearAttention output"), 0.0);
   std::vector<float> vt(static_cast<size_t>(dv));
   for (int64_t b = 0; b < B; ++b)
     for (int64_t t = 0; t < T; ++t) {

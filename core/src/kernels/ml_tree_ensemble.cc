@@ -14,6 +14,7 @@
 #include <memory>
 #include <vector>
 
+#include "../resource_limits.h"
 #include "norm_util.h"
 
 namespace mrt {
@@ -118,7 +119,7 @@ void tree_kernel(OpContext& ctx) {
     MRT_CHECK_ARG(t >= 0 && t < T, "TreeEnsemble: leaf target ", t, " is outside n_targets ", T);
   const double init = e->aggregate == 2 ? std::numeric_limits<double>::max()
                       : e->aggregate == 3 ? std::numeric_limits<double>::lowest() : 0.0;
-  std::vector<double> y(static_cast<size_t>(N * T), init);
+  std::vector<double> y(checked_scratch({N, T}, sizeof(double), "TreeEnsemble output"), init);
   const double trees = static_cast<double>(e->roots.size());
   for (int64_t r = 0; r < N; ++r) {
     const double* xr = &x[static_cast<size_t>(r * F)];
@@ -263,7 +264,7 @@ void legacy_regressor_kernel(OpContext& ctx) {
   for (int64_t f : e.feature)
     MRT_CHECK_ARG(f >= 0 && f < F, "TreeEnsembleRegressor: feature id ", f, " is outside the ", F, " input features");
   const std::vector<double> x = norm::to_doubles(X, "TreeEnsembleRegressor X");
-  std::vector<double> y(static_cast<size_t>(N * T));
+  std::vector<double> y(checked_scratch({N, T}, sizeof(double), "TreeEnsembleRegressor output"));
   std::vector<double> acc(static_cast<size_t>(T));
   std::vector<bool> hit(static_cast<size_t>(T));
   for (int64_t r = 0; r < N; ++r) {

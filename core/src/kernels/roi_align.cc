@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "../resource_limits.h"
 #include "norm_util.h"
 
 namespace mrt {
@@ -54,7 +55,7 @@ void roi_kernel(OpContext& ctx) {
   const int64_t N = X.dim(0), C = X.dim(1), H = X.dim(2), W = X.dim(3), K = R.dim(0);
   const std::vector<double> x = norm::to_doubles(X, "RoiAlign X");
   const std::vector<double> rois = norm::to_doubles(R, "RoiAlign rois");
-  std::vector<double> y(static_cast<size_t>(K * C * a.oh * a.ow));
+  std::vector<double> y(checked_scratch({K, C, a.oh, a.ow}, sizeof(double), "RoiAlign output"));
   for (int64_t k = 0; k < K; ++k) {
     const int64_t b = BI.int_at(k);
     MRT_CHECK_ARG(b >= 0 && b < N, "RoiAlign: batch index ", b, " is outside [0, ", N, ")");

@@ -42,7 +42,11 @@ std::shared_ptr<Tfidf> parse_tfidf(const Node& n) {
   const std::vector<int64_t> pool = n.attr_ints("pool_int64s");
   t->weights = n.attr_floats("weights");
   MRT_ENFORCE(!t->indexes.empty(), MRT_INVALID_MODEL, n.label(), ": ngram_indexes is empty");
+  for (int64_t ix : t->indexes)
+    MRT_ENFORCE(ix >= 0, MRT_INVALID_MODEL, n.label(), ": ngram_indexes holds the negative index ", ix);
   t->out_size = *std::max_element(t->indexes.begin(), t->indexes.end()) + 1;
+  MRT_ENFORCE(t->weights.empty() || static_cast<int64_t>(t->weights.size()) >= t->out_size, MRT_INVALID_MODEL,
+              n.label(), ": weights has ", t->weights.size(), " entries for ", t->out_size, " output columns");
   int64_t id = 1;
   for (size_t i = 0; i < counts.size(); ++i) {
     const int64_t size = static_cast<int64_t>(i) + 1;
@@ -75,7 +79,9 @@ void tfidf_kernel(OpContext& ctx) {
                  " must hold int32 or int64 token ids");
   MRT_CHECK_ARG(X.rank() == 1 || X.rank() == 2, "TfIdfVectorizer: input must be 1-D or 2-D, got ", X.describe());
   const int64_t rows = X.rank() == 2 ? X.dim(0) : 1, L = X.rank() == 2 ? X.dim(1) : X.dim(0);
-  std::vector<double> freq(static_cast<size_t>(rows * t->out_size), 0.0);
+  // The output first: its allocation checks the size against the session's tensor limit before any scratch.
+  Tensor& out = ctx.output(0, DType::kFloat, X.rank() == 2 ? Shape{rows, t->out_size} : Shape{t->out_size});
+  std::vector<double> freq(static_cast<size_t>(out.numel()), 0.0);
   std::vector<int64_t> key;
   for (int64_t r = 0; r < rows; ++r) {
     auto at = [&](int64_t i) { return X.int_at(r * L + i); };
@@ -108,8 +114,7 @@ void tfidf_kernel(OpContext& ctx) {
       default: y[p] = w ? t->weights[i] * freq[p] : freq[p]; break;
     }
   }
-  Shape shape = X.rank() == 2 ? Shape{rows, t->out_size} : Shape{t->out_size};
-  norm::from_doubles(ctx.output(0, DType::kFloat, shape), y);
+  norm::from_doubles(out, y);
 }
 
 }  // namespace
