@@ -162,10 +162,11 @@ class FaultProxy:
                 if fail:
                     length = int(self.headers.get("Content-Length") or 0)
                     self.rfile.read(length)
+                    # recorded before answering: the client may retry (or the test read `seen`) at once
+                    proxy.seen.append((self.command, self.path, 500))
                     self.send_response(500, "Internal Server Error")
                     self.send_header("Content-Length", "0")
                     self.end_headers()
-                    proxy.seen.append((self.command, self.path, 500))
                 return fail
 
             def _forward(self) -> None:
