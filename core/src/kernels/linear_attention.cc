@@ -70,14 +70,17 @@ void la_kernel(OpContext& ctx) {
   std::vector<double> dec, bet;
   int64_t dec_per = 0, bet_per = 0;
   if (decay) {
-    MRT_CHECK_ARG(decay->rank() == 3 && (decay->dim(2) == a.hkv || decay->dim(2) == a.hkv * dk),
-                  "LinearAttention: decay ", decay->describe(), " must end in ", a.hkv, " or ", a.hkv * dk);
+    MRT_CHECK_ARG(decay->rank() == 3 && decay->dim(0) == B && decay->dim(1) == T &&
+                      (decay->dim(2) == a.hkv || decay->dim(2) == a.hkv * dk),
+                  "LinearAttention: decay ", decay->describe(), " must be [", B, ", ", T, ", ", a.hkv, " or ",
+                  a.hkv * dk, "]");
     dec = norm::to_doubles(*decay, "decay");
     dec_per = decay->dim(2) / a.hkv;
   }
   if (beta) {
-    MRT_CHECK_ARG(beta->rank() == 3 && (beta->dim(2) == a.hkv || beta->dim(2) == 1), "LinearAttention: beta ",
-                  beta->describe(), " must end in ", a.hkv, " or 1");
+    MRT_CHECK_ARG(beta->rank() == 3 && beta->dim(0) == B && beta->dim(1) == T &&
+                      (beta->dim(2) == a.hkv || beta->dim(2) == 1),
+                  "LinearAttention: beta ", beta->describe(), " must be [", B, ", ", T, ", ", a.hkv, " or 1]");
     bet = norm::to_doubles(*beta, "beta");
     bet_per = beta->dim(2);
   }
