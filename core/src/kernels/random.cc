@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "elementwise_common.h"
+#include "norm_util.h"
 #include "random_util.h"
 
 namespace mrt {
@@ -72,9 +73,8 @@ void fill_random(OpContext& ctx, Tensor& y, bool normal) {
 void random_check(const Node& n, int64_t) {
   (void)random_dtype(n, DType::kFloat);
   if (n.op_type == "RandomUniform" || n.op_type == "RandomNormal") {
-    const std::vector<int64_t> shape = n.attr_ints("shape");
     MRT_CHECK_ARG(n.has_attr("shape"), n.op_type, ": the shape attribute is required");
-    for (int64_t d : shape) MRT_CHECK_ARG(d >= 0, n.op_type, ": shape has a negative dimension ", d);
+    for (int64_t d : n.attr_ints("shape")) MRT_CHECK_ARG(d >= 0, n.op_type, ": shape has a negative dimension ", d);
   }
   if (n.op_type == "RandomUniform" || n.op_type == "RandomUniformLike") {
     const float low = n.attr_float("low", 0.f), high = n.attr_float("high", 1.f);
@@ -165,11 +165,13 @@ void multinomial(OpContext& ctx) {
   MRT_CHECK_ARG(classes > 0, "Multinomial: cannot draw from an empty class axis (", x.describe(), ")");
   uint64_t first = 0;
   const uint64_t key = rng::reserve(ctx, seed_of(n), static_cast<uint64_t>(y.numel()), &first);
+  const std::vector<double> logits = norm::to_doubles(x, "Multinomial input");
   std::vector<double> cumulative(static_cast<size_t>(classes));
   for (int64_t b = 0; b < batch; ++b) {
+    const double* row = logits.data() + b * classes;
     double top = -std::numeric_limits<double>::infinity();
     for (int64_t c = 0; c < classes; ++c) {
-      const double v = x.scalar_as_double(b * classes + c);
+      const double v = row[c];
       MRT_CHECK_ARG(!std::isnan(v) && v != std::numeric_limits<double>::infinity(), "Multinomial: row ", b,
                     " holds ", v, " (log-probabilities must be finite or -inf)");
       top = std::max(top, v);
@@ -177,7 +179,7 @@ void multinomial(OpContext& ctx) {
     MRT_CHECK_ARG(std::isfinite(top), "Multinomial: every class of row ", b, " has probability 0");
     double total = 0;
     for (int64_t c = 0; c < classes; ++c) {
-      total += std::exp(x.scalar_as_double(b * classes + c) - top);
+      total += std::exp(row[c] - top);
       cumulative[static_cast<size_t>(c)] = total;
     }
     for (int64_t s = 0; s < samples; ++s) {
