@@ -223,12 +223,17 @@ def wheel_test_jobs() -> int:
     """How many (wheel, Python) pairs are tested at once: ``$MOSAICRT_TEST_JOBS``, else 2 where there are
     two cores or more. Installing into a fresh venv is mostly waiting on one core (unpacking, byte-compiling),
     so two pairs at a time keep both cores busy; more would only contend with the suites' own threads."""
-    raw = os.environ.get("MOSAICRT_TEST_JOBS", "").strip()
-    if raw:
-        if not raw.isdigit() or int(raw) < 1:
-            raise UsageError(f"MOSAICRT_TEST_JOBS must be a positive integer, got {raw!r}")
-        return int(raw)
-    return 2 if (os.cpu_count() or 1) >= 2 else 1
+    return positive_int_env("MOSAICRT_TEST_JOBS", 2 if (os.cpu_count() or 1) >= 2 else 1)
+
+
+def positive_int_env(name: str, default: int) -> int:
+    """The environment's positive integer ``name``, else ``default``; anything else is a usage error."""
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return default
+    if not raw.isdigit() or int(raw) < 1:
+        raise UsageError(f"{name} must be a positive integer, got {raw!r}")
+    return int(raw)
 
 
 def _test_all(

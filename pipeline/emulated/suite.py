@@ -17,12 +17,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from .. import toolchains
-from ..errors import EnvironmentProblem, UsageError
+from ..errors import EnvironmentProblem
 from ..hashing import sha256_file
 from ..layout import Layout
 from ..matrix import Target
 from ..records import Counts, Outcome, TestRecord, records_for_sha, write_record
-from ..wheeltest import WheelSuite, clean_env, parse_junit, suite_hash
+from ..wheeltest import WheelSuite, clean_env, parse_junit, positive_int_env, suite_hash
 from .sysroot import (
     ABSENT_PLUGIN,
     PYTHON,
@@ -202,12 +202,7 @@ def emulated_shards() -> int:
     2-core machine were slower than one (423 s and 293 s against 317 s): each emulated process's sessions
     run their own worker threads, and four emulated threads on two cores wait on each other. Worth it with
     more cores than a suite's sessions use."""
-    raw = os.environ.get("MOSAICRT_EMULATED_SHARDS", "").strip()
-    if not raw:
-        return 1
-    if not raw.isdigit() or int(raw) < 1:
-        raise UsageError(f"MOSAICRT_EMULATED_SHARDS must be a positive integer, got {raw!r}")
-    return int(raw)
+    return positive_int_env("MOSAICRT_EMULATED_SHARDS", 1)
 
 
 #: processes of the wheel suite's shutdown stress (tests/wheel/test_shutdown.py) under emulation
