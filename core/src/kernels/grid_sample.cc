@@ -100,13 +100,13 @@ void gs_kernel(OpContext& ctx) {
     // An empty input plane has no sample to clamp or reflect to; with zero padding every sample is 0.
     MRT_CHECK_ARG(a.pad == GsPad::kZeros || y.empty(), "GridSample: input ", X.describe(),
                   " has an empty spatial axis, which only padding_mode 'zeros' can sample");
-    P = 0;
   }
+  const int64_t samples = plane == 0 ? 0 : N * P;  // an empty plane leaves y at zero
   const int taps = a.mode == GsMode::kNearest ? 1 : a.mode == GsMode::kLinear ? 2 : 4;
   int64_t corners = 1;
   for (size_t i = 0; i < nd; ++i) corners *= taps;
 
-  ctx.threads().parallel_for(N * P, 16, [&](int64_t begin, int64_t end) {
+  ctx.threads().parallel_for(samples, 16, [&](int64_t begin, int64_t end) {
     std::vector<int64_t> idx(nd * taps);
     std::vector<double> w(nd * taps);
     std::vector<uint8_t> inside(nd * taps);
