@@ -94,7 +94,7 @@ mrt::Shape to_shape(const int64_t* shape, size_t rank) {
 }
 
 void check_type_and_bytes(int32_t elem_type, const mrt::Shape& shape, size_t data_bytes) {
-  if (!mrt::dtype_is_known(elem_type) || !mrt::dtype_is_storable(static_cast<mrt::DType>(elem_type)))
+  if (!mrt::dtype_is_known(elem_type) || !mrt::dtype_is_plain(static_cast<mrt::DType>(elem_type)))
     mrt::fail(MRT_NOT_IMPLEMENTED, "element type ", mrt::dtype_name(static_cast<mrt::DType>(elem_type)), " (", elem_type,
               ") is not supported");
   int64_t n = mrt::shape_size(shape);
@@ -493,9 +493,11 @@ MRT_API MrtStatus* MrtRunWithOptions(MrtSession* session, const MrtRunOptions* r
       outputs[i] = made[i];
       if (!output_info) continue;
       const mrt::Tensor& t = made[i] ? made[i]->tensor : result[i];
+      const bool plain = mrt::dtype_is_plain(t.dtype());  // strings, sequences and none: no byte view
       output_info[i] = MrtTensorRef{static_cast<int32_t>(t.dtype()), t.rank(),
                                     made[i] ? t.shape().data() : bound_outputs[i].shape,
-                                    made[i] ? made[i]->tensor.raw() : bound_outputs[i].data, t.nbytes()};
+                                    !plain ? nullptr : made[i] ? made[i]->tensor.raw() : bound_outputs[i].data,
+                                    plain ? t.nbytes() : 0};
     }
   });
 }
@@ -601,14 +603,103 @@ MRT_API MrtStatus* MrtValueGetInfo(const MrtValue* value, int32_t* elem_type, si
   return guarded([&] {
     MRT_REQUIRE_ARG(value);
     const mrt::Tensor& t = value->tensor;
+    const bool plain = mrt::dtype_is_plain(t.dtype());  // strings, sequences and none have no byte view
     if (elem_type) *elem_type = static_cast<int32_t>(t.dtype());
     if (rank) *rank = t.rank();
     if (shape) *shape = t.shape().data();
-    if (data) *data = t.raw();
-    if (data_bytes) *data_bytes = t.nbytes();
+    if (data) *data = plain ? t.raw() : nullptr;
+    if (data_bytes) *data_bytes = plain ? t.nbytes() : 0;
   });
 }
 
 MRT_API void MrtReleaseValue(MrtValue* value) { delete value; }
+
+MRT_API MrtStatus* MrtValueGetKind(const MrtValue* value, MrtValueKind* kind) {
+  return guarded([&] {
+    MRT_REQUIRE_ARG(value);
+    MRT_REQUIRE_ARG(kind);
+    const mrt::Tensor& t = value->tensor;
+    *kind = t.is_sequence() ? MRT_VALUE_SEQUENCE : t.is_none() ? MRT_VALUE_NONE : MRT_VALUE_TENSOR;
+  });
+}
+
+MRT_API MrtStatus* MrtCreateStringTensor(const int64_t* shape, size_t rank, const char* const* strings,
+                                         const size_t* lengths, MrtValue** out) {
+  return guarded([&] {
+    MRT_REQUIRE_ARG(out);
+    mrt::Shape s = to_shape(shape, rank);
+    mrt::Tensor t(mrt::DType::kString, s);
+    if (t.numel() && (!strings || !lengths)) mrt::fail(MRT_INVALID_ARGUMENT, "strings and lengths must not be NULL");
+    for (int64_t i = 0; i < t.numel(); ++i) {
+      if (!strings[i] && lengths[i]) mrt::fail(MRT_INVALID_ARGUMENT, "string ", i, " is NULL");
+      mrt::set_string(t, i, lengths[i] ? std::string(strings[i], lengths[i]) : std::string());
+    }
+    *out = new MrtValue{std::move(t)};
+  });
+}
+
+MRT_API MrtStatus* MrtValueGetString(const MrtValue* value, size_t index, const char** data, size_t* length) {
+  return guarded([&] {
+    MRT_REQUIRE_ARG(value);
+    const mrt::Tensor& t = value->tensor;
+    if (t.dtype() != mrt::DType::kString) mrt::fail(MRT_INVALID_ARGUMENT, "the value is ", t.describe(), ", not strings");
+    if (index >= static_cast<size_t>(t.numel()))
+      mrt::fail(MRT_INVALID_ARGUMENT, "string index ", index, " out of range for ", t.describe());
+    const std::string& str = mrt::string_at(t, static_cast<int64_t>(index));
+    if (data) *data = str.data();
+    if (length) *length = str.size();
+  });
+}
+
+MRT_API MrtStatus* MrtCreateSequence(int32_t elem_type, const MrtValue* const* items, size_t count, MrtValue** out) {
+  return guarded([&] {
+    MRT_REQUIRE_ARG(out);
+    if (count && !items) mrt::fail(MRT_INVALID_ARGUMENT, "items must not be NULL");
+    if (elem_type != 0 && (!mrt::dtype_is_known(elem_type) || !mrt::dtype_is_storable(static_cast<mrt::DType>(elem_type))))
+      mrt::fail(MRT_INVALID_ARGUMENT, "element type ", elem_type, " is not supported in a sequence");
+    std::vector<mrt::Tensor> tensors;
+    for (size_t i = 0; i < count; ++i) {
+      if (!items[i]) mrt::fail(MRT_INVALID_ARGUMENT, "sequence item ", i, " is NULL");
+      // Items are copied: a borrowed tensor's memory belongs to the caller only until this returns.
+      tensors.push_back(items[i]->tensor.clone());
+    }
+    *out = new MrtValue{mrt::Tensor::sequence(static_cast<mrt::DType>(elem_type), std::move(tensors))};
+  });
+}
+
+MRT_API MrtStatus* MrtCreateNone(MrtValue** out) {
+  return guarded([&] {
+    MRT_REQUIRE_ARG(out);
+    *out = new MrtValue{mrt::Tensor::none()};
+  });
+}
+
+MRT_API MrtStatus* MrtValueGetSequenceInfo(const MrtValue* value, size_t* count, int32_t* elem_type) {
+  return guarded([&] {
+    MRT_REQUIRE_ARG(value);
+    const mrt::Sequence& s = value->tensor.seq();
+    if (count) *count = s.items.size();
+    if (elem_type) *elem_type = static_cast<int32_t>(s.elem_type);
+  });
+}
+
+MRT_API MrtStatus* MrtValueGetSequenceItem(const MrtValue* value, size_t index, MrtValue** item) {
+  return guarded([&] {
+    MRT_REQUIRE_ARG(value);
+    MRT_REQUIRE_ARG(item);
+    const mrt::Sequence& s = value->tensor.seq();
+    if (index >= s.items.size())
+      mrt::fail(MRT_INVALID_ARGUMENT, "item ", index, " out of range for a sequence of ", s.items.size());
+    *item = new MrtValue{s.items[index].clone()};
+  });
+}
+
+MRT_API MrtStatus* MrtSessionGetIoType(const MrtSession* session, MrtIoKind kind, size_t index, const char** type) {
+  return guarded([&] {
+    MRT_REQUIRE_ARG(session);
+    MRT_REQUIRE_ARG(type);
+    *type = io_info(session, kind, index).type.c_str();  // (the session fills it for tensors too)
+  });
+}
 
 }  // extern "C"

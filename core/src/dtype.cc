@@ -10,6 +10,7 @@ size_t dtype_size(DType t) {
     case DType::kDouble: case DType::kInt64: case DType::kUInt64: return 8;
     case DType::kInt16: case DType::kUInt16: case DType::kFloat16: case DType::kBFloat16: return 2;
     case DType::kInt8: case DType::kUInt8: case DType::kBool: return 1;
+    case DType::kString: return sizeof(const std::string*);
     default: return dtype_is_narrow(t) ? 1 : 0;
   }
 }
@@ -43,6 +44,8 @@ const char* dtype_name(DType t) {
     case DType::kFloat8E8M0: return "float8e8m0";
     case DType::kUInt2: return "uint2";
     case DType::kInt2: return "int2";
+    case DType::kSequence: return "sequence";
+    case DType::kNone: return "none";
   }
   return "unknown-type";
 }

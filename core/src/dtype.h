@@ -41,18 +41,25 @@ enum class DType : int32_t {
   kFloat8E8M0 = 24,
   kUInt2 = 25,
   kInt2 = 26,
+  // Not ONNX element types: the executor carries ONNX sequence and optional values as Tensors of
+  // these kinds (see Tensor::sequence and Tensor::none in tensor.h). They have no elements.
+  kSequence = 1001,
+  kNone = 1002,  // an optional without a value
 };
 
 // Storage types for the 16-bit floats (bit patterns; convert with the helpers below).
 struct Float16 { uint16_t bits; };
 struct BFloat16 { uint16_t bits; };
 
-// Size in bytes of one element; 0 for types the core cannot store (string, complex).
+// Size in bytes of one element; 0 for types the core cannot store (complex, sequence, none). A string
+// element is a pointer to an immutable std::string (tensor.h).
 size_t dtype_size(DType t);
 // "float32", "int64", ... (numpy-style names used in messages and the Python API).
 const char* dtype_name(DType t);
 bool dtype_is_known(int32_t code);
 bool dtype_is_storable(DType t);
+// Storable and held by value (every storable type but string): its bytes are its value.
+inline bool dtype_is_plain(DType t) { return t != DType::kString && dtype_is_storable(t); }
 // The one-byte-per-element narrow types (codes 17..26).
 inline bool dtype_is_narrow(DType t) {
   return static_cast<int32_t>(t) >= 17 && static_cast<int32_t>(t) <= 26;

@@ -77,3 +77,55 @@ std::vector<int64_t> Node::require_ints(const std::string& n) const {
 }
 
 }  // namespace mrt
+
+namespace mrt {
+
+const char* onnx_type_name(DType t) {
+  switch (t) {
+    case DType::kFloat: return "float";
+    case DType::kDouble: return "double";
+    case DType::kFloat16: return "float16";
+    case DType::kFloat8E4M3FN: return "float8e4m3fn";
+    case DType::kFloat8E4M3FNUZ: return "float8e4m3fnuz";
+    case DType::kFloat8E5M2: return "float8e5m2";
+    case DType::kFloat8E5M2FNUZ: return "float8e5m2fnuz";
+    case DType::kFloat4E2M1: return "float4e2m1";
+    case DType::kFloat8E8M0: return "float8e8m0";
+    default: return dtype_name(t);  // the integer, bool, string, bfloat16 and complex names are the same
+  }
+}
+
+std::string value_type(const ValueInfo& v) {
+  if (!v.is_tensor) return v.type;
+  return str_cat("tensor(", v.elem_type == DType::kUndefined ? "?" : onnx_type_name(v.elem_type), ")");
+}
+
+namespace {
+// Whether `type` is `ctor(inner)`; sets `inner` when it is.
+bool unwrap(const std::string& type, const char* ctor, std::string* inner) {
+  const std::string head = std::string(ctor) + "(";
+  if (type.compare(0, head.size(), head) != 0 || type.back() != ')') return false;
+  *inner = type.substr(head.size(), type.size() - head.size() - 1);
+  return true;
+}
+}  // namespace
+
+bool value_has_type(const Tensor& v, const std::string& type) {
+  if (type.empty()) return true;
+  std::string inner;
+  if (unwrap(type, "optional", &inner)) return v.is_none() || value_has_type(v, inner);
+  if (unwrap(type, "seq", &inner)) {
+    if (!v.is_sequence()) return false;
+    std::string elem;
+    if (v.seq().items.empty() && unwrap(inner, "tensor", &elem) && elem != "?" &&
+        v.seq().elem_type != DType::kUndefined && elem != onnx_type_name(v.seq().elem_type))
+      return false;
+    for (const Tensor& item : v.seq().items)
+      if (!value_has_type(item, inner)) return false;
+    return true;
+  }
+  if (unwrap(type, "tensor", &inner)) return v.is_tensor() && (inner == "?" || inner == onnx_type_name(v.dtype()));
+  return false;  // map, sparse_tensor: not supported
+}
+
+}  // namespace mrt

@@ -75,7 +75,18 @@ struct ValueInfo {
   bool has_shape = false;
   std::vector<Dim> dims;
   bool is_tensor = true;  // false for sequence/map/optional types
+  // Non-tensor types in ONNX notation: "seq(tensor(float))", "optional(seq(tensor(int64)))",
+  // "map(string,tensor(float))", "sparse_tensor(float)"; "" for tensors (see value_type below), except
+  // in a session's input and output lists, where every value has it.
+  std::string type;
 };
+
+// ONNX's name of an element type: "float", "int64", "string", "bfloat16", ...
+const char* onnx_type_name(DType t);
+// The ONNX type of a value: "tensor(float)" (with "?" for an unknown element type), or ValueInfo::type.
+std::string value_type(const ValueInfo& v);
+// Whether runtime value `v` has the ONNX type `type` ("" accepts anything).
+bool value_has_type(const Tensor& v, const std::string& type);
 
 struct Graph {
   std::string name;

@@ -27,6 +27,8 @@ void register_linear_attention_kernels(KernelRegistry& r);    // kernels/linear_
 void register_flex_attention_kernels(KernelRegistry& r);      // kernels/flex_attention.cc (ai.onnx.preview)
 void register_tfidf_kernels(KernelRegistry& r);               // kernels/tfidf_vectorizer.cc
 void register_random_kernels(KernelRegistry& r);              // kernels/random.cc
+void register_sequence_kernels(KernelRegistry& r);            // kernels/sequence.cc: sequences, optionals
+void register_string_kernels(KernelRegistry& r);              // kernels/strings.cc: string ops, LabelEncoder
 
 const Tensor& OpContext::input(size_t i) const {
   if (!has_input(i)) fail(MRT_INVALID_MODEL, "required input ", i, " is missing");
@@ -123,6 +125,8 @@ const KernelRegistry& KernelRegistry::cpu() {
     register_flex_attention_kernels(r);
     register_tfidf_kernels(r);
     register_random_kernels(r);
+    register_sequence_kernels(r);
+    register_string_kernels(r);
     return owned;
   }();
   return reg;

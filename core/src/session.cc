@@ -46,6 +46,23 @@ std::string dims_str(const ValueInfo& v) {
   return s + "]";
 }
 
+// Sequences and optionals of tensors are supported; maps and sparse tensors are not.
+bool supported_value_type(const std::string& type) {
+  return type.find("map(") == std::string::npos && type.find("sparse_tensor(") == std::string::npos;
+}
+
+// Operators that take sequence or optional values (and control-flow nodes, whose outer-scope
+// values may be anything). Every other kernel is given tensors only.
+bool takes_non_tensors(const Node& n) {
+  static const std::set<std::string> ops = {"Identity", "If", "Loop", "SequenceAt", "SequenceInsert", "SequenceErase",
+                                            "SequenceLength", "ConcatFromSequence", "SequenceMap", "Optional",
+                                            "OptionalHasElement", "OptionalGetElement"};
+  if (!n.domain.empty() && n.domain != "ai.onnx") return false;
+  for (const auto& a : n.attributes)
+    if (a.g || !a.graphs.empty()) return true;
+  return ops.count(n.op_type) != 0;
+}
+
 double micros(std::chrono::steady_clock::duration d) {
   return std::chrono::duration<double, std::micro>(d).count();
 }
@@ -148,8 +165,9 @@ void Session::build() {
     if (!seen_inputs.insert(in.name).second) fail(MRT_INVALID_MODEL, "graph input '", in.name, "' is listed twice");
     bool is_init = ids_.count(in.name) != 0;
     int id = intern(in.name);
-    if (!in.is_tensor)
-      fail(MRT_NOT_IMPLEMENTED, "graph input '", in.name, "' is not a tensor (sequence/map/optional types are not supported)");
+    if (!in.is_tensor && !supported_value_type(in.type))
+      fail(MRT_NOT_IMPLEMENTED, "graph input '", in.name, "' has type ", in.type,
+           ", which is not supported (tensors, sequences of tensors and optionals are)");
     if (in.elem_type != DType::kUndefined && !dtype_is_storable(in.elem_type))
       fail(MRT_NOT_IMPLEMENTED, "graph input '", in.name, "' has element type ", dtype_name(in.elem_type),
            ", which is not supported");
@@ -230,7 +248,9 @@ void Session::build() {
   for (const auto& o : g.outputs) {
     int id = value_id(o.name);
     if (id < 0) fail(MRT_INVALID_MODEL, "graph output '", o.name, "' is not produced by any node, input or initializer");
-    if (!o.is_tensor) fail(MRT_NOT_IMPLEMENTED, "graph output '", o.name, "' is not a tensor");
+    if (!o.is_tensor && !supported_value_type(o.type))
+      fail(MRT_NOT_IMPLEMENTED, "graph output '", o.name, "' has type ", o.type,
+           ", which is not supported (tensors, sequences of tensors and optionals are)");
     if (o.elem_type != DType::kUndefined && !dtype_is_storable(o.elem_type))
       fail(MRT_NOT_IMPLEMENTED, "graph output '", o.name, "' has element type ", dtype_name(o.elem_type),
            ", which is not supported");
@@ -249,6 +269,8 @@ void Session::build() {
   for (size_t idx : order) node_order.push_back(&g.nodes[idx]);
   std::map<std::string, ValueInfo> known;
   infer_types(g, node_order, outputs_, &known);
+  for (auto* list : {&inputs_, &outputs_, &overridable_info_})
+    for (ValueInfo& v : *list) v.type = value_type(v);  // the ONNX type string the C API reports
 
   // EPs claim nodes (alone or in groups); unsupported ops are reported here, before any run.
   std::vector<Unit> units = partition(order, known, outer);
@@ -284,6 +306,7 @@ void Session::build() {
       s.constant.push_back(id >= 0 && constants_[id].valid() &&
                            std::find(overridable_.begin(), overridable_.end(), id) == overridable_.end());
     s.cache = std::make_unique<OpContext::Cache>();
+    s.tensors_only = !takes_non_tensors(n);
     bool has_subgraph = false;
     for (const auto& a : n.attributes) has_subgraph = has_subgraph || a.g || !a.graphs.empty();
     if (has_subgraph && !s.plugin) {  // compiled now: an unsupported op in a branch fails session creation
@@ -441,6 +464,20 @@ std::vector<Session::Unit> Session::partition(const std::vector<size_t>& order,
     const Node* fused = nullptr;
     std::vector<ValueInfo> expect;
   };
+  // Nodes that touch sequence, optional or string values run on the CPU EP: plugin EPs see tensors of
+  // fixed-size elements only.
+  std::vector<bool> host_only(n, false);
+  for (size_t k = 0; k < n; ++k) {
+    const Node& nd = node_at(k);
+    bool host = takes_non_tensors(nd) && !(nd.op_type == "Identity" || nd.op_type == "If" || nd.op_type == "Loop");
+    std::vector<std::string> touched = reads(k);
+    touched.insert(touched.end(), nd.outputs.begin(), nd.outputs.end());
+    for (const auto& name : touched) {
+      auto it = name.empty() ? known.end() : known.find(name);
+      if (it != known.end() && (!it->second.is_tensor || it->second.elem_type == DType::kString)) host = true;
+    }
+    host_only[k] = host;
+  }
   std::map<int, Claim> claims;  // by unit id
   std::vector<const KernelDef*> cpu(n, nullptr);
   std::vector<std::string> notes(n);
@@ -456,7 +493,7 @@ std::vector<Session::Unit> Session::partition(const std::vector<size_t>& order,
     std::vector<size_t> open;
     std::vector<const Node*> nodes;
     for (size_t k = 0; k < n; ++k)
-      if (!claimed[k]) {
+      if (!claimed[k] && !host_only[k]) {
         open.push_back(k);
         nodes.push_back(&node_at(k));
       }
@@ -733,7 +770,14 @@ std::vector<Tensor> Session::run(const std::vector<std::string>& input_names, co
     }
     if (fed[id]) fail(MRT_INVALID_ARGUMENT, "input '", name, "' is given twice");
     fed[id] = true;
-    if (info) {
+    if (info && !info->is_tensor) {
+      if (!value_has_type(t, info->type))
+        fail(MRT_INVALID_ARGUMENT, "input '", name, "' is ", t.is_tensor() ? "a tensor " : "", t.describe(),
+             " but the model expects ", info->type);
+    } else if (!t.is_tensor() && !(info && info->elem_type == DType::kUndefined)) {  // (no type: any value)
+      fail(MRT_INVALID_ARGUMENT, "input '", name, "' is ", t.describe(), " but the model expects ",
+           info ? value_type(*info) : std::string("a tensor"));
+    } else if (info) {
       if (info->elem_type != DType::kUndefined && info->elem_type != t.dtype())
         fail(MRT_INVALID_ARGUMENT, "input '", name, "' has element type ", dtype_name(t.dtype()), " but the model expects ",
              dtype_name(info->elem_type));
@@ -854,7 +898,13 @@ std::vector<Tensor> Session::run(const std::vector<std::string>& input_names, co
       } else {
         ctx.inputs_.assign(s.inputs.size(), nullptr);
         for (size_t i = 0; i < s.inputs.size(); ++i)
-          if (s.inputs[i] >= 0) ctx.inputs_[i] = host_value(s.inputs[i]);
+          if (s.inputs[i] >= 0) {
+            const Tensor* in = host_value(s.inputs[i]);
+            if (s.tensors_only && in && !in->is_tensor())
+              fail(MRT_INVALID_ARGUMENT, "input ", i, " ('", names_[s.inputs[i]], "') is ", in->describe(),
+                   "; the operator takes tensors");
+            ctx.inputs_[i] = in;
+          }
         ctx.constant_ = &s.constant;
         outs.assign(s.outputs.size(), Tensor());
         if (!bound.empty() && !s.plugin)  // (plugin EPs' outputs are copied in at the end)
@@ -869,6 +919,7 @@ std::vector<Tensor> Session::run(const std::vector<std::string>& input_names, co
           s.plugin->ep->compute(s.plugin->handle, s.node->label(), ctx, pool_->size());
         else
           s.kernel->fn(ctx);
+        adopt_strings(outs, ctx.inputs_);
         for (size_t i = 0; i < s.expect.size() && i < outs.size(); ++i)
           if (outs[i].valid()) check_partition_output(s, i, outs[i].dtype(), outs[i].shape());
       }
@@ -926,7 +977,8 @@ std::vector<Tensor> Session::run(const std::vector<std::string>& input_names, co
       continue;
     }
     const auto& buf = t.buffer();
-    if (buf && (!buf->owned || buf.use_count() > 1)) t = t.clone(alloc_.get());
+    // (string outputs always get their own copies of the strings: nothing they point to is shared)
+    if (buf && (!buf->owned || buf.use_count() > 1 || t.dtype() == DType::kString)) t = t.clone(alloc_.get());
   }
   if (profile) {
     append_run_event(events, tid, micros(run_start - created_), micros(Clock::now() - run_start));

@@ -117,6 +117,7 @@ class Session {
     std::vector<int> outputs;  // value ids, -1 = omitted
     std::vector<int> release;  // values whose last use is this step
     std::vector<bool> constant;
+    bool tensors_only = true;  // the kernel takes tensors only (no sequence or optional values)
     std::unique_ptr<OpContext::Cache> cache;
   };
 

@@ -2,7 +2,9 @@
 
 #include "resource_limits.h"
 
+#include <algorithm>
 #include <cstdlib>
+#include <cstring>
 #include <limits>
 #include <mutex>
 #include <new>
@@ -163,12 +165,13 @@ Tensor::Tensor(DType dtype, Shape shape, Allocator* alloc) : dtype_(dtype), shap
     buffer_->data = aligned_alloc_bytes(bytes);
     buffer_->bytes = bytes;
   }
+  if (dtype == DType::kString && bytes) std::memset(buffer_->data, 0, bytes);  // every element reads as ""
 }
 
 Tensor Tensor::borrow(DType dtype, Shape shape, void* data) {
   Tensor t;
-  if (!dtype_is_storable(dtype))
-    fail(MRT_NOT_IMPLEMENTED, "tensors of element type ", dtype_name(dtype), " are not supported");
+  if (!dtype_is_plain(dtype))
+    fail(MRT_NOT_IMPLEMENTED, "borrowed tensors of element type ", dtype_name(dtype), " are not supported");
   t.dtype_ = dtype;
   t.shape_ = std::move(shape);
   t.numel_ = shape_size(t.shape_);
@@ -193,9 +196,83 @@ Tensor Tensor::reshaped(const Tensor& src, Shape shape) {
 }
 
 Tensor Tensor::clone(Allocator* alloc) const {
+  if (!is_tensor()) return *this;  // sequences and none are immutable
   Tensor t(dtype_, shape_, alloc);
-  if (nbytes()) std::memcpy(t.raw(), raw(), nbytes());
+  if (dtype_ == DType::kString) {
+    for (int64_t i = 0; i < numel_; ++i) set_string(t, i, string_at(*this, i));
+  } else if (nbytes()) {
+    std::memcpy(t.raw(), raw(), nbytes());
+  }
   return t;
+}
+
+Tensor Tensor::sequence(DType elem_type, std::vector<Tensor> items) {
+  for (const Tensor& item : items) {
+    if (!item.is_tensor())
+      fail(MRT_INVALID_ARGUMENT, "a sequence holds tensors, got a ", dtype_name(item.dtype()), " item");
+    if (elem_type == DType::kUndefined) elem_type = item.dtype();
+    if (item.dtype() != elem_type)
+      fail(MRT_INVALID_ARGUMENT, "a sequence of ", dtype_name(elem_type), " tensors cannot hold ", item.describe());
+  }
+  Tensor t;
+  t.dtype_ = DType::kSequence;
+  auto seq = std::make_shared<Sequence>();
+  seq->elem_type = elem_type;
+  seq->items = std::move(items);
+  t.seq_ = std::move(seq);
+  return t;
+}
+
+Tensor Tensor::none() {
+  Tensor t;
+  t.dtype_ = DType::kNone;
+  return t;
+}
+
+const Sequence& Tensor::seq() const {
+  if (!is_sequence()) fail(MRT_INVALID_ARGUMENT, "expected a sequence, got ", describe());
+  return *seq_;
+}
+
+const std::string& string_at(const Tensor& t, int64_t i) {
+  static const std::string empty;
+  const std::string* p = t.data_as<const std::string*>()[i];
+  return p ? *p : empty;
+}
+
+void set_string(Tensor& t, int64_t i, std::string s) {
+  if (t.dtype() != DType::kString) fail(MRT_INTERNAL, "set_string on a tensor of ", t.describe());
+  Buffer& b = *t.buffer();
+  if (!b.own_strings) {
+    b.own_strings = std::make_shared<std::deque<std::string>>();
+    b.keep.push_back(b.own_strings);
+  }
+  b.own_strings->push_back(std::move(s));
+  t.data_as<const std::string*>()[i] = &b.own_strings->back();
+}
+
+void keep_strings(Tensor& dst, const Tensor& src) {
+  if (src.is_sequence()) {
+    for (const Tensor& item : src.seq().items) keep_strings(dst, item);
+    return;
+  }
+  if (src.dtype() != DType::kString || !src.buffer() || !dst.buffer() || src.buffer() == dst.buffer()) return;
+  std::vector<std::shared_ptr<const void>>& keep = dst.buffer()->keep;
+  for (const auto& store : src.buffer()->keep)
+    if (std::find(keep.begin(), keep.end(), store) == keep.end()) keep.push_back(store);
+}
+
+void adopt_strings(std::vector<Tensor>& outputs, const std::vector<const Tensor*>& inputs) {
+  for (Tensor& out : outputs) {
+    if (out.dtype() != DType::kString || !out.buffer()) continue;
+    // A view of an input already holds that input's strings only; only new buffers adopt (so a
+    // buffer that other runs may read is never changed here).
+    bool view = false;
+    for (const Tensor* in : inputs) view = view || (in && in->buffer() == out.buffer());
+    if (view) continue;
+    for (const Tensor* in : inputs)
+      if (in) keep_strings(out, *in);
+  }
 }
 
 int64_t Tensor::int_at(int64_t i) const {
@@ -231,6 +308,10 @@ double Tensor::scalar_as_double(int64_t i) const {
   }
 }
 
-std::string Tensor::describe() const { return str_cat(dtype_name(dtype_), shape_str(shape_)); }
+std::string Tensor::describe() const {
+  if (is_sequence()) return str_cat("sequence of ", seq_->items.size(), " ", dtype_name(seq_->elem_type), " tensors");
+  if (is_none()) return "an optional without a value";
+  return str_cat(dtype_name(dtype_), shape_str(shape_));
+}
 
 }  // namespace mrt

@@ -1,7 +1,18 @@
 // Dense tensors: element type, shape and a reference-counted, 64-byte aligned buffer.
 // Views (Reshape, Identity, Squeeze, ...) share the buffer with their source.
+//
+// String tensors hold one pointer per element to an immutable std::string (nullptr reads as ""), so
+// every kernel that moves elements by their size (Gather, Concat, Transpose, Where, ...) moves strings
+// unchanged. The strings live in stores that buffers keep alive: set_string adds to the tensor's own
+// store; the executor lets each string output keep the stores of the node's inputs (adopt_strings),
+// since its elements can only be new strings or the inputs' strings.
+//
+// ONNX sequence and optional values travel through the executor as Tensors too: DType::kSequence
+// holds an immutable Sequence of tensors, DType::kNone is an optional without a value. Neither has
+// elements or a buffer; an optional with a value is the value itself.
 #pragma once
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <string>
 #include <vector>
@@ -20,6 +31,9 @@ struct Buffer {
   size_t bytes = 0;
   bool owned = true;  // false: borrowed from the caller, never freed here
   std::shared_ptr<Allocator> pool;
+  // String tensors: the stores of the strings the elements point to (see the top of this file).
+  std::vector<std::shared_ptr<const void>> keep;
+  std::shared_ptr<std::deque<std::string>> own_strings;  // where set_string adds
   Buffer() = default;
   Buffer(const Buffer&) = delete;
   Buffer& operator=(const Buffer&) = delete;
@@ -51,6 +65,8 @@ Shape broadcast_shapes(const Shape& a, const Shape& b);
 // Map a possibly negative axis into [0, rank); throws naming the op context string.
 int64_t normalize_axis(int64_t axis, int64_t rank, const char* what = "axis");
 
+struct Sequence;
+
 class Tensor {
  public:
   Tensor() = default;
@@ -60,8 +76,15 @@ class Tensor {
   static Tensor borrow(DType dtype, Shape shape, void* data);
   // A view of `src` with another shape and the same number of elements.
   static Tensor reshaped(const Tensor& src, Shape shape);
-  // Deep copy.
+  // Deep copy (a string tensor's copy has its own store with copies of the strings).
   Tensor clone(Allocator* alloc = nullptr) const;
+  // An ONNX sequence of tensors of `elem_type` (kUndefined when not known); items are not copied.
+  static Tensor sequence(DType elem_type, std::vector<Tensor> items);
+  static Tensor none();  // an ONNX optional without a value
+  bool is_sequence() const { return dtype_ == DType::kSequence; }
+  bool is_none() const { return dtype_ == DType::kNone; }
+  bool is_tensor() const { return valid() && !is_sequence() && !is_none(); }
+  const Sequence& seq() const;  // throws unless is_sequence()
 
   DType dtype() const { return dtype_; }
   const Shape& shape() const { return shape_; }
@@ -99,6 +122,23 @@ class Tensor {
   int64_t numel_ = 0;
   std::shared_ptr<Buffer> buffer_;
   size_t offset_ = 0;
+  std::shared_ptr<const Sequence> seq_;
 };
+
+struct Sequence {
+  DType elem_type = DType::kUndefined;
+  std::vector<Tensor> items;
+};
+
+// String elements (see the top of this file). set_string must not run concurrently on one tensor.
+const std::string& string_at(const Tensor& t, int64_t i);
+void set_string(Tensor& t, int64_t i, std::string s);
+// `dst`'s elements may point to strings of `src` (string tensors, or a sequence's string items):
+// dst's buffer keeps src's stores alive.
+void keep_strings(Tensor& dst, const Tensor& src);
+// After a kernel ran: every new string output keeps the stores of every input, so the strings it took
+// from them stay alive as long as it does. Kernels that build sequence items of strings from copied
+// elements call keep_strings on the items themselves.
+void adopt_strings(std::vector<Tensor>& outputs, const std::vector<const Tensor*>& inputs);
 
 }  // namespace mrt

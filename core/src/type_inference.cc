@@ -107,6 +107,37 @@ Inferred infer_node(const Node& n, const std::vector<ValueInfo>& in) {
     return r;
   }
   if (!n.domain.empty()) return r;
+  // Sequence and optional values: the kind matters (plugin EPs are not offered them); element types
+  // are left to the run.
+  auto non_tensor = [](const std::string& type) {
+    ValueInfo v;
+    v.is_tensor = false;
+    v.type = type;
+    return v;
+  };
+  if (op == "SequenceConstruct" || op == "SequenceEmpty" || op == "SplitToSequence") {
+    DType t = op == "SequenceEmpty" ? static_cast<DType>(n.attr_int("dtype", 1)) : t0;
+    r.outs[0] = non_tensor("seq(tensor(" + std::string(t == DType::kUndefined ? "?" : onnx_type_name(t)) + "))");
+    return r;
+  }
+  if (op == "SequenceInsert" || op == "SequenceErase") {
+    r.outs[0] = input(0).is_tensor ? non_tensor("seq(tensor(?))") : input(0);
+    return r;
+  }
+  if (op == "SequenceMap") {
+    for (auto& o : r.outs) o = non_tensor("seq(tensor(?))");
+    return r;
+  }
+  if (op == "Optional") {
+    r.outs[0] = non_tensor(n.inputs.empty() || n.inputs[0].empty() ? "optional(?)" : "optional(" + value_type(input(0)) + ")");
+    return r;
+  }
+  if (op == "OptionalGetElement") {
+    const std::string& t = input(0).type;
+    if (!input(0).is_tensor && t.rfind("optional(seq(", 0) == 0) r.outs[0] = non_tensor(t.substr(9, t.size() - 10));
+    else if (!input(0).is_tensor && t.rfind("seq(", 0) == 0) r.outs[0] = input(0);
+    return r;
+  }
   if (same_type_unary().count(op)) {
     r.outs[0] = input(0);
     r.certain = t0 != DType::kUndefined;
@@ -321,7 +352,12 @@ void infer_types(const Graph& g, const std::vector<const Node*>& order, std::vec
       ValueInfo v = r.outs[i];
       v.name = name;
       auto d = declared.find(name);
-      if (d != declared.end() && d->second->is_tensor) {
+      if (d != declared.end() && !d->second->is_tensor) {
+        v.is_tensor = false;
+        v.type = d->second->type;
+        v.elem_type = DType::kUndefined;
+        v.has_shape = false;
+      } else if (d != declared.end() && d->second->is_tensor) {
         DType want = d->second->elem_type;
         if (r.certain && want != DType::kUndefined && v.elem_type != DType::kUndefined && want != v.elem_type)
           fail(MRT_INVALID_MODEL, n->label(), ": output '", name, "' is declared ", dtype_name(want),
@@ -333,7 +369,7 @@ void infer_types(const Graph& g, const std::vector<const Node*>& order, std::vec
   }
   for (auto& o : outputs) {
     auto it = known.find(o.name);
-    if (it == known.end()) continue;
+    if (it == known.end() || !o.is_tensor) continue;
     if (o.elem_type == DType::kUndefined) o.elem_type = it->second.elem_type;
     if (!o.has_shape && it->second.has_shape) {
       o.has_shape = true;

@@ -36,7 +36,7 @@ extern "C" {
 #endif
 
 #define MRT_ABI_VERSION_MAJOR 1
-#define MRT_ABI_VERSION_MINOR 3
+#define MRT_ABI_VERSION_MINOR 4
 
 typedef enum MrtErrorCode {
   MRT_OK = 0,
@@ -266,6 +266,31 @@ MRT_API MrtStatus* MrtCreateTensorBorrowed(int32_t elem_type, const int64_t* sha
 MRT_API MrtStatus* MrtValueGetInfo(const MrtValue* value, int32_t* elem_type, size_t* rank, const int64_t** shape,
                                    const void** data, size_t* data_bytes);
 MRT_API void MrtReleaseValue(MrtValue* value);
+
+/* ---- strings, sequences and optionals (1.4) ----
+ * A value is a tensor, a sequence of tensors (ONNX seq(tensor(T))) or an optional without a value
+ * (ONNX optional(T) holding nothing); an optional with a value is passed as the value itself.
+ * MrtValueGetInfo reports string tensors with their shape and no data (read them with
+ * MrtValueGetString), a sequence as elem_type MRT_ELEM_SEQUENCE and none as MRT_ELEM_NONE. The same holds
+ * for MrtRunWithOptions's output_info; MrtRunWithOptions takes plain tensors as inputs, MrtRun any value. */
+#define MRT_ELEM_SEQUENCE 1001
+#define MRT_ELEM_NONE 1002
+typedef enum MrtValueKind { MRT_VALUE_TENSOR = 0, MRT_VALUE_SEQUENCE = 1, MRT_VALUE_NONE = 2 } MrtValueKind;
+MRT_API MrtStatus* MrtValueGetKind(const MrtValue* value, MrtValueKind* kind);
+/* A string tensor of `shape`; element i is the UTF-8 bytes strings[i][0 .. lengths[i]) (copied). */
+MRT_API MrtStatus* MrtCreateStringTensor(const int64_t* shape, size_t rank, const char* const* strings,
+                                         const size_t* lengths, MrtValue** out);
+/* Element `index` (row-major) of a string tensor; the bytes stay valid while the value lives. */
+MRT_API MrtStatus* MrtValueGetString(const MrtValue* value, size_t index, const char** data, size_t* length);
+/* A sequence of copies of `items` (tensors of one element type). elem_type may be 0 when count > 0. */
+MRT_API MrtStatus* MrtCreateSequence(int32_t elem_type, const MrtValue* const* items, size_t count, MrtValue** out);
+MRT_API MrtStatus* MrtCreateNone(MrtValue** out);
+MRT_API MrtStatus* MrtValueGetSequenceInfo(const MrtValue* value, size_t* count, int32_t* elem_type);
+/* A new value holding a copy of item `index`; release it with MrtReleaseValue. */
+MRT_API MrtStatus* MrtValueGetSequenceItem(const MrtValue* value, size_t index, MrtValue** item);
+/* The ONNX type of input/output `index`: "tensor(float)", "tensor(string)", "seq(tensor(int64))",
+ * "optional(tensor(float))", ...; "?" stands for an unknown element type. Valid while the session lives. */
+MRT_API MrtStatus* MrtSessionGetIoType(const MrtSession* session, MrtIoKind kind, size_t index, const char** type);
 
 #ifdef __cplusplus
 }

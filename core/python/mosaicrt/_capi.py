@@ -15,7 +15,7 @@ from typing import Any
 from ._errors import raise_for_code
 
 ABI_MAJOR = 1  # the C ABI major version this package speaks
-ABI_MINOR = 3  # the newest functions it calls arrived in 1.3
+ABI_MINOR = 4  # the newest functions it calls arrived in 1.4
 
 
 def _library_names() -> list[str]:
@@ -182,6 +182,16 @@ def _declare(lib: ctypes.CDLL) -> None:
     fn("MrtSessionGetNodePartition", StatusP, SessionP, ctypes.c_size_t, c_char_pp, c_char_pp)
     c_u64_p = ctypes.POINTER(ctypes.c_uint64)
     fn("MrtSessionGetTransferCounts", StatusP, SessionP, c_u64_p, c_u64_p, c_u64_p, c_u64_p)
+    # ABI 1.4: strings, sequences and optionals
+    fn("MrtValueGetKind", StatusP, ValueP, ctypes.POINTER(ctypes.c_int))
+    fn("MrtCreateStringTensor", StatusP, ctypes.POINTER(ctypes.c_int64), ctypes.c_size_t,
+       ctypes.POINTER(ctypes.c_char_p), c_size_p, ctypes.POINTER(ValueP))
+    fn("MrtValueGetString", StatusP, ValueP, ctypes.c_size_t, ctypes.POINTER(ctypes.c_void_p), c_size_p)
+    fn("MrtCreateSequence", StatusP, ctypes.c_int32, ctypes.POINTER(ValueP), ctypes.c_size_t, ctypes.POINTER(ValueP))
+    fn("MrtCreateNone", StatusP, ctypes.POINTER(ValueP))
+    fn("MrtValueGetSequenceInfo", StatusP, ValueP, c_size_p, ctypes.POINTER(ctypes.c_int32))
+    fn("MrtValueGetSequenceItem", StatusP, ValueP, ctypes.c_size_t, ctypes.POINTER(ValueP))
+    fn("MrtSessionGetIoType", StatusP, SessionP, ctypes.c_int, ctypes.c_size_t, c_char_pp)
 
 
 def _load() -> ctypes.CDLL:

@@ -20,8 +20,9 @@ import numpy as np
 
 from . import _capi, _providers, _variant
 from ._capi import check, lib
-from ._dtypes import CODE_OF_DTYPE, ELEM_TYPES, dtype_of_element_type
-from ._errors import ExecutionProviderError, InvalidArgument, MosaicrtError, NotImplementedInRuntime, RuntimeFailure
+from ._dtypes import CODE_OF_DTYPE, ELEM_TYPES, TYPE_STRINGS, dtype_of_element_type
+from ._errors import (ExecutionProviderError, InvalidArgument, MosaicrtError, NotImplementedInRuntime, RuntimeFailure,
+                      raise_for_code)
 from ._ortvalue import IOBinding, OrtValue, data_pointer
 from ._providers import CPU_PROVIDER, EpDevice, ExecutionProviderDevicePolicy
 
@@ -652,6 +653,11 @@ class InferenceSession:
             np_type = ELEM_TYPES.get(code, (None, ""))[0] if code is not None else None
             self._in_dtypes[arg.name] = np.dtype(np_type) if np_type is not None else None
         self._out_index = {o.name: i for i, o in enumerate(self._outputs)}
+        # Strings, sequences and optionals go through MrtRun with native values (_run_values); every
+        # other session takes the zero-copy path (_run_arrays).
+        self._in_types = {arg.name: arg.type for arg in (*self._inputs, *self._overridable)}
+        self._values_path = any(not arg.type.startswith("tensor(") or arg.type == "tensor(string)"
+                                for arg in (*self._inputs, *self._outputs))
         self._out_static: list[Any] = []
         for o in self._outputs:
             code = _code_of_type_string(o.type)
@@ -682,6 +688,10 @@ class InferenceSession:
                     sym = (symbol.value or b"").decode("utf-8", "replace")
                     shape.append(value.value if value.value >= 0 else (sym or None))
             type_str = ELEM_TYPES.get(elem.value, (None, f"tensor(unknown:{elem.value})"))[1]
+            onnx_type = ctypes.c_char_p()
+            check(lib.MrtSessionGetIoType(handle, kind, i, ctypes.byref(onnx_type)))
+            if not _text(onnx_type.value).startswith("tensor("):  # seq(...), optional(...)
+                type_str = _text(onnx_type.value)
             result.append(NodeArg((name.value or b"").decode("utf-8", "replace"), type_str, shape))
         return result
 
@@ -813,7 +823,8 @@ class InferenceSession:
                 raise InvalidArgument(
                     f"input {name!r}: cannot convert {type(value).__name__} to {want}: {exc}") from None
         if arr.dtype == object or arr.dtype.kind in "USO":
-            raise InvalidArgument(f"input {name!r}: string/object arrays are not supported (dtype {arr.dtype})")
+            raise InvalidArgument(f"input {name!r}: string/object arrays (dtype {arr.dtype}) fit string inputs only; "
+                                  f"the model expects {self._in_types.get(name, 'a numeric tensor')}")
         if arr.dtype not in CODE_OF_DTYPE:
             hint = " (install ml_dtypes for bfloat16)" if arr.dtype.name == "bfloat16" else ""
             raise InvalidArgument(f"input {name!r}: numpy dtype {arr.dtype} is not supported{hint}")
@@ -917,7 +928,74 @@ class InferenceSession:
         if not isinstance(input_feed, Mapping):
             raise InvalidArgument(f"input_feed must be a dict of name -> array, got {type(input_feed).__name__}")
         names = list(output_names) if output_names is not None else None
+        if self._values_path:
+            return self._run_values(names, input_feed, run_options)
         return self._run_arrays(names, input_feed, None, run_options)
+
+    def _run_values(self, output_names: list[str] | None, input_feed: Mapping[str, Any],
+                    run_options: RunOptions | None) -> list[Any]:
+        """One run through MrtRun with native values: string arrays, lists for sequences, None for an
+        optional without a value. Outputs come back the same way (object arrays of str for strings)."""
+        native = self._native
+        if run_options is not None and run_options.terminate:  # (MrtRun has no run options: checked here)
+            raise_for_code(9, "the run was terminated before it started: RunOptions.terminate is set")
+        made: list[Any] = []
+        try:
+            names = []
+            for name, value in input_feed.items():
+                self._input_index(name)
+                names.append(name.encode())
+                made.append(self._native_value(name, value, self._in_types.get(name, "")))
+            outs = output_names if output_names is not None else [o.name for o in self._outputs]
+            for name in outs:
+                self._output_index(name)
+            in_names = (ctypes.c_char_p * max(len(names), 1))(*names)
+            in_values = (_capi.ValueP * max(len(made), 1))(*made)
+            out_names = (ctypes.c_char_p * max(len(outs), 1))(*[n.encode() for n in outs])
+            results = (_capi.ValueP * max(len(outs), 1))()
+            check(lib.MrtRun(native.handle, in_names, in_values, len(made), out_names if output_names is not None
+                             else None, len(outs) if output_names is not None else 0, results))
+        finally:
+            for v in made:
+                lib.MrtReleaseValue(v)
+        return [_python_value(results[k]) for k in range(len(outs))]
+
+    def _native_value(self, name: str, value: Any, onnx_type: str) -> Any:
+        """A new MrtValue for one feed (the caller releases it)."""
+        inner = onnx_type[len("optional("):-1] if onnx_type.startswith("optional(") else onnx_type
+        if value is None:
+            handle = _capi.ValueP()
+            check(lib.MrtCreateNone(ctypes.byref(handle)))
+            return handle
+        if isinstance(value, OrtValue):
+            value = value.numpy()
+        if inner.startswith("seq(") or (isinstance(value, (list, tuple)) and not inner.startswith("tensor(")):
+            if not isinstance(value, (list, tuple)):
+                raise InvalidArgument(f"input {name!r} is a sequence ({onnx_type}): pass a list of arrays, "
+                                      f"got {type(value).__name__}")
+            item_type = inner[len("seq("):-1] if inner.startswith("seq(") else ""
+            items = [self._native_value(f"{name}[{k}]", v, item_type) for k, v in enumerate(value)]
+            try:
+                code = TYPE_STRINGS.get(item_type, 0)
+                arr = (_capi.ValueP * max(len(items), 1))(*items)
+                handle = _capi.ValueP()
+                check(lib.MrtCreateSequence(code, arr, len(items), ctypes.byref(handle)))
+                return handle
+            finally:
+                for item in items:
+                    lib.MrtReleaseValue(item)
+        want_strings = inner == "tensor(string)"
+        arr = value if isinstance(value, np.ndarray) else np.asarray(value, dtype=object if want_strings else None)
+        if arr.dtype.kind in "USO":
+            return _string_value(name, arr)
+        arr = self._as_feed(name, arr) if inner == onnx_type else np.ascontiguousarray(arr)
+        if arr.dtype not in CODE_OF_DTYPE:
+            raise InvalidArgument(f"input {name!r}: numpy dtype {arr.dtype} is not supported")
+        shape = (ctypes.c_int64 * max(arr.ndim, 1))(*arr.shape)
+        handle = _capi.ValueP()
+        check(lib.MrtCreateTensor(CODE_OF_DTYPE[arr.dtype], shape, arr.ndim, data_pointer(arr) or None, arr.nbytes,
+                                  ctypes.byref(handle)))
+        return handle
 
     def run_with_ort_values(self, output_names: Iterable[str] | None, input_dict_ort_values: Mapping[str, OrtValue],
                             run_options: RunOptions | None = None) -> list[OrtValue]:
@@ -983,6 +1061,68 @@ def _borrowed_value(arr: np.ndarray[Any, Any]) -> Any:
     check(lib.MrtCreateTensorBorrowed(code, shape, arr.ndim, data_pointer(arr) or None, arr.nbytes,
                                       ctypes.byref(handle)))
     return handle
+
+
+def _string_value(name: str, arr: np.ndarray[Any, Any]) -> Any:
+    """A native string tensor from an array of str (or bytes, taken as UTF-8)."""
+    encoded = []
+    for item in arr.ravel(order="C").tolist():
+        if isinstance(item, bytes):
+            encoded.append(item)
+        elif isinstance(item, str):
+            encoded.append(item.encode("utf-8", "surrogatepass"))
+        else:
+            raise InvalidArgument(f"input {name!r}: a string tensor holds str or bytes, got {type(item).__name__}")
+    n = len(encoded)
+    strings = (ctypes.c_char_p * max(n, 1))(*encoded)
+    lengths = (ctypes.c_size_t * max(n, 1))(*[len(b) for b in encoded])
+    shape = (ctypes.c_int64 * max(arr.ndim, 1))(*arr.shape)
+    handle = _capi.ValueP()
+    check(lib.MrtCreateStringTensor(shape, arr.ndim, strings, lengths, ctypes.byref(handle)))
+    return handle
+
+
+def _python_value(value: Any) -> Any:
+    """A Python value for one output MrtValue, which it releases: a numpy array (object array of str for
+    strings), a list for a sequence, None for an optional without a value."""
+    try:
+        kind = ctypes.c_int()
+        check(lib.MrtValueGetKind(value, ctypes.byref(kind)))
+        if kind.value == 2:
+            return None
+        if kind.value == 1:
+            count = ctypes.c_size_t()
+            check(lib.MrtValueGetSequenceInfo(value, ctypes.byref(count), None))
+            items = []
+            for k in range(count.value):
+                item = _capi.ValueP()
+                check(lib.MrtValueGetSequenceItem(value, k, ctypes.byref(item)))
+                items.append(_python_value(item))
+            return items
+        elem = ctypes.c_int32()
+        rank = ctypes.c_size_t()
+        shape_p = ctypes.POINTER(ctypes.c_int64)()
+        data = ctypes.c_void_p()
+        nbytes = ctypes.c_size_t()
+        check(lib.MrtValueGetInfo(value, ctypes.byref(elem), ctypes.byref(rank), ctypes.byref(shape_p),
+                                  ctypes.byref(data), ctypes.byref(nbytes)))
+        info = _capi.TensorRef(elem.value, rank.value, shape_p, data.value, nbytes.value)
+        shape = tuple(shape_p[i] for i in range(info.rank))
+        if info.elem_type == 8:
+            out = np.empty(shape, dtype=object)
+            flat = out.reshape(-1)
+            text = ctypes.c_void_p()
+            length = ctypes.c_size_t()
+            for i in range(flat.size):
+                check(lib.MrtValueGetString(value, i, ctypes.byref(text), ctypes.byref(length)))
+                flat[i] = ctypes.string_at(text.value, length.value).decode("utf-8", "surrogateescape") \
+                    if length.value else ""
+            return out
+        owned, value = value, None
+        return _wrap_output(owned, info)  # takes ownership
+    finally:
+        if value is not None:
+            lib.MrtReleaseValue(value)
 
 
 class _OwnedOutput:

@@ -75,7 +75,7 @@ MrtStatus* ctx_allocate_output(MrtEpKernelContext* c, size_t i, int32_t elem_typ
     if (!c || !out) fail(MRT_INVALID_ARGUMENT, "AllocateOutput: NULL context or out");
     size_t n = ctx_output_count(c);
     if (i >= n) fail(MRT_INVALID_ARGUMENT, "AllocateOutput: output index ", i, " out of range (", n, ")");
-    if (!dtype_is_known(elem_type) || !dtype_is_storable(static_cast<DType>(elem_type)))
+    if (!dtype_is_known(elem_type) || !dtype_is_plain(static_cast<DType>(elem_type)))
       fail(MRT_INVALID_ARGUMENT, "AllocateOutput: unsupported element type ", elem_type);
     if (rank && !dims) fail(MRT_INVALID_ARGUMENT, "AllocateOutput: dims is NULL");
     for (size_t d = 0; d < rank; ++d)

@@ -1,4 +1,4 @@
-// Control flow: If (opsets 1-21+), Loop (1-21+) and Scan (8 with its batch axis, 9-21+). Their branches and
+// Control flow: If (opsets 1-21+), Loop (1-21+), Scan (8 with its batch axis, 9-21+) and SequenceMap. Their branches and
 // bodies were compiled by the session at creation (subgraph.h) and arrive through the
 // node cache; values of enclosing graphs the subgraphs read follow the node's own
 // inputs. Loop carries its state through the body until the trip count or the
@@ -90,6 +90,7 @@ void if_kernel(OpContext& ctx) {
 Tensor stack(const std::vector<Tensor>& parts, int64_t axis, bool reverse, const char* what) {
   if (parts.empty()) return Tensor(DType::kFloat, Shape{0});
   const Tensor& first = parts[0];
+  MRT_CHECK_ARG(first.is_tensor(), what, ": scan outputs must be tensors, got ", first.describe());
   for (const Tensor& p : parts)
     MRT_CHECK_ARG(p.shape() == first.shape() && p.dtype() == first.dtype(), what, ": iterations produced ",
                   first.describe(), " and ", p.describe(), "; scan outputs must keep their shape");
@@ -110,6 +111,7 @@ Tensor stack(const std::vector<Tensor>& parts, int64_t axis, bool reverse, const
                   static_cast<const char*>(p.raw()) + static_cast<size_t>(o * inner) * esz,
                   static_cast<size_t>(inner) * esz);
   }
+  for (const Tensor& p : parts) keep_strings(out, p);
   return out;
 }
 
@@ -184,6 +186,7 @@ Tensor take_slice(const Tensor& x, int64_t axis, int64_t t) {
     std::memcpy(static_cast<char*>(out.raw()) + static_cast<size_t>(o * inner) * esz,
                 static_cast<const char*>(x.raw()) + static_cast<size_t>((o * len + t) * inner) * esz,
                 static_cast<size_t>(inner) * esz);
+  keep_strings(out, x);
   return out;
 }
 
@@ -284,9 +287,48 @@ void scan8_kernel(OpContext& ctx) {
   for (size_t k = 0; k < k_out; ++k) ctx.set_output(states + k, stack(scan_out[k], 0, false, "Scan"));
 }
 
+void sequence_map_check(const Node& n, int64_t) {
+  check_graphs(n, {"body"});
+  const Graph& b = *n.attr("body")->g;
+  MRT_ENFORCE(b.inputs.size() == n.inputs.size() && b.outputs.size() == n.outputs.size(), MRT_INVALID_MODEL,
+              n.label(), ": the body has ", b.inputs.size(), " inputs and ", b.outputs.size(), " outputs; the node ",
+              n.inputs.size(), " and ", n.outputs.size());
+}
+
+// SequenceMap: the body runs once per item of the input sequence; further inputs are sequences of the
+// same length (their i-th item is passed) or tensors (passed to every run). Output k collects the body's
+// k-th output of every run.
+void sequence_map_kernel(OpContext& ctx) {
+  const Node& n = ctx.node();
+  auto c = compiled(ctx);
+  Session& body = body_of(*c, n, "body");
+  const Graph& g = graph_attr(n, "body");
+  const size_t count = ctx.input(0).seq().items.size();
+  for (size_t j = 1; j < n.inputs.size(); ++j) {
+    const Tensor& in = ctx.input(j);
+    MRT_CHECK_ARG(!in.is_sequence() || in.seq().items.size() == count, "SequenceMap: input ", j, " holds ",
+                  in.is_sequence() ? in.seq().items.size() : 0, " tensors but input 0 holds ", count);
+  }
+  std::vector<std::vector<Tensor>> collected(n.outputs.size());
+  for (size_t i = 0; i < count; ++i) {
+    std::vector<Tensor> formal;
+    for (size_t j = 0; j < n.inputs.size(); ++j) {
+      const Tensor& in = ctx.input(j);
+      formal.push_back(in.is_sequence() ? in.seq().items[i] : in);
+    }
+    std::vector<Tensor> outs = run_body(ctx, body, g, *c, std::move(formal));
+    for (size_t k = 0; k < outs.size() && k < collected.size(); ++k) collected[k].push_back(std::move(outs[k]));
+  }
+  for (size_t k = 0; k < collected.size(); ++k) {
+    const DType declared = g.outputs[k].elem_type;
+    ctx.set_output(k, Tensor::sequence(collected[k].empty() ? declared : DType::kUndefined, std::move(collected[k])));
+  }
+}
+
 }  // namespace
 
 void register_control_flow_kernels(KernelRegistry& r) {
+  r.add("SequenceMap", 17, sequence_map_kernel, sequence_map_check);
   r.add("Scan", 8, scan8_kernel, scan_check, 8);
   r.add("If", 1, if_kernel, if_check);
   r.add("Loop", 1, loop_kernel, loop_check);

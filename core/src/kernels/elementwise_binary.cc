@@ -3,6 +3,7 @@
 #include <cstring>
 #include <string>
 
+#include "strings.h"
 #include "elementwise_common.h"
 
 namespace mrt {
@@ -253,7 +254,10 @@ void compare_kernel_impl(OpContext& ctx, const char* what, Op op) {
   Tensor& out = ctx.output(0, DType::kBool, args.out_shape);
   MRT_DISPATCH_ALL(dt, what, { binary_apply<T, T, bool>(ctx, args.a, args.b, out, CmpLift<T, Op>{op}); });
 }
-void equal_kernel(OpContext& ctx) { compare_kernel_impl(ctx, "Equal", EqOp{}); }
+void equal_kernel(OpContext& ctx) {
+  if (ctx.input(0).dtype() == DType::kString) return string_equal(ctx);
+  compare_kernel_impl(ctx, "Equal", EqOp{});
+}
 void less_kernel(OpContext& ctx) { compare_kernel_impl(ctx, "Less", LtOp{}); }
 void greater_kernel(OpContext& ctx) { compare_kernel_impl(ctx, "Greater", GtOp{}); }
 void less_equal_kernel(OpContext& ctx) { compare_kernel_impl(ctx, "LessOrEqual", LeOp{}); }

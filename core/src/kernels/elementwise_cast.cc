@@ -7,6 +7,7 @@
 #include <cstring>
 #include <string>
 
+#include "strings.h"
 #include "elementwise_common.h"
 #include "narrow_dtype.h"
 
@@ -92,7 +93,7 @@ DType cast_target(const Node& n) {
   MRT_ENFORCE(code >= 0 && code <= 0x7fffffff && dtype_is_known(static_cast<int32_t>(code)), MRT_INVALID_MODEL,
               n.label(), ": attribute 'to' holds unknown element type ", code);
   const DType dt = static_cast<DType>(code);
-  MRT_ENFORCE(dtype_is_storable(dt) && dt != DType::kString, MRT_NOT_IMPLEMENTED, n.label(),
+  MRT_ENFORCE(dtype_is_storable(dt), MRT_NOT_IMPLEMENTED, n.label(),
               ": cast to ", dtype_name(dt), " is not supported");
   return dt;
 }
@@ -173,6 +174,7 @@ void cast_narrow(OpContext& ctx, const Tensor& x, Tensor& y, const CastMode& m) 
 }
 
 void cast_to(OpContext& ctx, const Tensor& x, DType to, const CastMode& m) {
+  if (x.dtype() == DType::kString || to == DType::kString) return string_cast(ctx, x, to);
   MRT_CHECK_IMPL(dtype_is_storable(x.dtype()) && x.dtype() != DType::kString, "cast from ",
                  dtype_name(x.dtype()), " is not supported");
   MRT_CHECK_IMPL(dtype_is_storable(to) && to != DType::kString, "cast to ", dtype_name(to), " is not supported");

@@ -384,7 +384,7 @@ void eyelike_kernel(OpContext& ctx) {
   MRT_CHECK_ARG(x.rank() == 2, "input must be 2-D, got ", x.describe());
   DType dt = x.dtype();
   if (ctx.node().has_attr("dtype")) dt = static_cast<DType>(ctx.node().attr_int("dtype", 0));
-  MRT_CHECK_IMPL(dtype_is_storable(dt) && dtype_size(dt) != 0, "EyeLike: dtype ", static_cast<int>(dt),
+  MRT_CHECK_IMPL(dtype_is_plain(dt), "EyeLike: dtype ", static_cast<int>(dt),
                  " is not supported");
   const int64_t k = std::clamp<int64_t>(ctx.node().attr_int("k", 0), -x.dim(0) - 1, x.dim(1) + 1);
   Tensor& y = ctx.output(0, dt, x.shape());

@@ -15,7 +15,7 @@ namespace {
 
 DType bitcast_target(const Node& node) {
   const int64_t to = node.require_int("to");
-  if (!dtype_is_known(static_cast<int32_t>(to)) || !dtype_is_storable(static_cast<DType>(to)) ||
+  if (!dtype_is_known(static_cast<int32_t>(to)) || !dtype_is_plain(static_cast<DType>(to)) ||
       dtype_size(static_cast<DType>(to)) == 0)
     fail(MRT_NOT_IMPLEMENTED, node.label(), ": BitCast to element type ", to, " is not supported");
   return static_cast<DType>(to);
@@ -26,6 +26,7 @@ void bitcast_check(const Node& node, int64_t) { (void)bitcast_target(node); }
 void bitcast_kernel(OpContext& ctx) {
   const Tensor& x = ctx.input(0);
   const DType to = bitcast_target(ctx.node());
+  MRT_CHECK_IMPL(x.dtype() != DType::kString, "BitCast from string is not supported");
   const size_t es = element_size(x, "BitCast");
   MRT_CHECK_ARG(dtype_size(to) == es, "BitCast from ", dtype_name(x.dtype()), " to ", dtype_name(to),
                 " changes the element width");

@@ -197,7 +197,7 @@ void window_kernel(OpContext& ctx) {
 
 void window_check(const Node& n, int64_t) {
   const int64_t dt = n.attr_int("output_datatype", 1);
-  MRT_ENFORCE(dtype_is_known(static_cast<int32_t>(dt)) && dtype_is_storable(static_cast<DType>(dt)) &&
+  MRT_ENFORCE(dtype_is_known(static_cast<int32_t>(dt)) && dtype_is_plain(static_cast<DType>(dt)) &&
                   !dtype_is_narrow(static_cast<DType>(dt)) && dt != 9,
               MRT_INVALID_MODEL, n.label(), ": attribute output_datatype ", dt, " is not a numeric element type");
 }

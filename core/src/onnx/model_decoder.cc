@@ -306,6 +306,63 @@ class Decoder {
     return v;
   }
 
+  // A TypeProto in ONNX notation ("seq(tensor(float))"); `f` is the field that held `r`.
+  std::string nested_type(Reader& r, int depth) {
+    if (depth > 16) r.error("types nested too deeply");
+    uint32_t f;
+    WireType t;
+    std::string out = "?";
+    while (r.next(f, t)) {
+      if (f == 1 || f == 4 || f == 5 || f == 8 || f == 9) {
+        r.expect(t, wire::kLengthDelimited, "type");
+        Reader inner = r.sub("type");
+        out = f == 1 ? tensor_type_name("tensor", inner) : composite_type(f, inner, depth + 1);
+      } else {
+        r.skip(t);
+      }
+    }
+    return out;
+  }
+
+  std::string tensor_type_name(const char* ctor, Reader& r) {
+    uint32_t f;
+    WireType t;
+    std::string elem = "?";
+    while (r.next(f, t)) {
+      if (f == 1) {
+        r.expect(t, wire::kVarint, "elem_type");
+        const int32_t code = static_cast<int32_t>(r.varint());
+        elem = dtype_is_known(code) ? onnx_type_name(static_cast<DType>(code)) : "?";
+      } else {
+        r.skip(t);
+      }
+    }
+    return str_cat(ctor, "(", elem, ")");
+  }
+
+  std::string composite_type(uint32_t field, Reader& r, int depth) {
+    if (field == 8) return tensor_type_name("sparse_tensor", r);
+    uint32_t f;
+    WireType t;
+    std::string key = "?", elem = "?";
+    while (r.next(f, t)) {
+      if (field == 5 && f == 1) {
+        r.expect(t, wire::kVarint, "key_type");
+        const int32_t code = static_cast<int32_t>(r.varint());
+        key = dtype_is_known(code) ? onnx_type_name(static_cast<DType>(code)) : "?";
+      } else if ((field == 5 && f == 2) || (field != 5 && f == 1)) {
+        r.expect(t, wire::kLengthDelimited, "elem_type");
+        Reader inner = r.sub("elem_type");
+        elem = nested_type(inner, depth + 1);
+      } else {
+        r.skip(t);
+      }
+    }
+    if (field == 4) return str_cat("seq(", elem, ")");
+    if (field == 5) return str_cat("map(", key, ",", elem, ")");
+    return str_cat("optional(", elem, ")");
+  }
+
   void type_proto(Reader& r, ValueInfo& v) {
     uint32_t f;
     WireType t;
@@ -345,8 +402,10 @@ class Decoder {
           }
         }
       } else if (f == 4 || f == 5 || f == 8 || f == 9) {
+        r.expect(t, wire::kLengthDelimited, "type");
+        Reader inner = r.sub(f == 4 ? "sequence_type" : f == 5 ? "map_type" : f == 8 ? "sparse_tensor_type" : "optional_type");
         v.is_tensor = false;
-        r.skip(t);
+        v.type = composite_type(f, inner, 0);
       } else {
         r.skip(t);
       }
@@ -403,6 +462,7 @@ class Decoder {
     std::vector<float> floats;
     std::vector<double> doubles;
     std::vector<int64_t> ints;  // int32_data and int64_data and uint64_data
+    std::vector<std::string> strings;
     int typed_field = 0;
     std::vector<std::pair<std::string, std::string>> ext;
     uint32_t f;
@@ -415,7 +475,11 @@ class Decoder {
         case 3: r.error("segmented tensors are not supported");
         case 4: read_repeated_fixed32(r, t, [&](uint32_t v) { floats.push_back(bits_to_float(v)); }); typed_field = 4; break;
         case 5: read_repeated_varint(r, t, [&](uint64_t v) { ints.push_back(static_cast<int32_t>(v)); }); typed_field = 5; break;
-        case 6: r.skip(t); has_strings = true; break;
+        case 6:
+          r.expect(t, wire::kLengthDelimited, "string_data");
+          strings.push_back(r.string());
+          has_strings = true;
+          break;
         case 7: read_repeated_varint(r, t, [&](uint64_t v) { ints.push_back(static_cast<int64_t>(v)); }); typed_field = 7; break;
         case 8: r.expect(t, wire::kLengthDelimited, "name"); name = r.string(); break;
         case 9: r.expect(t, wire::kLengthDelimited, "raw_data"); raw = r.bytes(); has_raw = true; break;
@@ -437,7 +501,7 @@ class Decoder {
       fail(MRT_INVALID_MODEL, "malformed model at byte ", start, " in ", r.path(), ": ", label, " ", what);
     };
     DType dt = static_cast<DType>(data_type);
-    if (data_type == 8 || has_strings) fail(MRT_NOT_IMPLEMENTED, label, " has element type string, which is not supported");
+    if (has_strings && data_type != 8) bad(str_cat("holds string_data but has element type ", data_type));
     if (!dtype_is_known(data_type)) {
       if (data_type == 0) bad("has no data_type");
       fail(MRT_NOT_IMPLEMENTED, label, " has element type ", dtype_name(dt), " (", data_type, "), which is not supported");
@@ -455,6 +519,14 @@ class Decoder {
       bad("has too many elements");
     uint64_t want_bytes = static_cast<uint64_t>(numel) * esz;
 
+    if (dt == DType::kString) {
+      if (external || has_raw || typed_field) bad("of element type string must hold its values in string_data");
+      if (strings.size() != static_cast<size_t>(numel))
+        bad(str_cat("holds ", strings.size(), " strings but shape ", shape_str(dims), " needs ", numel));
+      auto out = std::make_shared<Tensor>(dt, dims);
+      for (int64_t i = 0; i < numel; ++i) set_string(*out, i, std::move(strings[static_cast<size_t>(i)]));
+      return out;
+    }
     if (dtype_is_narrow(dt)) return narrow_tensor(dt, dims, numel, has_raw, raw, external, typed_field, ints, bad);
     if (external) {
       // The caller supplies this initializer's data (add_external_initializers): nothing to read.

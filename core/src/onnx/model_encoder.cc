@@ -63,6 +63,10 @@ void write_tensor(Writer& w, const Tensor& t, const std::string& name) {
   if (!dtype_is_storable(t.dtype()))
     fail(MRT_NOT_IMPLEMENTED, "saving the model: tensor '", name, "' of type ", dtype_name(t.dtype()),
          " cannot be written");
+  if (t.dtype() == DType::kString) {
+    for (int64_t i = 0; i < t.numel(); ++i) w.bytes_field(6, string_at(t, i));
+    return;
+  }
   w.bytes_field(9, t.raw(), t.nbytes());
 }
 
