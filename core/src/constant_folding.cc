@@ -225,13 +225,14 @@ ConstantFoldingStats fold_constants(Model& model, ThreadPool& pool, bool quantiz
         try {
           if (kernel->check) kernel->check(n, opset->second);
           kernel->fn(ctx);
+          adopt_strings(outs, ctx.inputs_);
         } catch (const std::exception&) {
           continue;  // left in the graph: the run reports the error as it would have
         }
         bool ok = true;
         for (size_t o = 0; o < outs.size() && ok; ++o) {
           if (n.outputs[o].empty()) continue;
-          ok = outs[o].valid() &&
+          ok = outs[o].is_tensor() &&  // (sequences and optionals are not initializers)
                (static_cast<int64_t>(outs[o].nbytes()) <= kMaxFoldedExpansionBytes ||
                 static_cast<int64_t>(outs[o].nbytes()) <= in_bytes);
         }

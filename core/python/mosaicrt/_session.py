@@ -976,10 +976,11 @@ class InferenceSession:
             item_type = inner[len("seq("):-1] if inner.startswith("seq(") else ""
             items = [self._native_value(f"{name}[{k}]", v, item_type) for k, v in enumerate(value)]
             try:
-                code = TYPE_STRINGS.get(item_type, 0)
-                arr = (_capi.ValueP * max(len(items), 1))(*items)
+                # (the element type is given for an empty list only: the run checks items against the model)
+                code = 0 if items else TYPE_STRINGS.get(item_type, 0)
+                handles = (_capi.ValueP * max(len(items), 1))(*items)
                 handle = _capi.ValueP()
-                check(lib.MrtCreateSequence(code, arr, len(items), ctypes.byref(handle)))
+                check(lib.MrtCreateSequence(code, handles, len(items), ctypes.byref(handle)))
                 return handle
             finally:
                 for item in items:
@@ -1070,7 +1071,7 @@ def _string_value(name: str, arr: np.ndarray[Any, Any]) -> Any:
         if isinstance(item, bytes):
             encoded.append(item)
         elif isinstance(item, str):
-            encoded.append(item.encode("utf-8", "surrogatepass"))
+            encoded.append(item.encode("utf-8", "surrogateescape"))
         else:
             raise InvalidArgument(f"input {name!r}: a string tensor holds str or bytes, got {type(item).__name__}")
     n = len(encoded)
@@ -1115,7 +1116,7 @@ def _python_value(value: Any) -> Any:
             length = ctypes.c_size_t()
             for i in range(flat.size):
                 check(lib.MrtValueGetString(value, i, ctypes.byref(text), ctypes.byref(length)))
-                flat[i] = ctypes.string_at(text.value, length.value).decode("utf-8", "surrogateescape") \
+                flat[i] = ctypes.string_at(text.value or 0, length.value).decode("utf-8", "surrogateescape") \
                     if length.value else ""
             return out
         owned, value = value, None

@@ -15,6 +15,7 @@
 #include <unordered_map>
 
 #include "../kernel.h"
+#include "../resource_limits.h"
 #include "strings.h"
 
 namespace mrt {
@@ -188,6 +189,15 @@ void string_concat_kernel(OpContext& ctx) {
   require_strings(a, "StringConcat input X");
   require_strings(b, "StringConcat input Y");
   const Shape out = broadcast_shapes(a.shape(), b.shape());
+  // The new strings' bytes obey max_tensor_bytes like a tensor's (a broadcast repeats long strings).
+  uint64_t total = 0;
+  const uint64_t limit = current_limits().max_tensor_bytes;
+  for_each_broadcast(a, b, out, [&](int64_t, int64_t ia, int64_t ib) {
+    total += string_at(a, ia).size() + string_at(b, ib).size();
+    if (total > limit)
+      fail(MRT_OUT_OF_MEMORY, "StringConcat: the output's strings need more than ", limit,
+           " bytes, over the limit per tensor (session.max_tensor_bytes / MOSAICRT_MAX_TENSOR_BYTES)");
+  });
   Tensor& y = ctx.output(0, DType::kString, out);
   for_each_broadcast(a, b, out, [&](int64_t i, int64_t ia, int64_t ib) {
     set_string(y, i, string_at(a, ia) + string_at(b, ib));
@@ -258,6 +268,8 @@ void string_split_kernel(OpContext& ctx) {
 constexpr size_t kMaxPatternBytes = 1024;
 constexpr int kMaxPatternNesting = 16;
 constexpr size_t kMaxMatchedBytes = 4096;
+constexpr uint64_t kMaxRepeat = 1000;
+constexpr uint64_t kMaxUnrolled = 1u << 20;
 
 std::shared_ptr<std::regex> compile_pattern(const Node& n) {
   const Attribute* a = n.attr("pattern");
@@ -272,6 +284,26 @@ std::shared_ptr<std::regex> compile_pattern(const Node& n) {
   }
   MRT_ENFORCE(deepest <= kMaxPatternNesting, MRT_NOT_IMPLEMENTED, n.label(), ": pattern nests groups ", deepest,
               " deep, more than the ", kMaxPatternNesting, " supported");
+  // Counted repetitions are unrolled by the matcher: a{100000} makes 100000 states, and nested counts
+  // multiply. The product of all counts times the pattern's length is bounded.
+  uint64_t product = 1;
+  for (size_t i = 0; i < a->s.size(); ++i) {
+    if (a->s[i] == '\\') {
+      ++i;
+      continue;
+    }
+    if (a->s[i] != '{') continue;
+    uint64_t count = 0, largest = 1;
+    for (size_t k = i + 1; k < a->s.size() && (std::isdigit(static_cast<unsigned char>(a->s[k])) || a->s[k] == ','); ++k) {
+      count = a->s[k] == ',' ? 0 : std::min<uint64_t>(count * 10 + static_cast<uint64_t>(a->s[k] - '0'), 1u << 20);
+      MRT_ENFORCE(count <= kMaxRepeat, MRT_NOT_IMPLEMENTED, n.label(), ": pattern repeats ", count,
+                  " times; counts up to ", kMaxRepeat, " are supported");
+      largest = std::max(largest, count);
+    }
+    product = std::min<uint64_t>(product * largest, uint64_t(1) << 40);
+  }
+  MRT_ENFORCE(product * a->s.size() <= kMaxUnrolled, MRT_NOT_IMPLEMENTED, n.label(),
+              ": pattern's repetition counts multiply to ", product, ", too many states to match");
   try {
     return std::make_shared<std::regex>(a->s, std::regex::ECMAScript);
   } catch (const std::regex_error& e) {

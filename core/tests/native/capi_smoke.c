@@ -96,6 +96,43 @@ int main(int argc, char** argv) {
         "malformed bytes must be INVALID_MODEL with an offset");
   if (st) MrtReleaseStatus(st);
 
+  /* Strings, sequences and none (ABI 1.4): the string elements are pointer-sized on every target. */
+  {
+    const char* words[3] = {"caf\xc3\xa9", "", "x"};
+    const size_t lengths[3] = {5, 0, 1};
+    const int64_t sshape[1] = {3};
+    MrtValue* strs = NULL;
+    CHECK(!MrtCreateStringTensor(sshape, 1, words, lengths, &strs), "MrtCreateStringTensor");
+    const char* text = NULL;
+    size_t len = 99;
+    CHECK(!MrtValueGetString(strs, 0, &text, &len) && len == 5 && memcmp(text, words[0], 5) == 0, "string 0");
+    CHECK(!MrtValueGetString(strs, 1, &text, &len) && len == 0, "string 1 is empty");
+    const void* sdata = x;
+    size_t sbytes = 1;
+    int32_t stype = 0;
+    CHECK(!MrtValueGetInfo(strs, &stype, NULL, NULL, &sdata, &sbytes) && stype == 8 && sdata == NULL && sbytes == 0,
+          "a string tensor has no byte view");
+    const MrtValue* items[2] = {in, strs};
+    MrtValue* seq = NULL;
+    st = MrtCreateSequence(0, items, 2, &seq);
+    CHECK(st && MrtStatusGetCode(st) == MRT_INVALID_ARGUMENT, "a sequence of mixed element types is refused");
+    if (st) MrtReleaseStatus(st);
+    CHECK(!MrtCreateSequence(0, items + 1, 1, &seq), "MrtCreateSequence");
+    size_t count = 0;
+    MrtValueKind kind = MRT_VALUE_TENSOR;
+    CHECK(!MrtValueGetKind(seq, &kind) && kind == MRT_VALUE_SEQUENCE, "sequence kind");
+    CHECK(!MrtValueGetSequenceInfo(seq, &count, &stype) && count == 1 && stype == 8, "sequence info");
+    MrtValue* item = NULL;
+    CHECK(!MrtValueGetSequenceItem(seq, 0, &item) && !MrtValueGetString(item, 2, &text, &len) && len == 1 &&
+              text[0] == 'x', "sequence item keeps its strings");
+    MrtValue* none = NULL;
+    CHECK(!MrtCreateNone(&none) && !MrtValueGetKind(none, &kind) && kind == MRT_VALUE_NONE, "none kind");
+    MrtReleaseValue(item);
+    MrtReleaseValue(seq);
+    MrtReleaseValue(strs);
+    MrtReleaseValue(none);
+  }
+
   MrtReleaseValue(in);
   MrtReleaseSession(sess);
   printf("%d passed, %d failed\n", failures ? 0 : 1, failures ? 1 : 0);
