@@ -280,3 +280,16 @@ def test_string_initializers_survive_saving_the_optimized_model(tmp_path: Any) -
     mosaicrt.InferenceSession(model, options)
     (y,) = mosaicrt.InferenceSession(str(tmp_path / "saved.onnx")).run(None, {"x": np.array(["a", "b"], dtype=object)})
     assert y.tolist() == ["a!", "bü"]
+
+
+@pytest.mark.parametrize("mode", ["TF", "IDF", "TFIDF"])
+def test_tfidf_over_a_string_pool_matches_onnxruntime(mode: str) -> None:
+    node = helper.make_node("TfIdfVectorizer", ["x"], ["y"], mode=mode, min_gram_length=1, max_gram_length=2,
+                            max_skip_count=1, ngram_counts=[0, 3], ngram_indexes=[0, 1, 2, 3, 4],
+                            pool_strings=["the", "cat", "sat", "the", "cat", "cat", "sat"],
+                            weights=[1.0, 2.0, 0.5, 3.0, 1.5])
+    model = _model([node], [helper.make_tensor_value_info("x", S, [2, 6])],
+                   [helper.make_tensor_value_info("y", F, None)], opset=9)
+    x = np.array([["the", "cat", "sat", "on", "the", "cat"], ["cat", "sat", "mat", "cat", "x", "sat"]], dtype=object)
+    ours, theirs = _both(model, {"x": x})
+    np.testing.assert_allclose(ours[0], theirs[0], rtol=1e-6)

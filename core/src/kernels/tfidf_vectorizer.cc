@@ -1,13 +1,14 @@
-// TfIdfVectorizer (opset 9) over int32/int64 token ids: counts the pool's n-grams
+// TfIdfVectorizer (opset 9) over int32/int64 token ids or strings: counts the pool's n-grams
 // (lengths min_gram_length..max_gram_length, items up to max_skip_count apart) per row
 // and weights the counts (TF: counts, IDF: weight where present, TFIDF: weight * count).
-// String pools (pool_strings) are refused at session creation: string tensors are not
-// supported.
+// A string pool (pool_strings) is numbered once; string tokens are matched by those numbers (a token
+// outside the pool gets -1, which no n-gram holds).
 #include <algorithm>
 #include <map>
 #include <memory>
 #include <set>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "norm_util.h"
@@ -22,6 +23,8 @@ struct Tfidf {
   std::vector<float> weights;
   std::set<std::vector<int64_t>> prefixes;
   std::map<std::vector<int64_t>, int64_t> ids;  // n-gram -> id (1-based)
+  bool string_pool = false;
+  std::unordered_map<std::string, int64_t> string_ids;  // pool_strings: string -> its token number
 };
 
 std::shared_ptr<Tfidf> parse_tfidf(const Node& n) {
@@ -29,8 +32,6 @@ std::shared_ptr<Tfidf> parse_tfidf(const Node& n) {
   const std::string mode = n.attr_string("mode", "");
   t->mode = mode == "TF" ? 1 : mode == "IDF" ? 2 : mode == "TFIDF" ? 3 : 0;
   MRT_ENFORCE(t->mode != 0, MRT_INVALID_MODEL, n.label(), ": attribute mode is '", mode, "'; expected TF, IDF or TFIDF");
-  MRT_ENFORCE(!n.has_attr("pool_strings"), MRT_NOT_IMPLEMENTED, n.label(),
-              ": pool_strings needs string tensors, which are not supported");
   t->min_gram = n.require_int("min_gram_length");
   t->max_gram = n.require_int("max_gram_length");
   t->max_skip = n.require_int("max_skip_count");
@@ -39,7 +40,13 @@ std::shared_ptr<Tfidf> parse_tfidf(const Node& n) {
               t->max_gram, ", ", t->max_skip);
   const std::vector<int64_t> counts = n.require_ints("ngram_counts");
   t->indexes = n.require_ints("ngram_indexes");
-  const std::vector<int64_t> pool = n.attr_ints("pool_int64s");
+  std::vector<int64_t> pool = n.attr_ints("pool_int64s");
+  if (const Attribute* strings = n.attr("pool_strings")) {
+    MRT_ENFORCE(pool.empty(), MRT_INVALID_MODEL, n.label(), ": give pool_int64s or pool_strings, not both");
+    t->string_pool = true;
+    for (const auto& word : strings->strings)
+      pool.push_back(t->string_ids.emplace(word, static_cast<int64_t>(t->string_ids.size())).first->second);
+  }
   t->weights = n.attr_floats("weights");
   MRT_ENFORCE(!t->indexes.empty(), MRT_INVALID_MODEL, n.label(), ": ngram_indexes is empty");
   for (int64_t ix : t->indexes)
@@ -75,8 +82,9 @@ void tfidf_check(const Node& n, int64_t) { (void)parse_tfidf(n); }
 void tfidf_kernel(OpContext& ctx) {
   auto t = ctx.node_cache<Tfidf>([&] { return parse_tfidf(ctx.node()); });
   const Tensor& X = ctx.input(0);
-  MRT_CHECK_IMPL(X.dtype() == DType::kInt32 || X.dtype() == DType::kInt64, "TfIdfVectorizer: input ", X.describe(),
-                 " must hold int32 or int64 token ids");
+  MRT_CHECK_ARG(t->string_pool ? X.dtype() == DType::kString : (X.dtype() == DType::kInt32 || X.dtype() == DType::kInt64),
+                "TfIdfVectorizer: input ", X.describe(), " must hold ", t->string_pool ? "strings (the pool is of strings)"
+                : "int32 or int64 token ids");
   MRT_CHECK_ARG(X.rank() == 1 || X.rank() == 2, "TfIdfVectorizer: input must be 1-D or 2-D, got ", X.describe());
   const int64_t rows = X.rank() == 2 ? X.dim(0) : 1, L = X.rank() == 2 ? X.dim(1) : X.dim(0);
   // The output first: its allocation checks the size against the session's tensor limit before any scratch.
@@ -84,7 +92,11 @@ void tfidf_kernel(OpContext& ctx) {
   std::vector<double> freq(static_cast<size_t>(out.numel()), 0.0);
   std::vector<int64_t> key;
   for (int64_t r = 0; r < rows; ++r) {
-    auto at = [&](int64_t i) { return X.int_at(r * L + i); };
+    auto at = [&](int64_t i) {
+      if (!t->string_pool) return X.int_at(r * L + i);
+      auto it = t->string_ids.find(string_at(X, r * L + i));
+      return it == t->string_ids.end() ? int64_t(-1) : it->second;
+    };
     int64_t start_n = t->min_gram;
     for (int64_t skip = 1; skip <= t->max_skip + 1; ++skip) {
       for (int64_t s = 0; s < L; ++s) {

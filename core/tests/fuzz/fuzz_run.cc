@@ -2,7 +2,9 @@
 //
 // Input layout: a 4-byte little-endian model length n, n bytes of ModelProto, then the feed
 // pool. Each graph input gets a tensor of its declared element type; a dynamic dimension takes
-// 1..4 from the pool, and the tensor's bytes are taken from the pool (repeated as needed).
+// 1..4 from the pool, and the tensor's bytes are taken from the pool (repeated as needed). String
+// inputs get strings of 0..11 pool bytes, and such runs go through MrtRun with values; every output
+// byte is read, string elements and sequence items included.
 // Models with loops at the top level are created but not run: a fuzzed trip count is a hang by
 // construction, not a finding.
 #include <cstddef>
@@ -49,6 +51,74 @@ bool has_loop(MrtSession* session) {
   return false;
 }
 
+// Reads every byte of an output value (string elements and sequence items included).
+void touch(const MrtValue* v) {
+  volatile uint8_t sink = 0;
+  MrtValueKind kind = MRT_VALUE_NONE;
+  if (!ok(MrtValueGetKind(v, &kind)) || kind == MRT_VALUE_NONE) return;
+  if (kind == MRT_VALUE_SEQUENCE) {
+    size_t count = 0;
+    if (!ok(MrtValueGetSequenceInfo(v, &count, nullptr))) return;
+    for (size_t k = 0; k < count; ++k) {
+      MrtValue* item = nullptr;
+      if (ok(MrtValueGetSequenceItem(v, k, &item))) touch(item);
+      if (item) MrtReleaseValue(item);
+    }
+    return;
+  }
+  int32_t type = 0;
+  size_t rank = 0, bytes = 0;
+  const int64_t* shape = nullptr;
+  const void* data = nullptr;
+  if (!ok(MrtValueGetInfo(v, &type, &rank, &shape, &data, &bytes))) return;
+  if (type == 8) {
+    size_t numel = 1;
+    for (size_t d = 0; d < rank; ++d) numel *= static_cast<size_t>(shape[d]);
+    for (size_t i = 0; i < numel; ++i) {
+      const char* text = nullptr;
+      size_t len = 0;
+      if (!ok(MrtValueGetString(v, i, &text, &len))) return;
+      for (size_t b = 0; b < len; ++b) sink = sink ^ static_cast<uint8_t>(text[b]);
+    }
+    return;
+  }
+  for (size_t b = 0; data && b < bytes; ++b) sink = sink ^ static_cast<const uint8_t*>(data)[b];
+}
+
+void run_with_values(MrtSession* session, Pool& pool, const std::vector<const char*>& names,
+                     const std::vector<MrtTensorRef>& refs, std::vector<MrtValue*>& outputs) {
+  std::vector<MrtValue*> ins(refs.size(), nullptr);
+  bool made = true;
+  for (size_t i = 0; i < refs.size() && made; ++i) {
+    const MrtTensorRef& r = refs[i];
+    if (r.elem_type != 8) {
+      made = ok(MrtCreateTensor(r.elem_type, r.shape, r.rank, r.data, r.data_bytes, &ins[i]));
+      continue;
+    }
+    size_t numel = 1;
+    for (size_t d = 0; d < r.rank; ++d) numel *= static_cast<size_t>(r.shape[d]);
+    std::vector<std::string> text(numel);
+    std::vector<const char*> ptrs(numel);
+    std::vector<size_t> lengths(numel);
+    for (size_t k = 0; k < numel; ++k) {
+      text[k].resize(pool.next() % 12);
+      for (auto& c : text[k]) c = static_cast<char>(pool.next());
+      ptrs[k] = text[k].data();
+      lengths[k] = text[k].size();
+    }
+    made = ok(MrtCreateStringTensor(r.shape, r.rank, ptrs.data(), lengths.data(), &ins[i]));
+  }
+  if (made && ok(MrtRun(session, names.data(), ins.data(), ins.size(), nullptr, 0, outputs.data())))
+    for (MrtValue* v : outputs)
+      if (v) touch(v);
+  for (MrtValue* v : ins)
+    if (v) MrtReleaseValue(v);
+  for (MrtValue*& v : outputs) {
+    if (v) MrtReleaseValue(v);
+    v = nullptr;
+  }
+}
+
 void run_once(MrtSession* session, Pool& pool) {
   size_t n_inputs = 0, n_outputs = 0;
   if (!ok(MrtSessionGetIoCount(session, MRT_IO_INPUT, &n_inputs))) return;
@@ -57,12 +127,14 @@ void run_once(MrtSession* session, Pool& pool) {
   std::vector<MrtTensorRef> refs(n_inputs);
   std::vector<std::vector<int64_t>> shapes(n_inputs);
   std::vector<std::vector<uint8_t>> buffers(n_inputs);
+  bool has_strings = false;
   for (size_t i = 0; i < n_inputs; ++i) {
     int32_t elem_type = 0;
     size_t rank = 0;
     if (!ok(MrtSessionGetIoInfo(session, MRT_IO_INPUT, i, &names[i], &elem_type, &rank))) return;
-    size_t esize = element_size(elem_type);
-    if (!esize) return;  // strings, complex, sequences: not fed here
+    size_t esize = elem_type == 8 ? sizeof(const char*) : element_size(elem_type);
+    if (!esize) return;  // complex, sequences, optionals: not fed here
+    has_strings = has_strings || elem_type == 8;
     if (rank == SIZE_MAX) rank = pool.next() % 3;
     if (rank > 8) return;
     int64_t numel = 1;
@@ -83,6 +155,10 @@ void run_once(MrtSession* session, Pool& pool) {
     refs[i] = MrtTensorRef{elem_type, rank, shapes[i].data(), buffers[i].data(), buffers[i].size()};
   }
   std::vector<MrtValue*> outputs(n_outputs, nullptr);
+  if (has_strings) {  // string inputs go through MrtRun with values
+    run_with_values(session, pool, names, refs, outputs);
+    return;
+  }
   std::vector<MrtTensorRef> info(n_outputs);
   if (ok(MrtRunWithOptions(session, nullptr, names.data(), refs.data(), n_inputs, nullptr, 0, nullptr,
                            outputs.data(), info.data()))) {
