@@ -293,3 +293,27 @@ def test_tfidf_over_a_string_pool_matches_onnxruntime(mode: str) -> None:
     x = np.array([["the", "cat", "sat", "on", "the", "cat"], ["cat", "sat", "mat", "cat", "x", "sat"]], dtype=object)
     ours, theirs = _both(model, {"x": x})
     np.testing.assert_allclose(ours[0], theirs[0], rtol=1e-6)
+
+
+_STRING_DATA_OPS = {
+    "Unique": (helper.make_node("Unique", ["x"], ["y", "i", "inv", "c"], sorted=1), []),
+    "Tile": (helper.make_node("Tile", ["x", "reps"], ["y"]), [helper.make_tensor("reps", I64, [2], [2, 1])]),
+    "Expand": (helper.make_node("Expand", ["x", "shape"], ["y"]), [helper.make_tensor("shape", I64, [3], [2, 2, 3])]),
+    "Compress": (helper.make_node("Compress", ["x", "cond"], ["y"], axis=1),
+                 [helper.make_tensor("cond", TensorProto.BOOL, [3], [1, 0, 1])]),
+    "Split": (helper.make_node("Split", ["x"], ["y", "z"], axis=0, num_outputs=2), []),
+    "ReverseSequence": (helper.make_node("ReverseSequence", ["x", "lens"], ["y"], batch_axis=0, time_axis=1),
+                        [helper.make_tensor("lens", I64, [2], [2, 3])]),
+    "ScatterElements": (helper.make_node("ScatterElements", ["x", "at", "upd"], ["y"], axis=1),
+                        [helper.make_tensor("at", I64, [2, 2], [2, 0, 1, 1]),
+                         helper.make_tensor("upd", S, [2, 2], [b"u1", b"u2", b"u3", b"u4"])]),
+}
+
+
+@pytest.mark.parametrize("op", sorted(_STRING_DATA_OPS))
+def test_data_movement_operators_take_strings_like_onnxruntime(op: str) -> None:
+    node, inits = _STRING_DATA_OPS[op]
+    outs = [helper.make_value_info(o, onnx.TypeProto()) for o in node.output]
+    model = _model([node], [helper.make_tensor_value_info("x", S, [2, 3])], outs, opset=18, initializers=inits)
+    ours, theirs = _both(model, {"x": np.array([["b", "a", "c"], ["a", "ü", ""]], dtype=object)})
+    assert [np.asarray(a).tolist() for a in ours] == [np.asarray(b).tolist() for b in theirs]

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <string_view>
 
 #include "../kernel.h"
 #include "shape_common.h"
@@ -141,6 +142,7 @@ void tensor_scatter_kernel(OpContext& ctx) {
 template <class T> inline auto unique_key(T v) { return v; }
 inline float unique_key(Float16 v) { return half_to_float(v.bits); }
 inline float unique_key(BFloat16 v) { return bfloat16_to_float(v.bits); }
+inline std::string_view unique_key(const std::string* v) { return v ? std::string_view(*v) : std::string_view(); }
 
 // Strict weak order with NaN after every number (NaNs compare equal to each other).
 template <class K>
@@ -240,6 +242,7 @@ void unique_kernel(OpContext& ctx) {
     MRT_DTYPE_CASE(kBool, bool, unique_typed<T>(ctx, x, has_axis, axis, sorted))
     MRT_DTYPE_CASE(kFloat16, Float16, unique_typed<T>(ctx, x, has_axis, axis, sorted))
     MRT_DTYPE_CASE(kBFloat16, BFloat16, unique_typed<T>(ctx, x, has_axis, axis, sorted))
+    MRT_DTYPE_CASE(kString, const std::string*, unique_typed<T>(ctx, x, has_axis, axis, sorted))
     MRT_DISPATCH_INTEGER_CASES(unique_typed<T>(ctx, x, has_axis, axis, sorted))
     MRT_DISPATCH_FAIL(x.dtype(), "Unique");
   }
