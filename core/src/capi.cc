@@ -619,7 +619,7 @@ MRT_API MrtStatus* MrtValueGetKind(const MrtValue* value, MrtValueKind* kind) {
     MRT_REQUIRE_ARG(value);
     MRT_REQUIRE_ARG(kind);
     const mrt::Tensor& t = value->tensor;
-    *kind = t.is_sequence() ? MRT_VALUE_SEQUENCE : t.is_none() ? MRT_VALUE_NONE : MRT_VALUE_TENSOR;
+    *kind = t.is_sequence() ? MRT_VALUE_SEQUENCE : t.is_none() ? MRT_VALUE_NONE : t.is_map() ? MRT_VALUE_MAP : MRT_VALUE_TENSOR;
   });
 }
 
@@ -691,6 +691,17 @@ MRT_API MrtStatus* MrtValueGetSequenceItem(const MrtValue* value, size_t index, 
     if (index >= s.items.size())
       mrt::fail(MRT_INVALID_ARGUMENT, "item ", index, " out of range for a sequence of ", s.items.size());
     *item = new MrtValue{s.items[index].clone()};
+  });
+}
+
+MRT_API MrtStatus* MrtValueGetMap(const MrtValue* value, MrtValue** keys, MrtValue** values) {
+  return guarded([&] {
+    MRT_REQUIRE_ARG(value);
+    const mrt::Tensor& t = value->tensor;
+    std::unique_ptr<MrtValue> k(new MrtValue{t.map_keys().clone()});
+    std::unique_ptr<MrtValue> v(new MrtValue{t.map_values().clone()});
+    if (keys) *keys = k.release();
+    if (values) *values = v.release();
   });
 }
 

@@ -46,6 +46,7 @@ const char* dtype_name(DType t) {
     case DType::kInt2: return "int2";
     case DType::kSequence: return "sequence";
     case DType::kNone: return "none";
+    case DType::kMap: return "map";
   }
   return "unknown-type";
 }

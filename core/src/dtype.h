@@ -45,6 +45,7 @@ enum class DType : int32_t {
   // these kinds (see Tensor::sequence and Tensor::none in tensor.h). They have no elements.
   kSequence = 1001,
   kNone = 1002,  // an optional without a value
+  kMap = 1003,   // an ONNX map: a keys tensor and a values tensor of the same length
 };
 
 // Storage types for the 16-bit floats (bit patterns; convert with the helpers below).

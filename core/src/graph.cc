@@ -124,6 +124,12 @@ bool value_has_type(const Tensor& v, const std::string& type) {
       if (!value_has_type(item, inner)) return false;
     return true;
   }
+  if (unwrap(type, "map", &inner)) {
+    const size_t comma = inner.find(',');
+    if (!v.is_map() || comma == std::string::npos) return false;
+    const std::string key = inner.substr(0, comma);
+    return (key == "?" || key == onnx_type_name(v.map_keys().dtype())) && value_has_type(v.map_values(), inner.substr(comma + 1));
+  }
   if (unwrap(type, "tensor", &inner)) return v.is_tensor() && (inner == "?" || inner == onnx_type_name(v.dtype()));
   return false;  // map, sparse_tensor: not supported
 }

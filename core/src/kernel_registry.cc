@@ -29,6 +29,7 @@ void register_tfidf_kernels(KernelRegistry& r);               // kernels/tfidf_v
 void register_random_kernels(KernelRegistry& r);              // kernels/random.cc
 void register_sequence_kernels(KernelRegistry& r);            // kernels/sequence.cc: sequences, optionals
 void register_string_kernels(KernelRegistry& r);              // kernels/strings.cc: string ops, LabelEncoder
+void register_ml_classic_kernels(KernelRegistry& r);          // kernels/ml_classic.cc: scikit-learn's ai.onnx.ml ops
 
 const Tensor& OpContext::input(size_t i) const {
   if (!has_input(i)) fail(MRT_INVALID_MODEL, "required input ", i, " is missing");
@@ -127,6 +128,7 @@ const KernelRegistry& KernelRegistry::cpu() {
     register_random_kernels(r);
     register_sequence_kernels(r);
     register_string_kernels(r);
+    register_ml_classic_kernels(r);
     return owned;
   }();
   return reg;

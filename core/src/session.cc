@@ -46,9 +46,10 @@ std::string dims_str(const ValueInfo& v) {
   return s + "]";
 }
 
-// Sequences and optionals of tensors are supported; maps and sparse tensors are not.
-bool supported_value_type(const std::string& type) {
-  return type.find("map(") == std::string::npos && type.find("sparse_tensor(") == std::string::npos;
+// Sequences and optionals of tensors are supported, and maps as outputs (ZipMap's sequence of maps);
+// map inputs and sparse tensors are not.
+bool supported_value_type(const std::string& type, bool output) {
+  return (output || type.find("map(") == std::string::npos) && type.find("sparse_tensor(") == std::string::npos;
 }
 
 // Operators that take sequence or optional values (and control-flow nodes, whose outer-scope
@@ -165,7 +166,7 @@ void Session::build() {
     if (!seen_inputs.insert(in.name).second) fail(MRT_INVALID_MODEL, "graph input '", in.name, "' is listed twice");
     bool is_init = ids_.count(in.name) != 0;
     int id = intern(in.name);
-    if (!in.is_tensor && !supported_value_type(in.type))
+    if (!in.is_tensor && !supported_value_type(in.type, false))
       fail(MRT_NOT_IMPLEMENTED, "graph input '", in.name, "' has type ", in.type,
            ", which is not supported (tensors, sequences of tensors and optionals are)");
     if (in.elem_type != DType::kUndefined && !dtype_is_storable(in.elem_type))
@@ -248,9 +249,9 @@ void Session::build() {
   for (const auto& o : g.outputs) {
     int id = value_id(o.name);
     if (id < 0) fail(MRT_INVALID_MODEL, "graph output '", o.name, "' is not produced by any node, input or initializer");
-    if (!o.is_tensor && !supported_value_type(o.type))
+    if (!o.is_tensor && !supported_value_type(o.type, true))
       fail(MRT_NOT_IMPLEMENTED, "graph output '", o.name, "' has type ", o.type,
-           ", which is not supported (tensors, sequences of tensors and optionals are)");
+           ", which is not supported (tensors, sequences, maps and optionals are)");
     if (o.elem_type != DType::kUndefined && !dtype_is_storable(o.elem_type))
       fail(MRT_NOT_IMPLEMENTED, "graph output '", o.name, "' has element type ", dtype_name(o.elem_type),
            ", which is not supported");

@@ -208,8 +208,8 @@ Tensor Tensor::clone(Allocator* alloc) const {
 
 Tensor Tensor::sequence(DType elem_type, std::vector<Tensor> items) {
   for (const Tensor& item : items) {
-    if (!item.is_tensor())
-      fail(MRT_INVALID_ARGUMENT, "a sequence holds tensors, got a ", dtype_name(item.dtype()), " item");
+    if (!item.is_tensor() && !item.is_map())
+      fail(MRT_INVALID_ARGUMENT, "a sequence holds tensors or maps, got ", item.describe());
     if (elem_type == DType::kUndefined) elem_type = item.dtype();
     if (item.dtype() != elem_type)
       fail(MRT_INVALID_ARGUMENT, "a sequence of ", dtype_name(elem_type), " tensors cannot hold ", item.describe());
@@ -221,6 +221,32 @@ Tensor Tensor::sequence(DType elem_type, std::vector<Tensor> items) {
   seq->items = std::move(items);
   t.seq_ = std::move(seq);
   return t;
+}
+
+Tensor Tensor::map(Tensor keys, Tensor values) {
+  if (!keys.is_tensor() || !values.is_tensor() || keys.rank() != 1 || values.rank() != 1 ||
+      keys.numel() != values.numel())
+    fail(MRT_INVALID_ARGUMENT, "a map needs 1-D keys and values of one length, got ", keys.describe(), " and ",
+         values.describe());
+  if (keys.dtype() != DType::kInt64 && keys.dtype() != DType::kString)
+    fail(MRT_INVALID_ARGUMENT, "map keys must be int64 or string, got ", keys.describe());
+  Tensor t;
+  t.dtype_ = DType::kMap;
+  auto pair = std::make_shared<Sequence>();
+  pair->elem_type = values.dtype();
+  pair->items = {std::move(keys), std::move(values)};
+  t.seq_ = std::move(pair);
+  return t;
+}
+
+const Tensor& Tensor::map_keys() const {
+  if (!is_map()) fail(MRT_INVALID_ARGUMENT, "expected a map, got ", describe());
+  return seq_->items[0];
+}
+
+const Tensor& Tensor::map_values() const {
+  if (!is_map()) fail(MRT_INVALID_ARGUMENT, "expected a map, got ", describe());
+  return seq_->items[1];
 }
 
 Tensor Tensor::none() {
@@ -252,8 +278,9 @@ void set_string(Tensor& t, int64_t i, std::string s) {
 }
 
 void keep_strings(Tensor& dst, const Tensor& src) {
-  if (src.is_sequence()) {
-    for (const Tensor& item : src.seq().items) keep_strings(dst, item);
+  if (src.is_sequence() || src.is_map()) {
+    for (const Tensor& item : src.is_map() ? std::vector<Tensor>{src.map_keys(), src.map_values()} : src.seq().items)
+      keep_strings(dst, item);
     return;
   }
   if (src.dtype() != DType::kString || !src.buffer() || !dst.buffer() || src.buffer() == dst.buffer()) return;
@@ -311,6 +338,9 @@ double Tensor::scalar_as_double(int64_t i) const {
 std::string Tensor::describe() const {
   if (is_sequence()) return str_cat("sequence of ", seq_->items.size(), " ", dtype_name(seq_->elem_type), " tensors");
   if (is_none()) return "an optional without a value";
+  if (is_map())
+    return str_cat("map of ", seq_->items[0].numel(), " ", dtype_name(seq_->items[0].dtype()), " keys to ",
+                   dtype_name(seq_->elem_type), " values");
   return str_cat(dtype_name(dtype_), shape_str(shape_));
 }
 

@@ -8,8 +8,9 @@
 // since its elements can only be new strings or the inputs' strings.
 //
 // ONNX sequence and optional values travel through the executor as Tensors too: DType::kSequence
-// holds an immutable Sequence of tensors, DType::kNone is an optional without a value. Neither has
-// elements or a buffer; an optional with a value is the value itself.
+// holds an immutable Sequence of tensors (or of maps), DType::kNone is an optional without a value,
+// DType::kMap a map (its keys and values tensors). None has elements or a buffer; an optional with a
+// value is the value itself.
 #pragma once
 #include <cstdint>
 #include <deque>
@@ -81,10 +82,15 @@ class Tensor {
   // An ONNX sequence of tensors of `elem_type` (kUndefined when not known); items are not copied.
   static Tensor sequence(DType elem_type, std::vector<Tensor> items);
   static Tensor none();  // an ONNX optional without a value
+  // An ONNX map: 1-D keys (int64 or string) and values of the same length (not copied).
+  static Tensor map(Tensor keys, Tensor values);
   bool is_sequence() const { return dtype_ == DType::kSequence; }
   bool is_none() const { return dtype_ == DType::kNone; }
-  bool is_tensor() const { return valid() && !is_sequence() && !is_none(); }
+  bool is_map() const { return dtype_ == DType::kMap; }
+  bool is_tensor() const { return valid() && !is_sequence() && !is_none() && !is_map(); }
   const Sequence& seq() const;  // throws unless is_sequence()
+  const Tensor& map_keys() const;  // throw unless is_map()
+  const Tensor& map_values() const;
 
   DType dtype() const { return dtype_; }
   const Shape& shape() const { return shape_; }

@@ -269,13 +269,15 @@ MRT_API void MrtReleaseValue(MrtValue* value);
 
 /* ---- strings, sequences and optionals (1.4) ----
  * A value is a tensor, a sequence of tensors (ONNX seq(tensor(T))) or an optional without a value
- * (ONNX optional(T) holding nothing); an optional with a value is passed as the value itself.
+ * (ONNX optional(T) holding nothing), or a map (outputs only); an optional with a value is passed as
+ * the value itself.
  * MrtValueGetInfo reports string tensors with their shape and no data (read them with
  * MrtValueGetString), a sequence as elem_type MRT_ELEM_SEQUENCE and none as MRT_ELEM_NONE. The same holds
  * for MrtRunWithOptions's output_info; MrtRunWithOptions takes plain tensors as inputs, MrtRun any value. */
 #define MRT_ELEM_SEQUENCE 1001
 #define MRT_ELEM_NONE 1002
-typedef enum MrtValueKind { MRT_VALUE_TENSOR = 0, MRT_VALUE_SEQUENCE = 1, MRT_VALUE_NONE = 2 } MrtValueKind;
+#define MRT_ELEM_MAP 1003
+typedef enum MrtValueKind { MRT_VALUE_TENSOR = 0, MRT_VALUE_SEQUENCE = 1, MRT_VALUE_NONE = 2, MRT_VALUE_MAP = 3 } MrtValueKind;
 MRT_API MrtStatus* MrtValueGetKind(const MrtValue* value, MrtValueKind* kind);
 /* A string tensor of `shape`; element i is the UTF-8 bytes strings[i][0 .. lengths[i]) (copied). */
 MRT_API MrtStatus* MrtCreateStringTensor(const int64_t* shape, size_t rank, const char* const* strings,
@@ -288,6 +290,9 @@ MRT_API MrtStatus* MrtCreateNone(MrtValue** out);
 MRT_API MrtStatus* MrtValueGetSequenceInfo(const MrtValue* value, size_t* count, int32_t* elem_type);
 /* A new value holding a copy of item `index`; release it with MrtReleaseValue. */
 MRT_API MrtStatus* MrtValueGetSequenceItem(const MrtValue* value, size_t index, MrtValue** item);
+/* A map (ZipMap's outputs are sequences of maps): new values holding copies of its 1-D keys (int64 or
+ * string) and values; either pointer may be NULL. Release them with MrtReleaseValue. */
+MRT_API MrtStatus* MrtValueGetMap(const MrtValue* value, MrtValue** keys, MrtValue** values);
 /* The ONNX type of input/output `index`: "tensor(float)", "tensor(string)", "seq(tensor(int64))",
  * "optional(tensor(float))", ...; "?" stands for an unknown element type. Valid while the session lives. */
 MRT_API MrtStatus* MrtSessionGetIoType(const MrtSession* session, MrtIoKind kind, size_t index, const char** type);

@@ -192,6 +192,7 @@ def _declare(lib: ctypes.CDLL) -> None:
     fn("MrtValueGetSequenceInfo", StatusP, ValueP, c_size_p, ctypes.POINTER(ctypes.c_int32))
     fn("MrtValueGetSequenceItem", StatusP, ValueP, ctypes.c_size_t, ctypes.POINTER(ValueP))
     fn("MrtSessionGetIoType", StatusP, SessionP, ctypes.c_int, ctypes.c_size_t, c_char_pp)
+    fn("MrtValueGetMap", StatusP, ValueP, ctypes.POINTER(ValueP), ctypes.POINTER(ValueP))
 
 
 def _load() -> ctypes.CDLL:

@@ -1085,12 +1085,16 @@ def _string_value(name: str, arr: np.ndarray[Any, Any]) -> Any:
 
 def _python_value(value: Any) -> Any:
     """A Python value for one output MrtValue, which it releases: a numpy array (object array of str for
-    strings), a list for a sequence, None for an optional without a value."""
+    strings), a list for a sequence, a dict for a map, None for an optional without a value."""
     try:
         kind = ctypes.c_int()
         check(lib.MrtValueGetKind(value, ctypes.byref(kind)))
         if kind.value == 2:
             return None
+        if kind.value == 3:  # a map: a dict of Python scalars, as onnxruntime returns them
+            keys, values = _capi.ValueP(), _capi.ValueP()
+            check(lib.MrtValueGetMap(value, ctypes.byref(keys), ctypes.byref(values)))
+            return dict(zip(_python_value(keys).tolist(), _python_value(values).tolist(), strict=True))
         if kind.value == 1:
             count = ctypes.c_size_t()
             check(lib.MrtValueGetSequenceInfo(value, ctypes.byref(count), None))
