@@ -121,3 +121,55 @@ def test_map_outputs_are_reported_with_their_type() -> None:
     assert sess.get_outputs()[0].type == "seq(map(string,tensor(float)))"
     (maps,) = sess.run(None, {"p": np.array([[0.25, 0.75]], np.float32)})
     assert maps == [{"a": 0.25, "b": 0.75}]
+
+
+def _forest(n_trees: int, classes: int, per_class_leaves: bool, features: int) -> dict[str, Any]:
+    """Random depth-2 trees laid out as scikit-learn's converters do: nodes_* per node, one class_* entry per
+    (leaf, class) scored (every class, or class 0 alone for a binary model's single score)."""
+    attrs: dict[str, list[Any]] = {k: [] for k in ("nodes_treeids", "nodes_nodeids", "nodes_featureids", "nodes_values",
+                                                   "nodes_modes", "nodes_truenodeids", "nodes_falsenodeids",
+                                                   "class_treeids", "class_nodeids", "class_ids", "class_weights")}
+    for t in range(n_trees):
+        # node 0 splits to 1 and 2, both split to leaves 3..6
+        for node, (true_id, false_id) in {0: (1, 2), 1: (3, 4), 2: (5, 6)}.items():
+            attrs["nodes_treeids"].append(t)
+            attrs["nodes_nodeids"].append(node)
+            attrs["nodes_featureids"].append(int(RNG.integers(features)))
+            attrs["nodes_values"].append(float(RNG.standard_normal()))
+            attrs["nodes_modes"].append("BRANCH_LEQ")
+            attrs["nodes_truenodeids"].append(true_id)
+            attrs["nodes_falsenodeids"].append(false_id)
+        for leaf in range(3, 7):
+            for k, v in (("nodes_treeids", t), ("nodes_nodeids", leaf), ("nodes_featureids", 0), ("nodes_values", 0.0),
+                         ("nodes_modes", "LEAF"), ("nodes_truenodeids", 0), ("nodes_falsenodeids", 0)):
+                attrs[k].append(v)
+            for c in range(classes if per_class_leaves else 1):
+                attrs["class_treeids"].append(t)
+                attrs["class_nodeids"].append(leaf)
+                attrs["class_ids"].append(c)
+                attrs["class_weights"].append(float(RNG.uniform(-1, 1)))
+    return attrs
+
+
+@pytest.mark.parametrize("case", ["forest-3-classes", "boosting-binary-logistic", "forest-strings-softmax",
+                                  "boosting-binary-none"])
+def test_tree_ensemble_classifier_matches_onnxruntime(case: str) -> None:
+    features = 4
+    if case == "forest-3-classes":
+        attrs = _forest(5, 3, True, features) | {"classlabels_int64s": [0, 1, 2], "post_transform": "NONE"}
+    elif case == "forest-strings-softmax":
+        attrs = _forest(3, 3, True, features) | {"classlabels_strings": ["cat", "dog", "eel"], "post_transform": "SOFTMAX",
+                                                 "base_values": [0.1, 0.0, -0.1]}
+    else:
+        post = "LOGISTIC" if case == "boosting-binary-logistic" else "NONE"
+        attrs = _forest(4, 2, False, features) | {"classlabels_int64s": [0, 1], "post_transform": post,
+                                                  "base_values": [0.25]}
+    strings = "classlabels_strings" in attrs
+    node = helper.make_node("TreeEnsembleClassifier", ["x"], ["label", "probabilities"], domain=ML, **attrs)
+    model = _model([node], [helper.make_tensor_value_info("x", F, [None, features])],
+                   [helper.make_tensor_value_info("label", S if strings else I64, [None]),
+                    helper.make_tensor_value_info("probabilities", F, None)])
+    x = RNG.standard_normal((16, features)).astype(np.float32)
+    ours, theirs = _run_both(model, {"x": x})
+    assert ours[0].tolist() == theirs[0].tolist()
+    np.testing.assert_allclose(ours[1], theirs[1], rtol=1e-5, atol=1e-6)

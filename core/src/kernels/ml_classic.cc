@@ -9,10 +9,81 @@
 #include <string>
 #include <vector>
 
+#include "ml_common.h"
 #include "norm_util.h"
 
 namespace mrt {
+namespace ml {
+
+// ---- post transforms (linear models, tree classifiers) -------------------------------------------
+
+Post post_transform(const Node& n) {
+  const std::string p = n.attr_string("post_transform", "NONE");
+  if (p == "NONE") return Post::kNone;
+  if (p == "LOGISTIC") return Post::kLogistic;
+  if (p == "SOFTMAX") return Post::kSoftmax;
+  if (p == "SOFTMAX_ZERO") return Post::kSoftmaxZero;
+  if (p == "PROBIT") return Post::kProbit;
+  fail(MRT_INVALID_MODEL, n.label(), ": post_transform '", p, "' is not NONE, LOGISTIC, SOFTMAX, SOFTMAX_ZERO or PROBIT");
+}
+
 namespace {
+
+double logistic(double v) {
+  const double e = 1.0 / (1.0 + std::exp(-std::fabs(v)));
+  return v < 0 ? 1.0 - e : e;
+}
+
+// sqrt(2) * erfinv(2p - 1) with the closed-form erfinv approximation (a = 0.147) the ONNX ML
+// operators are defined with.
+double probit(double p) {
+  const double x = 2 * p - 1;
+  const double sign = x < 0 ? -1.0 : 1.0;
+  const double w = (1.0 - x) * (1.0 + x);
+  if (w == 0) return 0;
+  const double l = std::log(w);
+  const double a = 2.0 / (3.14159265358979323846 * 0.147) + 0.5 * l;
+  return 1.41421356 * sign * std::sqrt(-a + std::sqrt(a * a - l / 0.147));
+}
+
+}  // namespace
+
+void apply_post(Post post, double* row, int64_t n) {
+  switch (post) {
+    case Post::kNone: return;
+    case Post::kLogistic:
+      for (int64_t j = 0; j < n; ++j) row[j] = logistic(row[j]);
+      return;
+    case Post::kProbit:
+      for (int64_t j = 0; j < n; ++j) row[j] = probit(row[j]);
+      return;
+    case Post::kSoftmax: {
+      const double mx = *std::max_element(row, row + n);
+      double sum = 0;
+      for (int64_t j = 0; j < n; ++j) sum += (row[j] = std::exp(row[j] - mx));
+      for (int64_t j = 0; j < n; ++j) row[j] /= sum;
+      return;
+    }
+    case Post::kSoftmaxZero: {  // softmax over the non-zero scores; zeros stay (nearly) zero
+      const double mx = *std::max_element(row, row + n);
+      double sum = 0;
+      for (int64_t j = 0; j < n; ++j) {
+        row[j] = std::fabs(row[j]) > 1e-7 ? std::exp(row[j] - mx) : row[j] * std::exp(-mx);
+        sum += row[j];
+      }
+      for (int64_t j = 0; j < n; ++j) row[j] = sum == 0 ? 0.5 : row[j] / sum;
+      return;
+    }
+  }
+}
+
+}  // namespace ml
+
+namespace {
+
+using ml::apply_post;
+using ml::Post;
+using ml::post_transform;
 
 // Rows x columns view of a 1-D ([C], one row) or 2-D input.
 struct Matrix {
@@ -46,66 +117,6 @@ double per_column(const std::vector<float>& v, int64_t c) {
 void check_per_column(const Node& n, const char* name, size_t size, int64_t cols, bool allow_empty) {
   MRT_CHECK_ARG((allow_empty && size == 0) || size == 1 || static_cast<int64_t>(size) == cols, n.label(), ": ", name,
                 " has ", size, " values for ", cols, " columns (1 or one per column)");
-}
-
-// ---- post transforms (linear models, tree classifiers) -------------------------------------------
-
-enum class Post { kNone, kLogistic, kSoftmax, kSoftmaxZero, kProbit };
-
-Post post_transform(const Node& n) {
-  const std::string p = n.attr_string("post_transform", "NONE");
-  if (p == "NONE") return Post::kNone;
-  if (p == "LOGISTIC") return Post::kLogistic;
-  if (p == "SOFTMAX") return Post::kSoftmax;
-  if (p == "SOFTMAX_ZERO") return Post::kSoftmaxZero;
-  if (p == "PROBIT") return Post::kProbit;
-  fail(MRT_INVALID_MODEL, n.label(), ": post_transform '", p, "' is not NONE, LOGISTIC, SOFTMAX, SOFTMAX_ZERO or PROBIT");
-}
-
-double logistic(double v) {
-  const double e = 1.0 / (1.0 + std::exp(-std::fabs(v)));
-  return v < 0 ? 1.0 - e : e;
-}
-
-// sqrt(2) * erfinv(2p - 1) with the closed-form erfinv approximation (a = 0.147) the ONNX ML
-// operators are defined with.
-double probit(double p) {
-  const double x = 2 * p - 1;
-  const double sign = x < 0 ? -1.0 : 1.0;
-  const double w = (1.0 - x) * (1.0 + x);
-  if (w == 0) return 0;
-  const double l = std::log(w);
-  const double a = 2.0 / (3.14159265358979323846 * 0.147) + 0.5 * l;
-  return 1.41421356 * sign * std::sqrt(-a + std::sqrt(a * a - l / 0.147));
-}
-
-void apply_post(Post post, double* row, int64_t n) {
-  switch (post) {
-    case Post::kNone: return;
-    case Post::kLogistic:
-      for (int64_t j = 0; j < n; ++j) row[j] = logistic(row[j]);
-      return;
-    case Post::kProbit:
-      for (int64_t j = 0; j < n; ++j) row[j] = probit(row[j]);
-      return;
-    case Post::kSoftmax: {
-      const double mx = *std::max_element(row, row + n);
-      double sum = 0;
-      for (int64_t j = 0; j < n; ++j) sum += (row[j] = std::exp(row[j] - mx));
-      for (int64_t j = 0; j < n; ++j) row[j] /= sum;
-      return;
-    }
-    case Post::kSoftmaxZero: {  // softmax over the non-zero scores; zeros stay (nearly) zero
-      const double mx = *std::max_element(row, row + n);
-      double sum = 0;
-      for (int64_t j = 0; j < n; ++j) {
-        row[j] = std::fabs(row[j]) > 1e-7 ? std::exp(row[j] - mx) : row[j] * std::exp(-mx);
-        sum += row[j];
-      }
-      for (int64_t j = 0; j < n; ++j) row[j] = sum == 0 ? 0.5 : row[j] / sum;
-      return;
-    }
-  }
 }
 
 // ---- Scaler, Normalizer, Imputer -----------------------------------------------------------------

@@ -3,8 +3,9 @@
 // nodes_missing_value_tracks_true says so) to a leaf, whose weight is added to its target
 // (aggregate_function SUM, AVERAGE, MIN or MAX over the trees). A root whose both
 // children are the same leaf is a one-leaf tree. post_transform other than NONE is
-// refused at session creation. The parsed ensemble is cached per node. TreeEnsembleRegressor
-// (the older encoding sklearn converters emit) shares the tree walk.
+// refused at session creation. The parsed ensemble is cached per node. TreeEnsembleRegressor and
+// TreeEnsembleClassifier (the older encoding scikit-learn converters emit, with every post_transform)
+// share the tree walk.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -15,6 +16,7 @@
 #include <vector>
 
 #include "../resource_limits.h"
+#include "ml_common.h"
 #include "norm_util.h"
 
 namespace mrt {
@@ -160,20 +162,34 @@ void tree_kernel(OpContext& ctx) {
 struct LegacyEnsemble {
   Ensemble e;
   std::vector<double> base;
+  ml::Post post = ml::Post::kNone;
+  // TreeEnsembleClassifier: the class labels, and the one class every leaf scores when all leaves score
+  // the same class (a binary model's single score), else -1.
+  std::vector<int64_t> int_labels;
+  std::vector<std::string> string_labels;
+  int64_t single_class = -1;
 };
 
-std::shared_ptr<LegacyEnsemble> parse_legacy(const Node& n) {
+// Floats from `name`, or from its `name`_as_tensor form (opset 3).
+std::vector<double> floats_or_tensor(const Node& n, const std::string& name) {
+  if (const Tensor* t = n.attr_tensor(name + "_as_tensor")) {
+    std::vector<double> v;
+    for (int64_t i = 0; i < t->numel(); ++i) v.push_back(t->scalar_as_double(i));
+    return v;
+  }
+  const std::vector<float> f = n.attr_floats(name);
+  return std::vector<double>(f.begin(), f.end());
+}
+
+// TreeEnsembleRegressor (`target_*` leaves) and TreeEnsembleClassifier (`class_*` leaves, one target
+// per class label).
+std::shared_ptr<LegacyEnsemble> parse_legacy(const Node& n, bool classifier) {
   auto out = std::make_shared<LegacyEnsemble>();
   Ensemble& e = out->e;
   const std::vector<int64_t> tree = n.require_ints("nodes_treeids"), id = n.require_ints("nodes_nodeids");
   const std::vector<int64_t> feat = n.require_ints("nodes_featureids");
   const std::vector<int64_t> tn = n.require_ints("nodes_truenodeids"), fn = n.require_ints("nodes_falsenodeids");
-  std::vector<double> vals;
-  if (const Tensor* t = n.attr_tensor("nodes_values_as_tensor")) {
-    for (int64_t i = 0; i < t->numel(); ++i) vals.push_back(t->scalar_as_double(i));
-  } else {
-    for (float v : n.attr_floats("nodes_values")) vals.push_back(v);
-  }
+  const std::vector<double> vals = floats_or_tensor(n, "nodes_values");
   const Attribute* modes = n.attr("nodes_modes");
   MRT_ENFORCE(modes, MRT_INVALID_MODEL, n.label(), ": required attribute 'nodes_modes' is missing");
   const size_t count = tree.size();
@@ -183,17 +199,28 @@ std::shared_ptr<LegacyEnsemble> parse_legacy(const Node& n) {
   const std::string agg = n.attr_string("aggregate_function", "SUM");
   e.aggregate = agg == "AVERAGE" ? 0 : agg == "SUM" ? 1 : agg == "MIN" ? 2 : agg == "MAX" ? 3 : -1;
   MRT_ENFORCE(e.aggregate >= 0, MRT_INVALID_MODEL, n.label(), ": aggregate_function '", agg, "' is not known");
-  MRT_ENFORCE(n.attr_string("post_transform", "NONE") == "NONE", MRT_NOT_IMPLEMENTED, n.label(), ": post_transform '",
-              n.attr_string("post_transform", "NONE"), "' is not supported (NONE is)");
-  e.n_targets = n.attr_int("n_targets", 1);
+  out->post = ml::post_transform(n);
+  if (classifier) {
+    out->int_labels = n.attr_ints("classlabels_int64s");
+    if (const Attribute* s = n.attr("classlabels_strings")) out->string_labels = s->strings;
+    MRT_ENFORCE(out->int_labels.empty() != out->string_labels.empty(), MRT_INVALID_MODEL, n.label(),
+                ": exactly one of classlabels_int64s and classlabels_strings must be given");
+    e.n_targets = static_cast<int64_t>(std::max(out->int_labels.size(), out->string_labels.size()));
+  } else {
+    e.n_targets = n.attr_int("n_targets", 1);
+  }
+  MRT_ENFORCE(e.n_targets >= 1, MRT_INVALID_MODEL, n.label(), ": no targets or class labels");
+  const std::string leaf = classifier ? "class_" : "target_";
   // node (tree, id) -> index; targets grouped per leaf node
   std::map<std::pair<int64_t, int64_t>, size_t> index;
   for (size_t i = 0; i < count; ++i) index[{tree[i], id[i]}] = i;
-  const std::vector<int64_t> tt = n.require_ints("target_treeids"), tid = n.require_ints("target_nodeids");
-  const std::vector<int64_t> tgt = n.require_ints("target_ids");
-  const std::vector<float> tw = n.attr_floats("target_weights");
+  const std::vector<int64_t> tt = n.require_ints(leaf + "treeids"), tid = n.require_ints(leaf + "nodeids");
+  const std::vector<int64_t> tgt = n.require_ints(leaf + "ids");
+  const std::vector<double> tw = floats_or_tensor(n, leaf + "weights");
   MRT_ENFORCE(tid.size() == tt.size() && tgt.size() == tt.size() && tw.size() == tt.size(), MRT_INVALID_MODEL,
-              n.label(), ": the target_* attributes differ in length");
+              n.label(), ": the ", leaf, "* attributes differ in length");
+  if (classifier && !tgt.empty() && std::all_of(tgt.begin(), tgt.end(), [&](int64_t c) { return c == tgt[0]; }))
+    out->single_class = tgt[0];
   // Each LEAF becomes a chain of leaves: one leaf per (target, weight) pair; a tree
   // reaching a legacy leaf contributes all of them. Encoded as extra tree roots per target
   // would change AVERAGE, so leaves keep a list.
@@ -234,10 +261,13 @@ std::shared_ptr<LegacyEnsemble> parse_legacy(const Node& n) {
     if (seen.insert(tree[i]).second) e.roots.push_back(static_cast<int64_t>(index[{tree[i], 0}]));
   e.members.resize(count);
   out->base.assign(static_cast<size_t>(e.n_targets), 0.0);
-  const std::vector<float> base = n.attr_floats("base_values");
-  MRT_ENFORCE(base.empty() || base.size() == static_cast<size_t>(e.n_targets), MRT_INVALID_MODEL, n.label(),
-              ": base_values must hold n_targets values");
-  for (size_t i = 0; i < base.size(); ++i) out->base[i] = base[i];
+  const std::vector<double> base = floats_or_tensor(n, "base_values");
+  // (a binary classifier's single score may come with a single base value)
+  const bool single_base = classifier && base.size() == 1 && out->single_class >= 0;
+  MRT_ENFORCE(base.empty() || single_base || base.size() == static_cast<size_t>(e.n_targets), MRT_INVALID_MODEL,
+              n.label(), ": base_values must hold one value per ", classifier ? "class" : "target");
+  if (single_base && out->single_class < e.n_targets) out->base[static_cast<size_t>(out->single_class)] = base[0];
+  else if (!single_base) for (size_t i = 0; i < base.size(); ++i) out->base[i] = base[i];
   // leaf payloads: leaf_target/leaf_weight hold the pairs, trueleaf[i] = first pair, falseleaf[i] = pair count
   for (size_t i = 0; i < count; ++i) {
     const auto& pairs = leaf_targets[i];
@@ -253,18 +283,20 @@ std::shared_ptr<LegacyEnsemble> parse_legacy(const Node& n) {
   return out;
 }
 
-void legacy_check(const Node& n, int64_t) { (void)parse_legacy(n); }
+void legacy_regressor_check(const Node& n, int64_t) { (void)parse_legacy(n, false); }
+void legacy_classifier_check(const Node& n, int64_t) { (void)parse_legacy(n, true); }
 
-void legacy_regressor_kernel(OpContext& ctx) {
-  auto le = ctx.node_cache<LegacyEnsemble>([&] { return parse_legacy(ctx.node()); });
-  const Ensemble& e = le->e;
-  const Tensor& X = ctx.input(0);
-  MRT_CHECK_ARG(X.rank() == 2, "TreeEnsembleRegressor: X must be [N, features], got ", X.describe());
-  const int64_t N = X.dim(0), F = X.dim(1), T = e.n_targets;
-  for (int64_t f : e.feature)
-    MRT_CHECK_ARG(f >= 0 && f < F, "TreeEnsembleRegressor: feature id ", f, " is outside the ", F, " input features");
-  const std::vector<double> x = norm::to_doubles(X, "TreeEnsembleRegressor X");
-  std::vector<double> y(checked_scratch({N, T}, sizeof(double), "TreeEnsembleRegressor output"));
+// Scores [N, targets] of the legacy ensemble: base values plus the aggregated leaf weights.
+std::vector<double> legacy_scores(const LegacyEnsemble& le, const Tensor& X, const char* op) {
+  const Ensemble& e = le.e;
+  MRT_CHECK_ARG(X.rank() == 2 || X.rank() == 1, op, ": X must be [N, features], got ", X.describe());
+  const int64_t N = X.rank() == 2 ? X.dim(0) : 1, F = X.rank() == 2 ? X.dim(1) : X.dim(0), T = e.n_targets;
+  for (size_t i = 0; i < e.feature.size(); ++i)
+    MRT_CHECK_ARG(e.modes[i] == 7 || (e.feature[i] >= 0 && e.feature[i] < F), op, ": feature id ", e.feature[i],
+                  " is outside the ", F, " input features");
+  std::vector<double> x(static_cast<size_t>(X.numel()));
+  for (int64_t i = 0; i < X.numel(); ++i) x[static_cast<size_t>(i)] = X.scalar_as_double(i);
+  std::vector<double> y(checked_scratch({N, T}, sizeof(double), op));
   std::vector<double> acc(static_cast<size_t>(T));
   std::vector<bool> hit(static_cast<size_t>(T));
   for (int64_t r = 0; r < N; ++r) {
@@ -274,7 +306,7 @@ void legacy_regressor_kernel(OpContext& ctx) {
     for (int64_t root : e.roots) {
       size_t i = static_cast<size_t>(root);
       for (size_t steps = 0; e.modes[i] != 7; ++steps) {
-        MRT_CHECK_ARG(steps <= e.splits.size(), "TreeEnsembleRegressor: a tree has a cycle");
+        MRT_CHECK_ARG(steps <= e.splits.size(), op, ": a tree has a cycle");
         i = static_cast<size_t>(goes_true(e, i, xr[e.feature[i]]) ? e.truen[i] : e.falsen[i]);
       }
       for (int64_t k = 0; k < e.falseleaf[i]; ++k) {
@@ -290,18 +322,65 @@ void legacy_regressor_kernel(OpContext& ctx) {
     for (int64_t t = 0; t < T; ++t) {
       double v = acc[static_cast<size_t>(t)];
       if (e.aggregate == 0) v /= static_cast<double>(e.roots.size());
-      y[static_cast<size_t>(r * T + t)] = v + le->base[static_cast<size_t>(t)];
+      y[static_cast<size_t>(r * T + t)] = v + le.base[static_cast<size_t>(t)];
     }
   }
-  Tensor& Y = ctx.output(0, DType::kFloat, Shape{N, T});
-  norm::from_doubles(Y, y);
+  return y;
+}
+
+void legacy_regressor_kernel(OpContext& ctx) {
+  auto le = ctx.node_cache<LegacyEnsemble>([&] { return parse_legacy(ctx.node(), false); });
+  const Tensor& X = ctx.input(0);
+  std::vector<double> y = legacy_scores(*le, X, "TreeEnsembleRegressor");
+  const int64_t T = le->e.n_targets, N = static_cast<int64_t>(y.size()) / T;
+  for (int64_t r = 0; r < N; ++r) ml::apply_post(le->post, &y[static_cast<size_t>(r * T)], T);
+  norm::from_doubles(ctx.output(0, DType::kFloat, Shape{N, T}), y);
+}
+
+// TreeEnsembleClassifier: label = the class of the highest score (the first on a tie) after the post
+// transform. A model whose leaves all score one class (a binary model's single score s) is laid out as
+// two columns first, [-s, s], as onnxruntime does (class 1 wins when s > 0).
+void legacy_classifier_kernel(OpContext& ctx) {
+  auto le = ctx.node_cache<LegacyEnsemble>([&] { return parse_legacy(ctx.node(), true); });
+  const Tensor& X = ctx.input(0);
+  std::vector<double> y = legacy_scores(*le, X, "TreeEnsembleClassifier");
+  const int64_t T = le->e.n_targets, N = static_cast<int64_t>(y.size()) / T;
+  const bool binary = le->single_class >= 0 && T <= 2;
+  const int64_t width = binary ? 2 : T;
+  std::vector<double> scores(static_cast<size_t>(N * width));
+  for (int64_t r = 0; r < N; ++r) {
+    double* row = &scores[static_cast<size_t>(r * width)];
+    if (binary) {
+      const double s = y[static_cast<size_t>(r * T + le->single_class)];
+      row[0] = -s;
+      row[1] = s;
+    } else {
+      std::copy(&y[static_cast<size_t>(r * T)], &y[static_cast<size_t>(r * T)] + T, row);
+    }
+    ml::apply_post(le->post, row, width);
+  }
+  const bool strings = !le->string_labels.empty();
+  Tensor& label = ctx.output(0, strings ? DType::kString : DType::kInt64, Shape{N});
+  for (int64_t r = 0; r < N; ++r) {
+    const double* row = &scores[static_cast<size_t>(r * width)];
+    const int64_t k = std::max_element(row, row + width) - row;
+    // (a binary model with one label: class 1 when it wins, else 0)
+    if (strings) {
+      MRT_CHECK_ARG(k < T, "TreeEnsembleClassifier: score column ", k, " has no class label");
+      set_string(label, r, le->string_labels[static_cast<size_t>(k)]);
+    } else {
+      label.data<int64_t>()[r] = k < T ? le->int_labels[static_cast<size_t>(k)] : k;
+    }
+  }
+  if (ctx.has_output(1)) norm::from_doubles(ctx.output(1, DType::kFloat, Shape{N, width}), scores);
 }
 
 }  // namespace
 
 void register_ml_tree_kernels(KernelRegistry& r) {
   r.add_domain("ai.onnx.ml", "TreeEnsemble", 5, tree_kernel, tree_check);
-  r.add_domain("ai.onnx.ml", "TreeEnsembleRegressor", 1, legacy_regressor_kernel, legacy_check);
+  r.add_domain("ai.onnx.ml", "TreeEnsembleRegressor", 1, legacy_regressor_kernel, legacy_regressor_check);
+  r.add_domain("ai.onnx.ml", "TreeEnsembleClassifier", 1, legacy_classifier_kernel, legacy_classifier_check);
 }
 
 }  // namespace mrt
