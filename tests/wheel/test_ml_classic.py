@@ -7,7 +7,6 @@ from typing import Any
 
 import mosaicrt
 import numpy as np
-
 import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper
@@ -45,7 +44,8 @@ def test_scaled_multiclass_logistic_regression_with_zipmap(post: str) -> None:
                          coefficients=RNG.standard_normal(classes * features).astype(np.float32).tolist(),
                          intercepts=[0.1, -0.2, 0.3], classlabels_ints=[10, 20, 30], multi_class=1,
                          post_transform=post),
-        helper.make_node("ZipMap", ["probabilities"], ["output_probability"], domain=ML, classlabels_int64s=[10, 20, 30]),
+        helper.make_node("ZipMap", ["probabilities"], ["output_probability"], domain=ML,
+                         classlabels_int64s=[10, 20, 30]),
     ]
     model = _model(nodes, [helper.make_tensor_value_info("x", F, [None, features])],
                    [helper.make_tensor_value_info("label", I64, [None]), _zipmap_output("output_probability", I64)])
@@ -109,7 +109,8 @@ def test_imputer_one_hot_encoder_and_feature_vectorizer() -> None:
 
 def test_one_hot_encoder_without_zeros_refuses_an_unknown_category() -> None:
     node = helper.make_node("OneHotEncoder", ["cat"], ["y"], domain=ML, cats_int64s=[1, 2], zeros=0)
-    model = _model([node], [helper.make_tensor_value_info("cat", I64, [None])], [helper.make_tensor_value_info("y", F, None)])
+    model = _model([node], [helper.make_tensor_value_info("cat", I64, [None])],
+                   [helper.make_tensor_value_info("y", F, None)])
     with pytest.raises(mosaicrt.InvalidArgument, match="not a known category"):
         mosaicrt.InferenceSession(model).run(None, {"cat": np.array([1, 3], np.int64)})
 
@@ -158,8 +159,8 @@ def test_tree_ensemble_classifier_matches_onnxruntime(case: str) -> None:
     if case == "forest-3-classes":
         attrs = _forest(5, 3, True, features) | {"classlabels_int64s": [0, 1, 2], "post_transform": "NONE"}
     elif case == "forest-strings-softmax":
-        attrs = _forest(3, 3, True, features) | {"classlabels_strings": ["cat", "dog", "eel"], "post_transform": "SOFTMAX",
-                                                 "base_values": [0.1, 0.0, -0.1]}
+        attrs = _forest(3, 3, True, features) | {"classlabels_strings": ["cat", "dog", "eel"],
+                                                 "post_transform": "SOFTMAX", "base_values": [0.1, 0.0, -0.1]}
     else:
         post = "LOGISTIC" if case == "boosting-binary-logistic" else "NONE"
         attrs = _forest(4, 2, False, features) | {"classlabels_int64s": [0, 1], "post_transform": post,

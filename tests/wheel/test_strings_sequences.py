@@ -16,7 +16,7 @@ from onnx.reference import ReferenceEvaluator
 S, F, I64 = TensorProto.STRING, TensorProto.FLOAT, TensorProto.INT64
 
 
-def _model(nodes: list[Any], inputs: list[Any], outputs: list[Any], opset: int = 21, ml: bool = False,
+def _model(nodes: list[Any], inputs: list[Any], outputs: list[Any], *, opset: int = 21, ml: bool = False,
            initializers: list[Any] | None = None) -> bytes:
     opsets = [helper.make_opsetid("", opset)] + ([helper.make_opsetid("ai.onnx.ml", 4)] if ml else [])
     graph = helper.make_graph(nodes, "g", inputs, outputs, initializer=initializers or [])
@@ -39,8 +39,8 @@ def _with_reference(model: bytes, feed: dict[str, Any]) -> tuple[list[Any], list
 
 def _assert_same(ours: list[Any], theirs: list[Any]) -> None:
     assert len(ours) == len(theirs)
-    for a, b in zip(ours, theirs, strict=True):
-        b = np.asarray(b)
+    for a, raw in zip(ours, theirs, strict=True):
+        b = np.asarray(raw)
         assert a.shape == b.shape and a.dtype == b.dtype, (a, b)
         if b.dtype == object:
             assert a.tolist() == b.tolist()
@@ -117,7 +117,8 @@ def test_string_split_and_regex_match_the_reference() -> None:
 
 def test_casts_between_strings_and_numbers_match_onnxruntime() -> None:
     nodes = [helper.make_node("Cast", ["f"], ["fs"], to=S), helper.make_node("Cast", ["i"], ["is"], to=S),
-             helper.make_node("Cast", ["s"], ["sf"], to=F), helper.make_node("Cast", ["s"], ["sd"], to=TensorProto.DOUBLE),
+             helper.make_node("Cast", ["s"], ["sf"], to=F),
+             helper.make_node("Cast", ["s"], ["sd"], to=TensorProto.DOUBLE),
              helper.make_node("Cast", ["n"], ["ni"], to=TensorProto.INT32)]
     model = _model(nodes, [helper.make_tensor_value_info("f", F, [7]), helper.make_tensor_value_info("i", I64, [3]),
                            helper.make_tensor_value_info("s", S, [6]), helper.make_tensor_value_info("n", S, [3])],
@@ -139,7 +140,7 @@ def test_casts_between_strings_and_numbers_match_onnxruntime() -> None:
 def test_cast_of_a_non_number_string_names_the_element() -> None:
     model = _model([helper.make_node("Cast", ["s"], ["y"], to=F)], [helper.make_tensor_value_info("s", S, [2])],
                    [helper.make_tensor_value_info("y", F, None)])
-    with pytest.raises(mosaicrt.InvalidArgument, match="element 1 .'abc'. is not a number"):
+    with pytest.raises(mosaicrt.InvalidArgument, match=r"element 1 \('abc'\) is not a number"):
         mosaicrt.InferenceSession(model).run(None, {"s": np.array(["1", "abc"], dtype=object)})
 
 
@@ -162,7 +163,7 @@ def test_equal_on_strings_broadcasts() -> None:
                    [helper.make_tensor_value_info("y", TensorProto.BOOL, None)])
     b = np.array([["Grüße", "x", "Дом"]], dtype=object)
     (y,) = mosaicrt.InferenceSession(model).run(None, {"a": WORDS, "b": b})
-    np.testing.assert_array_equal(y, WORDS == b)
+    np.testing.assert_array_equal(y, b == WORDS)
 
 
 def test_loop_stacks_strings_made_in_its_body() -> None:
@@ -175,8 +176,8 @@ def test_loop_stacks_strings_made_in_its_body() -> None:
         "body",
         [helper.make_tensor_value_info("i", I64, []), helper.make_tensor_value_info("cond_in", TensorProto.BOOL, []),
          helper.make_tensor_value_info("acc_in", S, [2])],
-        [helper.make_tensor_value_info("cond_out", TensorProto.BOOL, []), helper.make_tensor_value_info("acc_out", S, [2]),
-         helper.make_tensor_value_info("scan", S, [2])])
+        [helper.make_tensor_value_info("cond_out", TensorProto.BOOL, []),
+         helper.make_tensor_value_info("acc_out", S, [2]), helper.make_tensor_value_info("scan", S, [2])])
     node = helper.make_node("Loop", ["n", "", "start"], ["final", "all"], body=body)
     model = _model([node], [helper.make_tensor_value_info("n", I64, []), helper.make_tensor_value_info("start", S, [2]),
                             helper.make_tensor_value_info("suffix", S, [])],
@@ -258,7 +259,7 @@ def test_wrong_kinds_of_values_are_refused_by_name() -> None:
     sess = mosaicrt.InferenceSession(model)
     with pytest.raises(mosaicrt.InvalidArgument, match="'seq'"):
         sess.run(None, {"seq": np.zeros(3, np.float32)})
-    with pytest.raises(mosaicrt.InvalidArgument, match="seq.tensor.float"):
+    with pytest.raises(mosaicrt.InvalidArgument, match=r"seq\(tensor\(float\)\)"):
         sess.run(None, {"seq": [np.zeros(3, np.int64)]})
     strings = _model([helper.make_node("Identity", ["s"], ["y"])], [helper.make_tensor_value_info("s", S, [1])],
                      [helper.make_tensor_value_info("y", S, None)])
