@@ -315,7 +315,8 @@ void linear_regressor_kernel(OpContext& ctx) {
   const Node& n = ctx.node();
   const Matrix x = read_matrix(ctx.input(0), "LinearRegressor input");
   const int64_t targets = n.attr_int("targets", 1);
-  MRT_CHECK_ARG(targets >= 1, n.label(), ": targets must be positive, got ", targets);
+  MRT_CHECK_ARG(targets >= 1 && targets <= static_cast<int64_t>(n.attr_floats("coefficients").size()), n.label(),
+                ": targets must be between 1 and the number of coefficients, got ", targets);
   const Linear l = linear_params(n, targets, x.cols);
   std::vector<double> s = linear_scores(l, x);
   const Post post = post_transform(n);
