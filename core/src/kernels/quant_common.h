@@ -154,6 +154,19 @@ void pack_b8(const Igemm8Kernel& kernel, PackedB8& out, const void* B, bool b_is
 void igemm8(int64_t M, const void* A, bool a_is_s8, int64_t lda, int64_t K, const int32_t* za, bool za_per_row,
             const PackedB8& B, int32_t* C, int64_t ldc, ThreadPool* pool);
 
+// igemm8's A in `kernel`'s domain (bytes flipped to its signedness, rows padded to its row block, K to
+// its kalign, row sums and zero points): made once per constant weight matrix instead of every run.
+struct PreparedA8 {
+  const Igemm8Kernel* kernel = nullptr;
+  int64_t M = 0, K = 0, Kp = 0;
+  std::vector<uint8_t> data;            // Mp x Kp
+  std::vector<int32_t> zrow, rowsum;    // Mp
+};
+PreparedA8 prepare_a8(const Igemm8Kernel& kernel, int64_t M, const void* A, bool a_is_s8, int64_t lda, int64_t K,
+                      const int32_t* za, bool za_per_row);
+// C[M, N] = A x B for a prepared A (made for B's kernel and K).
+void igemm8(const PreparedA8& A, const PackedB8& B, int32_t* C, int64_t ldc, ThreadPool* pool);
+
 // Round half to even without a libm call (so loops vectorize): values are first limited
 // to +-2^50, which changes no saturated result; NaN passes through.
 inline double round_even(double v) {

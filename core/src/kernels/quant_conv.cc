@@ -172,6 +172,16 @@ void integer_conv(OpContext& ctx, const ConvGeom& g, size_t x_in, size_t xz_in, 
       }
     } release;
     const uint8_t* w = static_cast<const uint8_t*>(W.raw());
+    // Constant weights are put in the kernel's domain once per node (per group), not on every run.
+    std::shared_ptr<std::vector<quant::PreparedA8>> prepared;
+    if (ctx.input_is_constant(w_in) && (!wz || ctx.input_is_constant(wz_in)))
+      prepared = ctx.node_cache<std::vector<quant::PreparedA8>>([&] {
+        auto groups = std::make_shared<std::vector<quant::PreparedA8>>();
+        for (int64_t gi = 0; gi < g.group; ++gi)
+          groups->push_back(quant::prepare_a8(*k8, Mg, w + gi * Mg * Kc, W.dtype() == DType::kInt8, Kc, Kc,
+                                              wzp.empty() ? nullptr : wzp.data() + (per_row ? gi * Mg : 0), per_row));
+        return groups;
+      });
     for (int64_t n = 0; n < g.N; ++n) {
       for (int64_t gi = 0; gi < g.group; ++gi) {
         const int64_t xoff = (n * g.C + gi * Cg) * g.in_size;
@@ -181,8 +191,11 @@ void integer_conv(OpContext& ctx, const ConvGeom& g, size_t x_in, size_t xz_in, 
         quant::pack_b8(*k8, packed, col.data(), x_u8, g.out_size, Kc, g.out_size, &xzp, false);
         const int32_t* z = wzp.empty() ? nullptr : wzp.data() + (per_row ? gi * Mg : 0);
         int32_t* yg = y + (n * g.M + gi * Mg) * g.out_size;
-        quant::igemm8(Mg, w + gi * Mg * Kc, W.dtype() == DType::kInt8, Kc, Kc, z, per_row, packed, yg, g.out_size,
-                      &ctx.threads());
+        if (prepared)
+          quant::igemm8((*prepared)[static_cast<size_t>(gi)], packed, yg, g.out_size, &ctx.threads());
+        else
+          quant::igemm8(Mg, w + gi * Mg * Kc, W.dtype() == DType::kInt8, Kc, Kc, z, per_row, packed, yg, g.out_size,
+                        &ctx.threads());
       }
     }
     return;

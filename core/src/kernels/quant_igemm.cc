@@ -226,21 +226,23 @@ void pack_b8(const Igemm8Kernel& kr, PackedB8& out, const void* B, bool b_is_u8,
   }
 }
 
-void igemm8(int64_t M, const void* A, bool a_is_s8, int64_t lda, int64_t K, const int32_t* za, bool za_per_row,
-            const PackedB8& B, int32_t* C, int64_t ldc, ThreadPool* pool) {
-  MRT_ENFORCE(B.kernel != nullptr && B.K == K, MRT_INTERNAL, "integer GEMM: B was not packed for this product");
-  const Igemm8Kernel& kr = *B.kernel;
-  if (M <= 0 || B.N <= 0) return;
+PreparedA8 prepare_a8(const Igemm8Kernel& kr, int64_t M, const void* A, bool a_is_s8, int64_t lda, int64_t K,
+                      const int32_t* za, bool za_per_row) {
+  PreparedA8 out;
+  out.kernel = &kr;
+  out.M = M;
+  out.K = K;
+  out.Kp = round_up(K, kr.kalign);
+  const int64_t Kp = out.Kp, Mp = round_up(M, kr.rows);
   const uint8_t* src = static_cast<const uint8_t*>(A);
-  const int64_t Kp = B.Kp, mr = kr.rows, Mp = round_up(M, mr);
-  // A in the kernel's domain, zero padded to Kp columns and Mp rows.
-  std::vector<uint8_t> a8(static_cast<size_t>(Mp * Kp), 0);
-  std::vector<int32_t> zrow(static_cast<size_t>(Mp), 0), rowsum(static_cast<size_t>(Mp), 0);
+  out.data.assign(static_cast<size_t>(Mp * Kp), 0);
+  out.zrow.assign(static_cast<size_t>(Mp), 0);
+  out.rowsum.assign(static_cast<size_t>(Mp), 0);
   const uint8_t flip = a_is_s8 != kr.a_signed ? 0x80 : 0x00;
   const int32_t zshift = flip ? (a_is_s8 ? 128 : -128) : 0;
   for (int64_t m = 0; m < M; ++m) {
     const uint8_t* s = src + m * lda;
-    uint8_t* d = a8.data() + m * Kp;
+    uint8_t* d = out.data.data() + m * Kp;
     int32_t sum = 0;
     if (kr.a_signed) {
       for (int64_t k = 0; k < K; ++k) {
@@ -253,9 +255,19 @@ void igemm8(int64_t M, const void* A, bool a_is_s8, int64_t lda, int64_t K, cons
         sum += d[k];
       }
     }
-    rowsum[m] = sum;
-    zrow[m] = (za ? (za_per_row ? za[m] : za[0]) : 0) + zshift;
+    out.rowsum[static_cast<size_t>(m)] = sum;
+    out.zrow[static_cast<size_t>(m)] = (za ? (za_per_row ? za[m] : za[0]) : 0) + zshift;
   }
+  return out;
+}
+
+void igemm8(const PreparedA8& A, const PackedB8& B, int32_t* C, int64_t ldc, ThreadPool* pool) {
+  MRT_ENFORCE(B.kernel != nullptr && B.kernel == A.kernel && B.K == A.K && B.Kp == A.Kp, MRT_INTERNAL,
+              "integer GEMM: A and B were not prepared for one kernel and K");
+  const Igemm8Kernel& kr = *B.kernel;
+  const int64_t M = A.M;
+  if (M <= 0 || B.N <= 0) return;
+  const int64_t Kp = B.Kp, mr = kr.rows, Mp = round_up(M, mr);
   const int64_t nr = B.nr;
   const int64_t row_blocks = Mp / mr;
   const int64_t tasks = row_blocks * B.panels;
@@ -264,7 +276,7 @@ void igemm8(int64_t M, const void* A, bool a_is_s8, int64_t lda, int64_t K, cons
       const int64_t p = t / row_blocks, rb = t % row_blocks;
       const int64_t m0 = rb * mr, rows = std::min(mr, M - m0);
       const int64_t n0 = p * nr, vn = std::min(nr, B.N - n0);
-      kr.block(rows, Kp, a8.data() + m0 * Kp, Kp, B.panel(p), zrow.data() + m0, rowsum.data() + m0,
+      kr.block(rows, Kp, A.data.data() + m0 * Kp, Kp, B.panel(p), A.zrow.data() + m0, A.rowsum.data() + m0,
                B.zb.data() + n0, B.colfix.data() + n0, C + m0 * ldc + n0, ldc, vn);
     }
   };
@@ -272,6 +284,13 @@ void igemm8(int64_t M, const void* A, bool a_is_s8, int64_t lda, int64_t K, cons
   const int64_t grain = std::max<int64_t>(1, (1 << 17) / work);
   if (pool && tasks > 1) pool->parallel_for(tasks, grain, run);
   else run(0, tasks);
+}
+
+void igemm8(int64_t M, const void* A, bool a_is_s8, int64_t lda, int64_t K, const int32_t* za, bool za_per_row,
+            const PackedB8& B, int32_t* C, int64_t ldc, ThreadPool* pool) {
+  MRT_ENFORCE(B.kernel != nullptr && B.K == K, MRT_INTERNAL, "integer GEMM: B was not packed for this product");
+  if (M <= 0 || B.N <= 0) return;
+  igemm8(prepare_a8(*B.kernel, M, A, a_is_s8, lda, K, za, za_per_row), B, C, ldc, pool);
 }
 
 }  // namespace quant
