@@ -273,3 +273,49 @@ def test_graph_optimizations_keep_results(bn_scale_is_input: bool) -> None:
             opts.graph_optimization_level = level
             got = mosaicrt.InferenceSession(model, sess_options=opts).run(None, feed)[0]
             np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-5)
+
+
+
+LAZY_ML_DTYPES = """
+import sys
+import numpy as np
+import mosaicrt
+
+assert "ml_dtypes" not in sys.modules, "import mosaicrt imported ml_dtypes"
+mode, to_bf16, from_f8 = sys.argv[1:]
+if mode == "output":  # the session's output type asks for ml_dtypes
+    sess = mosaicrt.InferenceSession(to_bf16)
+    assert sess.get_outputs()[0].type == "tensor(bfloat16)"
+    (y,) = sess.run(None, {"x": np.array([1.5, -2.0, 3.0], np.float32)})
+    assert y.dtype.name == "bfloat16" and y.astype(np.float32).tolist() == [1.5, -2.0, 3.0], (y.dtype, y)
+else:  # the caller imports ml_dtypes after mosaicrt and feeds its arrays
+    import ml_dtypes
+    x = np.array([0.5, -1.0, 2.0], ml_dtypes.float8_e4m3fn)
+    assert mosaicrt.OrtValue.ortvalue_from_numpy(x).data_type() == "tensor(float8e4m3fn)"
+    (z,) = mosaicrt.InferenceSession(from_f8).run(None, {"x": x})
+    assert z.tolist() == [0.5, -1.0, 2.0], z
+print("lazy ok")
+"""
+
+
+@pytest.mark.parametrize("mode", ["output", "input"])
+def test_ml_dtypes_is_imported_only_when_a_type_needs_it(mode: str, tmp_path: Path) -> None:
+    """`import mosaicrt` leaves ml_dtypes (most of a second to import) alone; a bfloat16 output imports it,
+    and float8 arrays the caller makes after importing mosaicrt are accepted."""
+    import subprocess
+    import sys
+
+    pytest.importorskip("ml_dtypes")
+
+    def cast(src: int, dst: int, path: Path) -> str:
+        g = helper.make_graph([helper.make_node("Cast", ["x"], ["y"], to=dst)], "cast",
+                              [helper.make_tensor_value_info("x", src, [3])],
+                              [helper.make_tensor_value_info("y", dst, [3])])
+        onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 21)], ir_version=10), path)
+        return str(path)
+
+    models = [cast(TensorProto.FLOAT, TensorProto.BFLOAT16, tmp_path / "to_bf16.onnx"),
+              cast(TensorProto.FLOAT8E4M3FN, TensorProto.FLOAT, tmp_path / "from_f8.onnx")]
+    run = subprocess.run([sys.executable, "-c", LAZY_ML_DTYPES, mode, *models], capture_output=True, text=True,
+                         cwd=tmp_path, check=False)
+    assert run.returncode == 0 and "lazy ok" in run.stdout, run.stdout + run.stderr

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ._dtypes import CODE_OF_DTYPE, TYPE_STRINGS, dtype_of_element_type, type_string
+from ._dtypes import CODE_OF_DTYPE, TYPE_STRINGS, code_of_dtype, dtype_of_element_type, type_string
 from ._errors import InvalidArgument, NotImplementedInRuntime
 
 if TYPE_CHECKING:
@@ -46,7 +46,7 @@ class OrtValue:
     def __init__(self, array: np.ndarray[Any, Any]) -> None:
         if not isinstance(array, np.ndarray):
             raise InvalidArgument(f"OrtValue wraps a numpy array, got {type(array).__name__}")
-        if array.dtype not in CODE_OF_DTYPE:
+        if code_of_dtype(array.dtype) is None:
             raise InvalidArgument(f"numpy dtype {array.dtype} has no ONNX element type mosaicrt supports")
         self._array = array if array.flags.c_contiguous else np.ascontiguousarray(array)
 

@@ -20,7 +20,7 @@ import numpy as np
 
 from . import _capi, _providers, _variant
 from ._capi import check, lib
-from ._dtypes import CODE_OF_DTYPE, ELEM_TYPES, TYPE_STRINGS, dtype_of_element_type
+from ._dtypes import CODE_OF_DTYPE, ELEM_TYPES, TYPE_STRINGS, code_of_dtype, dtype_of_element_type, numpy_type_of
 from ._errors import (ExecutionProviderError, InvalidArgument, MosaicrtError, NotImplementedInRuntime, RuntimeFailure,
                       raise_for_code)
 from ._ortvalue import IOBinding, OrtValue, data_pointer
@@ -650,7 +650,7 @@ class InferenceSession:
         self._in_dtypes: dict[str, np.dtype[Any] | None] = {}
         for arg in (*self._inputs, *self._overridable):
             code = _code_of_type_string(arg.type)
-            np_type = ELEM_TYPES.get(code, (None, ""))[0] if code is not None else None
+            np_type = numpy_type_of(code) if code is not None else None
             self._in_dtypes[arg.name] = np.dtype(np_type) if np_type is not None else None
         self._out_index = {o.name: i for i, o in enumerate(self._outputs)}
         # Strings, sequences and optionals go through MrtRun with native values (_run_values); every
@@ -661,7 +661,7 @@ class InferenceSession:
         self._out_static: list[Any] = []
         for o in self._outputs:
             code = _code_of_type_string(o.type)
-            np_type = ELEM_TYPES.get(code, (None, ""))[0] if code is not None else None
+            np_type = numpy_type_of(code) if code is not None else None
             fixed = o.shape is not None and all(isinstance(d, int) and d >= 0 for d in o.shape)
             if np_type is None or not fixed or np.dtype(np_type).kind == "V":
                 self._out_static.append(None)
@@ -825,7 +825,7 @@ class InferenceSession:
         if arr.dtype == object or arr.dtype.kind in "USO":
             raise InvalidArgument(f"input {name!r}: string/object arrays (dtype {arr.dtype}) fit string inputs only; "
                                   f"the model expects {self._in_types.get(name, 'a numeric tensor')}")
-        if arr.dtype not in CODE_OF_DTYPE:
+        if code_of_dtype(arr.dtype) is None:
             hint = " (install ml_dtypes for bfloat16)" if arr.dtype.name == "bfloat16" else ""
             raise InvalidArgument(f"input {name!r}: numpy dtype {arr.dtype} is not supported{hint}")
         # (np.ascontiguousarray would turn 0-d arrays into 1-d ones)
@@ -890,7 +890,7 @@ class InferenceSession:
                     continue
                 room = (ctypes.c_int64 * max(buffer.ndim, 1))(*buffer.shape)
                 keep.append(room)
-                ref.elem_type = CODE_OF_DTYPE[buffer.dtype]
+                ref.elem_type = _element_code(buffer.dtype)
                 ref.rank = buffer.ndim
                 ref.shape = ctypes.cast(room, ctypes.POINTER(ctypes.c_int64))
                 ref.data_bytes = buffer.nbytes
@@ -990,7 +990,7 @@ class InferenceSession:
         if arr.dtype.kind in "USO":
             return _string_value(name, arr)
         arr = self._as_feed(name, arr) if inner == onnx_type else np.ascontiguousarray(arr)
-        if arr.dtype not in CODE_OF_DTYPE:
+        if code_of_dtype(arr.dtype) is None:
             raise InvalidArgument(f"input {name!r}: numpy dtype {arr.dtype} is not supported")
         shape = (ctypes.c_int64 * max(arr.ndim, 1))(*arr.shape)
         handle = _capi.ValueP()
@@ -1033,6 +1033,13 @@ def _text(b: bytes | None) -> str:
     return (b or b"").decode("utf-8", "replace")
 
 
+def _element_code(dtype: np.dtype[Any]) -> int:
+    code = code_of_dtype(dtype)
+    if code is None:
+        raise InvalidArgument(f"numpy dtype {dtype} has no ONNX element type mosaicrt supports")
+    return code
+
+
 def _code_of_type_string(type_str: str) -> int | None:
     for code, (_, s) in ELEM_TYPES.items():
         if s == type_str:
@@ -1056,7 +1063,7 @@ def _async_pool() -> concurrent.futures.ThreadPoolExecutor:
 def _borrowed_value(arr: np.ndarray[Any, Any]) -> Any:
     """A native value viewing `arr` (the caller keeps `arr` alive until it is released)."""
     arr = np.ascontiguousarray(arr) if arr.ndim else arr
-    code = CODE_OF_DTYPE[arr.dtype]
+    code = _element_code(arr.dtype)
     shape = (ctypes.c_int64 * max(arr.ndim, 1))(*arr.shape)
     handle = _capi.ValueP()
     check(lib.MrtCreateTensorBorrowed(code, shape, arr.ndim, data_pointer(arr) or None, arr.nbytes,
