@@ -21,8 +21,14 @@ import numpy as np
 from . import _capi, _providers, _variant
 from ._capi import check, lib
 from ._dtypes import CODE_OF_DTYPE, ELEM_TYPES, TYPE_STRINGS, code_of_dtype, dtype_of_element_type, numpy_type_of
-from ._errors import (ExecutionProviderError, InvalidArgument, MosaicrtError, NotImplementedInRuntime, RuntimeFailure,
-                      raise_for_code)
+from ._errors import (
+    ExecutionProviderError,
+    InvalidArgument,
+    MosaicrtError,
+    NotImplementedInRuntime,
+    RuntimeFailure,
+    raise_for_code,
+)
 from ._ortvalue import IOBinding, OrtValue, data_pointer
 from ._providers import CPU_PROVIDER, EpDevice, ExecutionProviderDevicePolicy
 
