@@ -149,6 +149,13 @@ struct PackedB8 {
 // B: K x N matrix of uint8 (b_is_u8) or int8 bytes with row stride ldb, packed for `kernel`.
 void pack_b8(const Igemm8Kernel& kernel, PackedB8& out, const void* B, bool b_is_u8, int64_t ldb, int64_t K,
              int64_t N, const int32_t* zp, bool zp_per_col);
+// The same in parts, so B can be produced and packed a slice of columns at a time (in parallel; a
+// convolution packs its image columns without materializing them all): begin sizes `out`; columns
+// packs B's columns [n0, n0 + n) from `B` (K rows, row stride ldb, its column 0 being column n0; n0
+// a multiple of the panel width, and every panel packed once); end sets the zero points.
+void pack_b8_begin(const Igemm8Kernel& kernel, PackedB8& out, int64_t K, int64_t N);
+void pack_b8_columns(PackedB8& out, const void* B, bool b_is_u8, int64_t ldb, int64_t n0, int64_t n);
+void pack_b8_end(PackedB8& out, bool b_is_u8, const int32_t* zp, bool zp_per_col);
 // C[M, N] = (A - za) x (B - zb) with A: M rows of K uint8 (or int8 when a_is_s8) bytes, row
 // stride lda; runs B's kernel. za: nullptr, one value, or M values (za_per_row).
 void igemm8(int64_t M, const void* A, bool a_is_s8, int64_t lda, int64_t K, const int32_t* za, bool za_per_row,

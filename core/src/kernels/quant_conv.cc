@@ -11,6 +11,8 @@
 namespace mrt {
 namespace {
 
+constexpr size_t kMaxConvDims = 8;  // spatial dimensions a convolution may have here
+
 struct ConvGeom {
   int64_t N = 0, C = 0, M = 0, group = 1;
   Shape in, kernel, out;  // spatial dims
@@ -23,6 +25,7 @@ ConvGeom conv_geometry(const Node& node, const Tensor& X, const Tensor& W, const
   MRT_CHECK_ARG(X.rank() >= 3, op, ": input must have rank >= 3 (N x C x D1 ...), got ", X.describe());
   MRT_CHECK_ARG(W.rank() == X.rank(), op, ": weight ", W.describe(), " must have the rank of the input ", X.describe());
   const size_t nd = X.rank() - 2;
+  MRT_CHECK_IMPL(nd <= kMaxConvDims, op, ": ", nd, " spatial dimensions (at most ", kMaxConvDims, " are supported)");
   g.N = X.dim(0);
   g.C = X.dim(1);
   g.M = W.dim(0);
@@ -70,64 +73,187 @@ ConvGeom conv_geometry(const Node& node, const Tensor& X, const Tensor& W, const
   return g;
 }
 
-// col[(c * kernel_size + kidx) * out_size + o] = x[c, in(o, kidx)] - sub, `pad` outside the input.
+// What each row of the column matrix reads (r = c * kernel_size + kidx), worked out once per product
+// instead of once per row and slice of columns (integer divisions are most of a row's cost otherwise).
+struct ColumnRows {
+  size_t nd = 0;
+  std::vector<int64_t> v;  // per row: channel offset, v0, v1, start, then the nd kernel coordinates
+  int64_t stride() const { return 4 + static_cast<int64_t>(nd); }
+};
+
+ColumnRows column_rows(const ConvGeom& g, int64_t channels) {
+  ColumnRows t;
+  t.nd = g.in.size();
+  const size_t last = t.nd - 1;
+  const int64_t rows = channels * g.kernel_size, in_last = g.in[last], st = g.stride[last];
+  t.v.resize(static_cast<size_t>(rows * t.stride()));
+  for (int64_t r = 0; r < rows; ++r) {
+    int64_t* e = t.v.data() + r * t.stride();
+    int64_t kidx = r % g.kernel_size;
+    for (size_t d = t.nd; d-- > 0;) { e[4 + d] = kidx % g.kernel[d]; kidx /= g.kernel[d]; }
+    // output positions j of the last dimension whose input start + j * st lies inside [0, in_last)
+    const int64_t start = -g.pad_begin[last] + e[4 + last] * g.dil[last];
+    e[0] = (r / g.kernel_size) * g.in_size;
+    e[1] = start >= 0 ? 0 : (-start + st - 1) / st;
+    e[2] = start >= in_last ? 0 : (in_last - start + st - 1) / st;
+    e[3] = start;
+  }
+  return t;
+}
+
+// One line segment of a column row: m values x[0], x[st], ... (minus sub) into out. Lines are short
+// (tens of values), so the byte case copies with vector loads instead of a libc call per line, and
+// stride 2 (every downsampling convolution) picks the even bytes of 32 at a time.
 template <class S, class D>
-void im2col(const S* x, int32_t sub, D pad, const ConvGeom& g, int64_t channels, D* col, ThreadPool& pool) {
-  const size_t nd = g.in.size();
-  const int64_t rows = channels * g.kernel_size;
-  const int64_t last_out = g.out[nd - 1];
-  pool.parallel_for(rows, std::max<int64_t>(1, 4096 / std::max<int64_t>(1, g.out_size)), [&](int64_t rb, int64_t re) {
-    std::vector<int64_t> kc(nd), oc(nd);
-    for (int64_t r = rb; r < re; ++r) {
-      const int64_t c = r / g.kernel_size;
-      int64_t kidx = r % g.kernel_size;
-      for (size_t d = nd; d-- > 0;) { kc[d] = kidx % g.kernel[d]; kidx /= g.kernel[d]; }
-      const S* xc = x + c * g.in_size;
-      D* dst = col + r * g.out_size;
-      std::fill(oc.begin(), oc.end(), 0);
-      // Walk the output positions one innermost line at a time.
-      for (int64_t o = 0; o < g.out_size; o += last_out) {
-        int64_t base = 0;
-        bool inside = true;
-        for (size_t d = 0; d + 1 < nd; ++d) {
-          const int64_t i = oc[d] * g.stride[d] - g.pad_begin[d] + kc[d] * g.dil[d];
-          if (i < 0 || i >= g.in[d]) { inside = false; break; }
-          base = base * g.in[d] + i;
+inline void copy_line(const S* xs, int64_t st, int32_t sub, D* out, int64_t m) {
+  int64_t t = 0;
+  if constexpr (sizeof(S) == 1 && sizeof(D) == 1) {
+    if (sub == 0) {
+      const uint8_t* x = reinterpret_cast<const uint8_t*>(xs);
+      uint8_t* o = reinterpret_cast<uint8_t*>(out);
+#if defined(__SSE2__)
+      if (st == 1) {
+        if (m >= 16) {
+          for (; t + 16 <= m; t += 16)
+            _mm_storeu_si128(reinterpret_cast<__m128i*>(o + t), _mm_loadu_si128(reinterpret_cast<const __m128i*>(x + t)));
+          if (t < m)  // the last 16 again, overlapping what was copied
+            _mm_storeu_si128(reinterpret_cast<__m128i*>(o + m - 16),
+                             _mm_loadu_si128(reinterpret_cast<const __m128i*>(x + m - 16)));
+          return;
         }
-        D* line = dst + o;
-        if (!inside) {
-          std::fill(line, line + last_out, pad);
-        } else {
-          const size_t d = nd - 1;
-          const int64_t in_last = g.in[d];
-          const int64_t start = -g.pad_begin[d] + kc[d] * g.dil[d];
-          const S* xl = xc + base * in_last;
-          const int64_t st = g.stride[d];
-          // Output positions j whose input i = start + j * st lies inside [0, in_last).
-          int64_t j0 = start >= 0 ? 0 : (-start + st - 1) / st;
-          int64_t j1 = start >= in_last ? 0 : (in_last - start + st - 1) / st;
-          j0 = std::min(j0, last_out);
-          j1 = std::max(j0, std::min(j1, last_out));
-          for (int64_t j = 0; j < j0; ++j) line[j] = pad;
-          const S* xs = xl + start + j0 * st;
-          D* ls = line + j0;
-          const int64_t cnt = j1 - j0;
-          if (st == 1 && sub == 0 && sizeof(S) == sizeof(D)) {
-            std::memcpy(ls, xs, static_cast<size_t>(cnt) * sizeof(D));
-          } else if (st == 1) {
-            for (int64_t j = 0; j < cnt; ++j) ls[j] = static_cast<D>(static_cast<int32_t>(xs[j]) - sub);
-          } else {
-            for (int64_t j = 0; j < cnt; ++j) ls[j] = static_cast<D>(static_cast<int32_t>(xs[j * st]) - sub);
-          }
-          for (int64_t j = j1; j < last_out; ++j) line[j] = pad;
-        }
-        for (size_t d = nd - 1; d-- > 0;) {
-          if (++oc[d] < g.out[d]) break;
-          oc[d] = 0;
+      } else if (st == 2) {
+        // (reads x[2t .. 2t + 31] for outputs t .. t + 15: stops while 2t + 31 is a byte the line reads)
+        const __m128i even = _mm_set1_epi16(0x00FF);
+        for (; t + 16 <= m && 2 * t + 31 <= 2 * (m - 1); t += 16) {
+          const __m128i a = _mm_and_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x + 2 * t)), even);
+          const __m128i b = _mm_and_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x + 2 * t + 16)), even);
+          _mm_storeu_si128(reinterpret_cast<__m128i*>(o + t), _mm_packus_epi16(a, b));
         }
       }
+#endif
+      for (; t < m; ++t) o[t] = x[t * st];
+      return;
+    }
+  }
+  for (; t < m; ++t) out[t] = static_cast<D>(static_cast<int32_t>(xs[t * st]) - sub);
+}
+
+template <class D>
+inline void fill_line(D* out, int64_t m, D v) {
+  for (int64_t t = 0; t < m; ++t) out[t] = v;
+}
+
+// Rows [r0, r1) of the column matrix, for the output positions [o0, o0 + n):
+// col[r * ldc + (o - o0)] = x[c, in(o, kidx)] - sub with r = c * kernel_size + kidx, `pad` outside the input.
+// kDims: the number of spatial dimensions when known at compile time (1, 2, 3), else 0.
+template <size_t kDims, class S, class D>
+void im2col_rows_nd(const S* x, int32_t sub, D pad, const ConvGeom& g, const ColumnRows& rows, int64_t r0, int64_t r1,
+                    int64_t o0, int64_t n, D* col, int64_t ldc) {
+  const size_t nd = kDims ? kDims : rows.nd, last = nd - 1;
+  const int64_t last_out = g.out[last], in_last = g.in[last], st = g.stride[last];
+  // the geometry in locals: byte stores may alias anything else, and would make every line reload it
+  int64_t oc0[kMaxConvDims], oc[kMaxConvDims], out_d[kMaxConvDims], in_d[kMaxConvDims], first[kMaxConvDims],
+      stride[kMaxConvDims], dil[kMaxConvDims];
+  for (size_t d = 0; d < nd; ++d) {
+    out_d[d] = g.out[d];
+    in_d[d] = g.in[d];
+    first[d] = -g.pad_begin[d];
+    stride[d] = g.stride[d];
+    dil[d] = g.dil[d];
+  }
+  // the output coordinates of o0 (the last one is where the first line starts)
+  for (size_t d = nd, rest = static_cast<size_t>(o0); d-- > 0;) {
+    oc0[d] = static_cast<int64_t>(rest % static_cast<size_t>(g.out[d]));
+    rest /= static_cast<size_t>(g.out[d]);
+  }
+  for (int64_t r = r0; r < r1; ++r) {
+    const int64_t* e = rows.v.data() + r * rows.stride();
+    int64_t off[kMaxConvDims];  // input coordinate of output coordinate 0, per dimension
+    for (size_t d = 0; d < last; ++d) off[d] = first[d] + e[4 + d] * dil[d];
+    const int64_t v0 = e[1], v1 = e[2], start = e[3];
+    const S* xc = x + e[0];
+    D* dst = col + r * ldc;
+    for (size_t d = 0; d < last; ++d) oc[d] = oc0[d];
+    // Walk the positions one (partial) innermost line at a time.
+    for (int64_t done = 0, j = oc0[last]; done < n; j = 0) {
+      const int64_t cnt = std::min(last_out - j, n - done);
+      int64_t base = 0;
+      bool inside = true;
+      for (size_t d = 0; d < last; ++d) {
+        const int64_t i = oc[d] * stride[d] + off[d];
+        if (i < 0 || i >= in_d[d]) { inside = false; break; }
+        base = base * in_d[d] + i;
+      }
+      D* line = dst + done;  // output positions j .. j + cnt - 1 of this line
+      if (!inside) {
+        fill_line(line, cnt, pad);
+      } else {
+        const int64_t a = std::clamp(v0, j, j + cnt), b = std::clamp(v1, a, j + cnt);
+        fill_line(line, a - j, pad);
+        copy_line(xc + base * in_last + start + a * st, st, sub, line + (a - j), b - a);
+        fill_line(line + (b - j), j + cnt - b, pad);
+      }
+      done += cnt;
+      for (size_t d = last; d-- > 0;) {
+        if (++oc[d] < out_d[d]) break;
+        oc[d] = 0;
+      }
+    }
+  }
+}
+
+template <class S, class D>
+void im2col_rows(const S* x, int32_t sub, D pad, const ConvGeom& g, const ColumnRows& rows, int64_t r0, int64_t r1,
+                 int64_t o0, int64_t n, D* col, int64_t ldc) {
+  switch (rows.nd) {
+    case 1: return im2col_rows_nd<1>(x, sub, pad, g, rows, r0, r1, o0, n, col, ldc);
+    case 2: return im2col_rows_nd<2>(x, sub, pad, g, rows, r0, r1, o0, n, col, ldc);
+    case 3: return im2col_rows_nd<3>(x, sub, pad, g, rows, r0, r1, o0, n, col, ldc);
+    default: return im2col_rows_nd<0>(x, sub, pad, g, rows, r0, r1, o0, n, col, ldc);
+  }
+}
+
+// The whole column matrix (channels * kernel_size rows of out_size), rows split over the threads.
+template <class S, class D>
+void im2col(const S* x, int32_t sub, D pad, const ConvGeom& g, int64_t channels, D* col, ThreadPool& pool) {
+  const int64_t rows = channels * g.kernel_size;
+  const ColumnRows plan = column_rows(g, channels);
+  pool.parallel_for(rows, std::max<int64_t>(1, 4096 / std::max<int64_t>(1, g.out_size)), [&](int64_t rb, int64_t re) {
+    im2col_rows(x, sub, pad, g, plan, rb, re, 0, g.out_size, col, g.out_size);
+  });
+}
+
+// B of one group's product, packed for the 8-bit kernel a slice of output positions at a time: each slice's
+// columns are made in a small buffer (cache resident) and packed from there, slices spread over the threads;
+// a 1x1 convolution of stride 1 without padding packs straight from the image (its columns are the image).
+void pack_conv_columns(const quant::Igemm8Kernel& k8, quant::PackedB8& packed, const uint8_t* x, bool x_u8,
+                       int32_t xzp, const ConvGeom& g, int64_t channels, ThreadPool& pool) {
+  const int64_t K = channels * g.kernel_size, N = g.out_size, nr = k8.panel;
+  quant::pack_b8_begin(k8, packed, K, N);
+  bool direct = g.kernel_size == 1;
+  for (size_t d = 0; d < g.in.size() && direct; ++d)
+    direct = g.stride[d] == 1 && g.pad_begin[d] == 0 && g.out[d] == g.in[d];
+  const int64_t panels = (N + nr - 1) / nr;
+  int64_t per = std::clamp<int64_t>((int64_t(64) << 10) / std::max<int64_t>(1, K * nr), 1, 8);
+  per = std::min(per, std::max<int64_t>(1, panels / (2 * static_cast<int64_t>(pool.size()))));
+  const int64_t chunk = per * nr, chunks = (N + chunk - 1) / chunk;
+  const uint8_t pad = static_cast<uint8_t>(xzp);
+  const ColumnRows plan = direct ? ColumnRows() : column_rows(g, channels);
+  pool.parallel_for(chunks, 1, [&](int64_t cb, int64_t ce) {
+    static thread_local std::vector<uint8_t> tile_buf;
+    quant::Scratch<uint8_t> tile(tile_buf, direct ? 0 : static_cast<size_t>(K * chunk));
+    for (int64_t c = cb; c < ce; ++c) {
+      const int64_t n0 = c * chunk, n = std::min(chunk, N - n0);
+      if (direct) {
+        quant::pack_b8_columns(packed, x + n0, x_u8, g.in_size, n0, n);
+        continue;
+      }
+      if (x_u8) im2col_rows(x, 0, pad, g, plan, 0, K, n0, n, tile.data(), chunk);
+      else im2col_rows(reinterpret_cast<const int8_t*>(x), 0, pad, g, plan, 0, K, n0, n, tile.data(), chunk);
+      quant::pack_b8_columns(packed, tile.data(), x_u8, chunk, n0, n);
     }
   });
+  quant::pack_b8_end(packed, x_u8, &xzp, false);
 }
 
 struct PackedWeights {
@@ -163,9 +289,7 @@ void integer_conv(OpContext& ctx, const ConvGeom& g, size_t x_in, size_t xz_in, 
     std::vector<int32_t> wzp = wz ? quant::to_int32s(*wz) : std::vector<int32_t>();
     const bool per_row = wzp.size() > 1;
     const bool x_u8 = X.dtype() == DType::kUInt8;
-    static thread_local std::vector<uint8_t> col_buf;
     static thread_local quant::PackedB8 packed;
-    quant::Scratch<uint8_t> col(col_buf, static_cast<size_t>(Kc * g.out_size));
     struct Release {  // keep the packed buffer only while it is small
       ~Release() {
         if (packed.data.capacity() > quant::kScratchKeep) packed = quant::PackedB8();
@@ -185,10 +309,7 @@ void integer_conv(OpContext& ctx, const ConvGeom& g, size_t x_in, size_t xz_in, 
     for (int64_t n = 0; n < g.N; ++n) {
       for (int64_t gi = 0; gi < g.group; ++gi) {
         const int64_t xoff = (n * g.C + gi * Cg) * g.in_size;
-        const uint8_t pad = static_cast<uint8_t>(xzp);
-        if (x_u8) im2col(X.data<uint8_t>() + xoff, 0, pad, g, Cg, col.data(), ctx.threads());
-        else im2col(X.data<int8_t>() + xoff, 0, pad, g, Cg, col.data(), ctx.threads());
-        quant::pack_b8(*k8, packed, col.data(), x_u8, g.out_size, Kc, g.out_size, &xzp, false);
+        pack_conv_columns(*k8, packed, static_cast<const uint8_t*>(X.raw()) + xoff, x_u8, xzp, g, Cg, ctx.threads());
         const int32_t* z = wzp.empty() ? nullptr : wzp.data() + (per_row ? gi * Mg : 0);
         int32_t* yg = y + (n * g.M + gi * Mg) * g.out_size;
         if (prepared)

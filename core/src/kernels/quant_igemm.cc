@@ -153,28 +153,30 @@ void igemm_with(const Igemm16Kernel& kr, int64_t M, const int16_t* A, const Pack
   else run(0, tasks);
 }
 
-void pack_b8(const Igemm8Kernel& kr, PackedB8& out, const void* B, bool b_is_u8, int64_t ldb, int64_t K, int64_t N,
-             const int32_t* zp, bool zp_per_col) {
-  const uint8_t* src = static_cast<const uint8_t*>(B);
-  const int64_t nr = kr.panel, kg = kr.kgroup;
+void pack_b8_begin(const Igemm8Kernel& kr, PackedB8& out, int64_t K, int64_t N) {
   out.kernel = &kr;
   out.K = K;
   out.N = N;
-  out.nr = nr;
+  out.nr = kr.panel;
   out.Kp = round_up(K, kr.kalign);
-  out.panels = (N + nr - 1) / nr;
-  out.data.assign(static_cast<size_t>(out.panels * out.Kp * nr), 0);
-  out.zb.assign(static_cast<size_t>(out.panels * nr), 0);
-  out.colfix.assign(out.zb.size(), 0);
+  out.panels = (N + out.nr - 1) / out.nr;
+  // every byte is written by pack_b8_columns (resize, not assign: no zero fill of a buffer that is reused)
+  out.data.resize(static_cast<size_t>(out.panels * out.Kp * out.nr));
+  out.zb.resize(static_cast<size_t>(out.panels * out.nr));
+  out.colfix.resize(out.zb.size());
+}
+
+void pack_b8_columns(PackedB8& out, const void* B, bool b_is_u8, int64_t ldb, int64_t n0, int64_t n) {
+  const Igemm8Kernel& kr = *out.kernel;
+  const uint8_t* src = static_cast<const uint8_t*>(B);
+  const int64_t nr = out.nr, kg = kr.kgroup, K = out.K, Kp = out.Kp;
+  MRT_ENFORCE(n0 % nr == 0 && n0 + n <= out.N, MRT_INTERNAL, "pack_b8_columns: columns outside B");
   // Into the kernel's domain: a byte of the other signedness flips its top bit (b -+ 128).
   const uint8_t flip = b_is_u8 == kr.b_signed ? 0x80 : 0x00;
-  const int32_t zshift = flip ? (b_is_u8 ? -128 : 128) : 0;
-  std::vector<int32_t> colsum(static_cast<size_t>(out.panels * nr), 0);
-  int8_t* base = out.data.data();
-  const int64_t panel_bytes = out.Kp * nr;
-  for (int64_t p = 0; p < out.panels; ++p) {
-    const int64_t n0 = p * nr, nn = std::min(nr, N - n0);
-    int8_t* pd = base + p * panel_bytes;
+  const int64_t panel_bytes = Kp * nr;
+  for (int64_t c0 = 0; c0 < n; c0 += nr) {
+    const int64_t p = (n0 + c0) / nr, nn = std::min(nr, n - c0);
+    int8_t* pd = out.data.data() + p * panel_bytes;
     for (int64_t k = 0; k < K; k += kg) {
       int8_t* d = pd + k * nr;  // kg rows x nr columns, column j's kg bytes at j * kg
       const int64_t kk = std::min<int64_t>(kg, K - k);
@@ -183,7 +185,7 @@ void pack_b8(const Igemm8Kernel& kr, PackedB8& out, const void* B, bool b_is_u8,
       if (kk == 4 && kg == 4) {
         const __m128i fl = _mm_set1_epi8(static_cast<char>(flip));
         for (; j + 16 <= nn; j += 16) {
-          const uint8_t* r = src + k * ldb + n0 + j;
+          const uint8_t* r = src + k * ldb + c0 + j;
           const __m128i r0 = _mm_xor_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(r)), fl);
           const __m128i r1 = _mm_xor_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(r + ldb)), fl);
           const __m128i r2 = _mm_xor_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(r + 2 * ldb)), fl);
@@ -200,13 +202,21 @@ void pack_b8(const Igemm8Kernel& kr, PackedB8& out, const void* B, bool b_is_u8,
 #endif
       for (; j < nn; ++j) {
         int8_t* dj = d + j * kg;
-        for (int64_t q = 0; q < kk; ++q) dj[q] = static_cast<int8_t>(src[(k + q) * ldb + n0 + j] ^ flip);
+        int64_t q = 0;
+        for (; q < kk; ++q) dj[q] = static_cast<int8_t>(src[(k + q) * ldb + c0 + j] ^ flip);
+        for (; q < kg; ++q) dj[q] = 0;
       }
+      if (nn < nr) std::memset(d + nn * kg, 0, static_cast<size_t>((nr - nn) * kg));
     }
+    const int64_t kdone = round_up(K, kg);
+    if (kdone < Kp) std::memset(pd + kdone * nr, 0, static_cast<size_t>((Kp - kdone) * nr));
+    // column sums in the kernel's domain, kept in colfix until pack_b8_end
+    int32_t* colsum = out.colfix.data() + p * nr;
     if (kr.colsum) {
-      kr.colsum(pd, out.Kp, colsum.data() + n0);
+      kr.colsum(pd, Kp, colsum);
     } else {
-      for (int64_t k = 0; k < out.Kp; k += kg) {
+      std::fill(colsum, colsum + nr, 0);
+      for (int64_t k = 0; k < Kp; k += kg) {
         const int8_t* d = pd + k * nr;
         for (int64_t j = 0; j < nr; ++j) {
           int32_t s = 0;
@@ -214,16 +224,29 @@ void pack_b8(const Igemm8Kernel& kr, PackedB8& out, const void* B, bool b_is_u8,
             const int8_t v = d[j * kg + q];
             s += kr.b_signed ? static_cast<int32_t>(v) : static_cast<int32_t>(static_cast<uint8_t>(v));
           }
-          colsum[static_cast<size_t>(n0 + j)] += s;
+          colsum[j] += s;
         }
       }
     }
   }
-  for (int64_t n = 0; n < N; ++n) {
+}
+
+void pack_b8_end(PackedB8& out, bool b_is_u8, const int32_t* zp, bool zp_per_col) {
+  const Igemm8Kernel& kr = *out.kernel;
+  const bool flip = b_is_u8 == kr.b_signed;
+  const int32_t zshift = flip ? (b_is_u8 ? -128 : 128) : 0;
+  for (int64_t n = 0; n < out.N; ++n) {
     const int32_t z = (zp ? (zp_per_col ? zp[n] : zp[0]) : 0) + zshift;
     out.zb[n] = z;
-    out.colfix[n] = static_cast<int32_t>(static_cast<uint32_t>(K * z - colsum[n]));
+    out.colfix[n] = static_cast<int32_t>(static_cast<uint32_t>(out.K * z - out.colfix[n]));
   }
+}
+
+void pack_b8(const Igemm8Kernel& kr, PackedB8& out, const void* B, bool b_is_u8, int64_t ldb, int64_t K, int64_t N,
+             const int32_t* zp, bool zp_per_col) {
+  pack_b8_begin(kr, out, K, N);
+  pack_b8_columns(out, B, b_is_u8, ldb, 0, N);
+  pack_b8_end(out, b_is_u8, zp, zp_per_col);
 }
 
 PreparedA8 prepare_a8(const Igemm8Kernel& kr, int64_t M, const void* A, bool a_is_s8, int64_t lda, int64_t K,

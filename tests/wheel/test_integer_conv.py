@@ -1,0 +1,128 @@
+"""ConvInteger and QLinearConv over many geometries (1-D to 4-D, strides, dilations, asymmetric pads,
+groups, 1x1 convolutions, uint8/int8 inputs and weights, zero points), checked exactly against an int64
+numpy reference. The output planes are large enough to be packed in several slices, and every case runs
+on 1 and 2 threads (the slices are spread over the threads)."""
+
+from __future__ import annotations
+
+import itertools
+
+import mosaicrt
+import numpy as np
+import pytest
+from onnx import TensorProto, helper
+
+_ONNX = {np.uint8: TensorProto.UINT8, np.int8: TensorProto.INT8}
+
+
+def _reference(x: np.ndarray, w: np.ndarray, xz: int, wz: np.ndarray, strides: list[int], dil: list[int],
+               pads: list[int], group: int) -> np.ndarray:
+    """int64 conv of (x - xz) and (w - wz) by explicit sums over the kernel taps."""
+    nd = x.ndim - 2
+    xs = x.astype(np.int64) - xz
+    ws = w.astype(np.int64) - wz.reshape((-1,) + (1,) * (nd + 1))
+    xs = np.pad(xs, [(0, 0), (0, 0)] + [(pads[d], pads[d + nd]) for d in range(nd)])  # pads hold x - xz = 0
+    n, c = x.shape[:2]
+    m, cg = w.shape[:2]
+    kernel = w.shape[2:]
+    out = [(xs.shape[2 + d] - dil[d] * (kernel[d] - 1) - 1) // strides[d] + 1 for d in range(nd)]
+    y = np.zeros((n, m, *out), np.int64)
+    mg = m // group
+    for g in range(group):
+        xg = xs[:, g * cg:(g + 1) * cg]
+        wg = ws[g * mg:(g + 1) * mg]
+        for tap in itertools.product(*[range(k) for k in kernel]):
+            sl = tuple(slice(tap[d] * dil[d], tap[d] * dil[d] + (out[d] - 1) * strides[d] + 1, strides[d])
+                       for d in range(nd))
+            patch = xg[(slice(None), slice(None), *sl)]  # n, cg, out...
+            y[:, g * mg:(g + 1) * mg] += np.einsum("nc...,mc->nm...", patch, wg[(slice(None), slice(None), *tap)])
+    return y
+
+
+CASES = [
+    # spatial, kernel, strides, dilations, pads (begin..., end...), group, channels in/out
+    ((40, 37), (3, 3), (1, 1), (1, 1), (1, 1, 1, 1), 1, (5, 7)),
+    ((41, 30), (3, 3), (2, 2), (1, 1), (1, 0, 0, 1), 1, (4, 6)),
+    ((33, 35), (7, 7), (2, 2), (1, 1), (3, 3, 3, 3), 1, (3, 9)),
+    ((30, 31), (3, 3), (1, 2), (2, 1), (2, 1, 2, 0), 2, (6, 4)),
+    ((36, 29), (1, 1), (1, 1), (1, 1), (0, 0, 0, 0), 1, (16, 8)),  # packed straight from the image
+    ((36, 29), (1, 1), (2, 2), (1, 1), (0, 0, 0, 0), 1, (8, 8)),
+    ((26, 27), (3, 3), (1, 1), (1, 1), (1, 1, 1, 1), 8, (8, 8)),  # depthwise
+    ((5, 300), (2, 5), (1, 3), (1, 2), (0, 4, 1, 3), 1, (3, 5)),  # short, wide lines
+    ((700,), (5,), (1,), (3,), (6, 2), 1, (3, 4)),
+    ((301,), (4,), (3,), (1,), (0, 0), 1, (7, 3)),
+    ((9, 10, 11), (3, 2, 3), (1, 2, 1), (1, 1, 2), (1, 0, 2, 1, 1, 0), 1, (2, 5)),
+    ((4, 5, 6, 7), (2, 3, 2, 3), (1, 1, 2, 1), (1, 1, 1, 2), (0, 1, 1, 0, 1, 0, 0, 2), 1, (2, 3)),
+    ((6, 300), (3, 3), (1, 1), (1, 1), (4, 4, 4, 4), 1, (2, 3)),  # pads wider than the kernel reach
+]
+
+
+def _model(op: str, x_type: int, w_type: int, x_shape: tuple[int, ...], w_shape: tuple[int, ...],
+           attrs: dict[str, object]) -> bytes:
+    if op == "ConvInteger":
+        inputs = [helper.make_tensor_value_info("x", x_type, x_shape), helper.make_tensor_value_info("w", w_type, w_shape),
+                  helper.make_tensor_value_info("xz", x_type, []),
+                  helper.make_tensor_value_info("wz", w_type, [w_shape[0]])]
+        node = helper.make_node("ConvInteger", ["x", "w", "xz", "wz"], ["y"], **attrs)
+        out = helper.make_tensor_value_info("y", TensorProto.INT32, None)
+    else:
+        inputs = [helper.make_tensor_value_info("x", x_type, x_shape), helper.make_tensor_value_info("w", w_type, w_shape),
+                  helper.make_tensor_value_info("xz", x_type, []),
+                  helper.make_tensor_value_info("wz", w_type, [w_shape[0]])]
+        node = helper.make_node("QLinearConv", ["x", "xs", "xz", "w", "ws", "wz", "ys", "yz"], ["y"], **attrs)
+        out = helper.make_tensor_value_info("y", TensorProto.UINT8, None)
+    inits = []
+    if op == "QLinearConv":
+        inits = [helper.make_tensor("xs", TensorProto.FLOAT, [], [0.05]),
+                 helper.make_tensor("ws", TensorProto.FLOAT, [], [0.02]),
+                 helper.make_tensor("ys", TensorProto.FLOAT, [], [0.25]),
+                 helper.make_tensor("yz", TensorProto.UINT8, [], [128])]
+    graph = helper.make_graph([node], op, inputs, [out], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 10)], ir_version=8).SerializeToString()
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: f"{len(c[0])}d-{'x'.join(map(str, c[1]))}-s{c[2]}-g{c[5]}")
+@pytest.mark.parametrize("types", [(np.uint8, np.int8), (np.int8, np.int8), (np.uint8, np.uint8)],
+                         ids=["u8s8", "s8s8", "u8u8"])
+def test_conv_integer_geometries(case: tuple, types: tuple[type, type]) -> None:
+    spatial, kernel, strides, dil, pads, group, (c, m) = case
+    xt, wt = types
+    rng = np.random.default_rng(len(spatial) * 1000 + sum(spatial))
+    info = np.iinfo(xt)
+    x = rng.integers(info.min, info.max, (2, c, *spatial), endpoint=True).astype(xt)
+    w = rng.integers(np.iinfo(wt).min, np.iinfo(wt).max, (m, c // group, *kernel), endpoint=True).astype(wt)
+    xz = np.array(rng.integers(info.min, info.max, endpoint=True), xt)
+    wz = rng.integers(np.iinfo(wt).min, np.iinfo(wt).max, (m,), endpoint=True).astype(wt)
+    attrs = {"kernel_shape": list(kernel), "strides": list(strides), "dilations": list(dil), "pads": list(pads),
+             "group": group}
+    want = _reference(x, w, int(xz), wz, list(strides), list(dil), list(pads), group)
+    model = _model("ConvInteger", _ONNX[xt], _ONNX[wt], x.shape, w.shape, attrs)
+    for threads in (1, 2):
+        opts = mosaicrt.SessionOptions()
+        opts.intra_op_num_threads = threads
+        sess = mosaicrt.InferenceSession(model, opts)
+        (got,) = sess.run(None, {"x": x, "w": w, "xz": xz, "wz": wz})
+        assert got.dtype == np.int32 and got.shape == want.shape, (got.shape, want.shape)
+        np.testing.assert_array_equal(got.astype(np.int64), want, err_msg=f"{threads} threads")
+
+
+@pytest.mark.parametrize("case", CASES[:8], ids=lambda c: f"{len(c[0])}d-{'x'.join(map(str, c[1]))}-s{c[2]}-g{c[5]}")
+def test_qlinear_conv_geometries(case: tuple) -> None:
+    """QLinearConv's requantized output: round-half-even of the exact accumulator times the scale ratio
+    (the ratio 0.004 is exact enough in float64 that no value lands within rounding of a tie by chance)."""
+    spatial, kernel, strides, dil, pads, group, (c, m) = case
+    rng = np.random.default_rng(sum(spatial))
+    x = rng.integers(0, 255, (1, c, *spatial), endpoint=True).astype(np.uint8)
+    w = rng.integers(-128, 127, (m, c // group, *kernel), endpoint=True).astype(np.int8)
+    xz, wz = np.array(131, np.uint8), rng.integers(-5, 5, (m,), endpoint=True).astype(np.int8)
+    attrs = {"kernel_shape": list(kernel), "strides": list(strides), "dilations": list(dil), "pads": list(pads),
+             "group": group}
+    acc = _reference(x, w, int(xz), wz, list(strides), list(dil), list(pads), group)
+    scale = np.float64(np.float32(np.float32(0.05) * np.float32(0.02))) / np.float64(np.float32(0.25))
+    want = np.clip(np.round(acc * np.float64(np.float32(scale))) + 128, 0, 255).astype(np.uint8)
+    model = _model("QLinearConv", TensorProto.UINT8, TensorProto.INT8, x.shape, w.shape, attrs)
+    for threads in (1, 2):
+        opts = mosaicrt.SessionOptions()
+        opts.intra_op_num_threads = threads
+        (got,) = mosaicrt.InferenceSession(model, opts).run(None, {"x": x, "w": w, "xz": xz, "wz": wz})
+        np.testing.assert_array_equal(got, want, err_msg=f"{threads} threads")
