@@ -196,11 +196,27 @@ inline double requantize(double acc, double multiplier, double zp, double lo, do
   return saturate(round_even(acc * multiplier) + zp, lo, hi);
 }
 
+// requantize_row for 8-bit outputs on wider vectors (AVX-512 here), or nullptr on this CPU.
+using RequantizeBytesFn = void (*)(const int32_t* acc, int32_t bias, double multiplier, double zp, double lo,
+                                   double hi, void* out, bool out_signed, int64_t n);
+RequantizeBytesFn requantize_bytes_active();
+#if defined(MOSAICRT_X86_SIMD)
+void requantize_bytes_avx512(const int32_t* acc, int32_t bias, double multiplier, double zp, double lo, double hi,
+                             void* out, bool out_signed, int64_t n);  // quant_igemm_avx512.cc
+#endif
+
 // out[i] = requantize(acc[i] + bias, multiplier, zp) for n values (restrict pointers so the
 // loop vectorizes despite the 8-bit stores).
 template <class TOut>
 void requantize_row(const int32_t* __restrict acc, int32_t bias, double multiplier, double zp, double lo, double hi,
                     TOut* __restrict out, int64_t n) {
+  if constexpr (sizeof(TOut) == 1) {
+    static const RequantizeBytesFn wide = requantize_bytes_active();
+    if (wide) {
+      wide(acc, bias, multiplier, zp, lo, hi, out, std::is_signed<TOut>::value, n);
+      return;
+    }
+  }
   int64_t i = 0;
 #if defined(__SSE2__)
   if (sizeof(TOut) == 1) {
@@ -233,14 +249,20 @@ void requantize_row(const int32_t* __restrict acc, int32_t bias, double multipli
 // Per-thread scratch memory reused across runs (large buffers would otherwise be mapped
 // and faulted in on every run). Buffers above kScratchKeep bytes are released after use.
 constexpr size_t kScratchKeep = size_t(64) << 20;
+// The buffer only grows (a resize that shrinks, then grows again on the next node, would zero-fill the
+// regrown part every time): n values are in use.
 template <class T>
 struct Scratch {
   std::vector<T>& v;
-  explicit Scratch(std::vector<T>& buf, size_t n) : v(buf) { v.resize(n); }
+  size_t n;
+  explicit Scratch(std::vector<T>& buf, size_t count) : v(buf), n(count) {
+    if (v.size() < n) v.resize(n);
+  }
   ~Scratch() {
     if (v.capacity() * sizeof(T) > kScratchKeep) std::vector<T>().swap(v);
   }
   T* data() { return v.data(); }
+  bool empty() const { return n == 0; }
 };
 
 }  // namespace quant

@@ -87,16 +87,31 @@ ColumnRows column_rows(const ConvGeom& g, int64_t channels) {
   const size_t last = t.nd - 1;
   const int64_t rows = channels * g.kernel_size, in_last = g.in[last], st = g.stride[last];
   t.v.resize(static_cast<size_t>(rows * t.stride()));
+  // the last dimension's window for each of its kernel taps: output positions j whose input
+  // start + j * st lies inside [0, in_last)
+  std::vector<int64_t> window(static_cast<size_t>(3 * g.kernel[last]));
+  for (int64_t k = 0; k < g.kernel[last]; ++k) {
+    const int64_t start = -g.pad_begin[last] + k * g.dil[last];
+    window[3 * k] = start >= 0 ? 0 : (-start + st - 1) / st;
+    window[3 * k + 1] = start >= in_last ? 0 : (in_last - start + st - 1) / st;
+    window[3 * k + 2] = start;
+  }
+  std::vector<int64_t> kc(t.nd, 0);  // kernel coordinates of row r, counted up (no divisions per row)
+  int64_t c = 0;
   for (int64_t r = 0; r < rows; ++r) {
     int64_t* e = t.v.data() + r * t.stride();
-    int64_t kidx = r % g.kernel_size;
-    for (size_t d = t.nd; d-- > 0;) { e[4 + d] = kidx % g.kernel[d]; kidx /= g.kernel[d]; }
-    // output positions j of the last dimension whose input start + j * st lies inside [0, in_last)
-    const int64_t start = -g.pad_begin[last] + e[4 + last] * g.dil[last];
-    e[0] = (r / g.kernel_size) * g.in_size;
-    e[1] = start >= 0 ? 0 : (-start + st - 1) / st;
-    e[2] = start >= in_last ? 0 : (in_last - start + st - 1) / st;
-    e[3] = start;
+    const int64_t* w = window.data() + 3 * kc[last];
+    e[0] = c * g.in_size;
+    e[1] = w[0];
+    e[2] = w[1];
+    e[3] = w[2];
+    std::copy(kc.begin(), kc.end(), e + 4);
+    size_t d = t.nd;
+    while (d-- > 0) {
+      if (++kc[d] < g.kernel[d]) break;
+      kc[d] = 0;
+    }
+    if (d == static_cast<size_t>(-1)) ++c;  // every coordinate wrapped: the next channel
   }
   return t;
 }
@@ -409,7 +424,7 @@ void qlinear_conv_kernel(OpContext& ctx) {
       }
     });
   };
-  if (acc.v.empty()) return;
+  if (acc.empty()) return;
   if (out == DType::kUInt8) write(Y.data<uint8_t>());
   else write(Y.data<int8_t>());
 }

@@ -118,6 +118,14 @@ const Igemm8Kernel* igemm8_active() {
   return k;
 }
 
+RequantizeBytesFn requantize_bytes_active() {
+#if defined(MOSAICRT_X86_SIMD)
+  const uint32_t need = kCpuAvx512;
+  if ((cpu_features() & need) == need) return requantize_bytes_avx512;
+#endif
+  return nullptr;
+}
+
 const Igemm8Kernel* igemm8_find(const char* name) {
   const CpuKernelEntry* e = find_cpu_kernel(CpuKernelFamily::kIgemm8, name);
   return e ? static_cast<const Igemm8Kernel*>(e->get()) : nullptr;
@@ -160,10 +168,14 @@ void pack_b8_begin(const Igemm8Kernel& kr, PackedB8& out, int64_t K, int64_t N) 
   out.nr = kr.panel;
   out.Kp = round_up(K, kr.kalign);
   out.panels = (N + out.nr - 1) / out.nr;
-  // every byte is written by pack_b8_columns (resize, not assign: no zero fill of a buffer that is reused)
-  out.data.resize(static_cast<size_t>(out.panels * out.Kp * out.nr));
-  out.zb.resize(static_cast<size_t>(out.panels * out.nr));
-  out.colfix.resize(out.zb.size());
+  // Every byte in use is written by pack_b8_columns: a reused buffer only grows (no zero fill of a part
+  // that a smaller product left and this one regrows).
+  const auto grow = [](auto& v, int64_t n) {
+    if (v.size() < static_cast<size_t>(n)) v.resize(static_cast<size_t>(n));
+  };
+  grow(out.data, out.panels * out.Kp * out.nr);
+  grow(out.zb, out.panels * out.nr);
+  grow(out.colfix, out.panels * out.nr);
 }
 
 void pack_b8_columns(PackedB8& out, const void* B, bool b_is_u8, int64_t ldb, int64_t n0, int64_t n) {

@@ -84,6 +84,44 @@ const Igemm8Kernel kVnni = {"avx512vnni", false, true, 4, 4, 32, 8, vnni_block, 
 
 const Igemm8Kernel* igemm8_vnni_kernel() { return &kVnni; }
 
+// GCC 12 warns inside its own headers that the "undefined" pass-through operand of the masked builtins
+// behind _mm512_cvtepi32_pd / _mm512_roundscale_pd may be uninitialized (it is unused by design).
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+void requantize_bytes_avx512(const int32_t* acc, int32_t bias, double multiplier, double zp, double lo, double hi,
+                             void* out, bool out_signed, int64_t n) {
+  const __m512i vb = _mm512_set1_epi32(bias);
+  const __m512d vm = _mm512_set1_pd(multiplier), vz = _mm512_set1_pd(zp), vlo = _mm512_set1_pd(lo),
+                vhi = _mm512_set1_pd(hi);
+  // eight values: rint (ties to even) of acc * multiplier, plus zp, clamped (a NaN product clamps to lo, as
+  // the scalar path does: max returns its second operand when the first is NaN)
+  auto eight = [&](__m256i a) {
+    __m512d v = _mm512_mul_pd(_mm512_cvtepi32_pd(a), vm);
+    v = _mm512_add_pd(_mm512_roundscale_pd(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC), vz);
+    v = _mm512_min_pd(_mm512_max_pd(v, vlo), vhi);
+    return _mm512_cvtpd_epi32(v);
+  };
+  uint8_t* o = static_cast<uint8_t*>(out);
+  int64_t i = 0;
+  // in [lo, hi] already, so truncating each int32 to its low byte is exact for int8 and uint8 alike
+  for (; i + 8 <= n; i += 8) {
+    const __m256i a = _mm256_add_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(acc + i)),
+                                       _mm512_castsi512_si256(vb));
+    _mm_storel_epi64(reinterpret_cast<__m128i*>(o + i), _mm256_cvtepi32_epi8(eight(a)));
+  }
+  if (i < n) {
+    const __mmask8 m = static_cast<__mmask8>((1u << (n - i)) - 1);
+    const __m256i a = _mm256_add_epi32(_mm256_maskz_loadu_epi32(m, acc + i), _mm512_castsi512_si256(vb));
+    _mm256_mask_cvtepi32_storeu_epi8(o + i, m, eight(a));
+  }
+  (void)out_signed;
+}
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
+
 }  // namespace quant
 }  // namespace mrt
 
