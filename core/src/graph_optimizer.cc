@@ -441,6 +441,91 @@ int fuse_qdq(Graph& g, GraphIndex& idx, std::vector<bool>& removed,
   return fused;
 }
 
+// ---- Dynamic quantization: DynamicQuantizeLinear → MatMulInteger → Cast → Mul (→ Add bias) as one node ----
+// What onnxruntime's quantize_dynamic makes of every MatMul: x is quantized per run, multiplied in integers with
+// the constant 8-bit weights, and the product scaled back by Mul(x_scale, w_scale). The chain becomes
+// com.microsoft DynamicQuantizeMatMul(x, W, w_scale, w_zero_point, bias), which rounds as the chain does.
+int fuse_dynamic_quant_matmul(Graph& g, GraphIndex& idx, std::vector<bool>& removed,
+                              const std::function<Node*(const std::string&)>& single_consumer) {
+  std::map<std::string, size_t> producer;
+  for (size_t i = 0; i < g.nodes.size(); ++i)
+    if (!removed[i])
+      for (const auto& o : g.nodes[i].outputs)
+        if (!o.empty()) producer[o] = i;
+  auto produced_by = [&](const std::string& v, const char* op) -> Node* {
+    auto p = producer.find(v);
+    if (p == producer.end() || removed[p->second]) return nullptr;
+    Node& n = g.nodes[p->second];
+    return n.op_type == op && n.domain.empty() ? &n : nullptr;
+  };
+  auto used_once = [&](const std::string& v) {
+    auto u = idx.uses.find(v);
+    return u != idx.uses.end() && u->second == 1;
+  };
+  auto float_constant = [&](const std::string& v, int64_t n, bool vector_only) {
+    const Tensor* t = idx.constant(v);
+    if (!t || t->dtype() != DType::kFloat) return false;
+    if (t->numel() == 1 && !vector_only && t->rank() <= 1) return true;
+    return t->rank() == 1 && t->numel() == n;
+  };
+  int fused = 0;
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    Node& mm = g.nodes[i];
+    if (removed[i] || mm.op_type != "MatMulInteger" || !mm.domain.empty() || mm.inputs.size() < 3 ||
+        mm.outputs.size() != 1)
+      continue;
+    Node* dq = produced_by(mm.inputs[0], "DynamicQuantizeLinear");
+    if (!dq || dq->outputs.size() != 3 || dq->inputs.size() != 1 || mm.inputs[0] != dq->outputs[0] ||
+        mm.inputs[2] != dq->outputs[2] || !used_once(dq->outputs[0]) || !used_once(dq->outputs[1]) ||
+        !used_once(dq->outputs[2]))
+      continue;
+    const Tensor* W = idx.constant(mm.inputs[1]);
+    if (!W || W->rank() != 2 || (W->dtype() != DType::kUInt8 && W->dtype() != DType::kInt8)) continue;
+    const int64_t N = W->dim(1);
+    const std::string wzp = mm.inputs.size() > 3 ? mm.inputs[3] : std::string();
+    if (!wzp.empty()) {
+      const Tensor* z = idx.constant(wzp);
+      if (!z || z->dtype() != W->dtype() || !(z->numel() == 1 || (z->rank() == 1 && z->numel() == N))) continue;
+    }
+    Node* cast = single_consumer(mm.outputs[0]);
+    if (!cast || cast->op_type != "Cast" || !cast->domain.empty() || cast->outputs.size() != 1 ||
+        cast->attr_int("to", 0) != static_cast<int64_t>(DType::kFloat))
+      continue;
+    Node* mul = single_consumer(cast->outputs[0]);
+    if (!mul || mul->op_type != "Mul" || !mul->domain.empty() || mul->inputs.size() != 2 || mul->outputs.size() != 1)
+      continue;
+    const std::string& factor = mul->inputs[0] == cast->outputs[0] ? mul->inputs[1] : mul->inputs[0];
+    Node* scales = produced_by(factor, "Mul");
+    if (!scales || !used_once(factor) || scales->inputs.size() != 2) continue;
+    const bool scale_first = scales->inputs[0] == dq->outputs[1];
+    if (!scale_first && scales->inputs[1] != dq->outputs[1]) continue;
+    const std::string& w_scale = scale_first ? scales->inputs[1] : scales->inputs[0];
+    if (!float_constant(w_scale, N, false)) continue;
+    std::string bias, out = mul->outputs[0];
+    Node* add = single_consumer(out);
+    if (add && add->op_type == "Add" && add->domain.empty() && add->inputs.size() == 2 && add->outputs.size() == 1) {
+      const std::string& other = add->inputs[0] == out ? add->inputs[1] : add->inputs[0];
+      if (float_constant(other, N, true)) {
+        bias = other;
+        out = add->outputs[0];
+        removed[add - g.nodes.data()] = true;
+      }
+    }
+    const std::string x = dq->inputs[0];
+    mm.domain = "com.microsoft";
+    mm.op_type = "DynamicQuantizeMatMul";
+    mm.inputs = {x, mm.inputs[1], w_scale, wzp};
+    if (!bias.empty()) mm.inputs.push_back(bias);
+    mm.outputs = {out};
+    removed[dq - g.nodes.data()] = true;
+    removed[cast - g.nodes.data()] = true;
+    removed[mul - g.nodes.data()] = true;
+    removed[scales - g.nodes.data()] = true;
+    ++fused;
+  }
+  return fused;
+}
+
 }  // namespace
 
 int optimization_level(const std::map<std::string, std::string>& config) {
@@ -533,9 +618,13 @@ GraphOptimizerStats optimize_graph(Model& model, int level, ThreadPool& pool) {
     n.attributes.push_back(a);
   }
   bool qdq_contrib_ops = false;
-  if (level >= kOptExtended) stats.qdq_groups_fused = fuse_qdq(g, idx, removed, single_consumer, qdq_contrib_ops);
+  if (level >= kOptExtended) {
+    stats.qdq_groups_fused = fuse_qdq(g, idx, removed, single_consumer, qdq_contrib_ops);
+    stats.dynamic_matmuls_fused = fuse_dynamic_quant_matmul(g, idx, removed, single_consumer);
+    qdq_contrib_ops = qdq_contrib_ops || stats.dynamic_matmuls_fused > 0;
+  }
   if (stats.batchnorms_folded + stats.activations_fused + stats.residual_adds_fused + stats.affines_folded +
-          stats.qdq_groups_fused !=
+          stats.qdq_groups_fused + stats.dynamic_matmuls_fused !=
       0) {
     std::vector<Node> kept;
     for (size_t i = 0; i < g.nodes.size(); ++i)

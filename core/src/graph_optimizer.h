@@ -15,6 +15,7 @@ struct GraphOptimizerStats {
   int residual_adds_fused = 0;
   int affines_folded = 0;  // Mul/Add by per-channel constants folded into Conv or BatchNormalization
   int qdq_groups_fused = 0;  // DequantizeLinear → Conv/MatMul → QuantizeLinear run as QLinearConv/QLinearMatMul
+  int dynamic_matmuls_fused = 0;  // DynamicQuantizeLinear → MatMulInteger → Cast → Mul (→ Add) as one node
 };
 
 // onnxruntime's GraphOptimizationLevel values, read from the session config entry

@@ -503,3 +503,64 @@ def test_quantize_static_qdq_resnet_runs_in_integers_and_matches_onnxruntime() -
     # steps of onnxruntime's (on x86-64 with AVX-512 VNNI it is exact on this input), and so does the float path
     _assert_within_steps(got, want, scale, steps=4)
     _assert_within_steps(plain, want, scale, steps=4)
+
+
+# --- Dynamic quantization: DynamicQuantizeLinear → MatMulInteger → Cast → Mul (→ Add) as one node -------------
+
+
+@pytest.mark.parametrize("weight_type", ["QUInt8", "QInt8"])
+@pytest.mark.parametrize("batch", [1, 7])
+def test_quantize_dynamic_mlp_runs_as_one_node_per_layer_and_matches_the_chain(weight_type: str, batch: int) -> None:
+    """quantize_dynamic's chain per MatMul becomes com.microsoft DynamicQuantizeMatMul (bias Add included); the
+    result is bit for bit the unfused chain's, and matches onnxruntime (which fuses the same chain)."""
+    import onnxruntime
+    from models import quantized_mlp
+
+    model = quantized_mlp(weight_type)
+    layers = sum(n.op_type == "MatMulInteger" for n in model.graph.node)
+    fused = _session(model, Level.ORT_ENABLE_ALL)
+    ops = _ops(fused)
+    assert ops.count("com.microsoft::DynamicQuantizeMatMul") == layers, ops
+    for gone in ("DynamicQuantizeLinear", "MatMulInteger", "Cast", "Mul", "Add"):
+        assert gone not in ops, ops
+    plain = _session(model, Level.ORT_DISABLE_ALL)
+    assert "MatMulInteger" in _ops(plain)
+    x = np.random.default_rng(batch).standard_normal((batch, 256)).astype(np.float32)
+    got = fused.run(None, {"input": x})[0]
+    np.testing.assert_array_equal(got, plain.run(None, {"input": x})[0])
+    want = onnxruntime.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(
+        None, {"input": x})[0]
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_dynamic_quant_chain_with_other_readers_is_left_alone() -> None:
+    """A scale product another node also reads, a per-column weight scale, a bias that is not per column, and
+    a MatMulInteger whose output is a graph output: only the chain whose values nobody else reads is fused."""
+    rng = np.random.default_rng(5)
+    k, n = 16, 6
+    inits = [_const("w", rng.integers(-128, 127, (k, n)).astype(np.int8)),
+             _const("wz", np.zeros(n, np.int8)),
+             _const("ws", rng.uniform(0.01, 0.02, n).astype(np.float32)),
+             _const("bias_row", rng.standard_normal((1, n)).astype(np.float32))]
+    nodes = []
+    for i in range(3):
+        nodes += [helper.make_node("DynamicQuantizeLinear", ["x"], [f"q{i}", f"s{i}", f"z{i}"]),
+                  helper.make_node("Mul", [f"s{i}", "ws"], [f"m{i}"]),
+                  helper.make_node("MatMulInteger", [f"q{i}", "w", f"z{i}", "wz"], [f"acc{i}"]),
+                  helper.make_node("Cast", [f"acc{i}"], [f"c{i}"], to=TensorProto.FLOAT),
+                  helper.make_node("Mul", [f"c{i}", f"m{i}"], [f"y{i}"])]
+    nodes.append(helper.make_node("Add", ["y0", "bias_row"], ["out0"]))  # [1, n]: not fused, y0 still is
+    nodes.append(helper.make_node("Identity", ["m1"], ["scale1"]))      # m1 read twice: chain 1 stays
+    outputs = [helper.make_tensor_value_info(v, TensorProto.FLOAT, None) for v in ("out0", "y1", "scale1", "y2")]
+    outputs.append(helper.make_tensor_value_info("acc2", TensorProto.INT32, None))  # chain 2's product is an output
+    graph = helper.make_graph(nodes, "dq", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, k])], outputs,
+                              inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
+    fused = _session(model, Level.ORT_ENABLE_ALL)
+    ops = _ops(fused)
+    assert ops.count("com.microsoft::DynamicQuantizeMatMul") == 1 and ops.count("MatMulInteger") == 2, ops
+    assert ops.count("Add") == 1, ops
+    x = rng.standard_normal((3, k)).astype(np.float32)
+    for got, want in zip(fused.run(None, {"x": x}), _session(model, Level.ORT_DISABLE_ALL).run(None, {"x": x}),
+                         strict=True):
+        np.testing.assert_array_equal(got, want)

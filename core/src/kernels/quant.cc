@@ -383,31 +383,40 @@ void quantize_u8(const float* __restrict x, uint8_t* __restrict y, int64_t n, fl
   }
 }
 
-void dynamic_quantize_kernel(OpContext& ctx) {
-  const Tensor& X = ctx.input(0);
-  MRT_CHECK_IMPL(X.dtype() == DType::kFloat, "DynamicQuantizeLinear: input must be float32, got ", X.describe());
-  const float* x = X.data<float>();
-  const int64_t n = X.numel();
+}  // namespace
+
+quant::DynamicQuantized quant::dynamic_quantize_u8(ThreadPool& pool, const float* x, int64_t n, uint8_t* y) {
   float mn = 0.f, mx = 0.f;  // the range always includes 0
-  std::mutex mu;
-  ctx.threads().parallel_for(n, 16384, [&](int64_t b, int64_t e) {
-    float lmn = 0.f, lmx = 0.f;
-    minmax_f32(x + b, e - b, lmn, lmx);
-    std::lock_guard<std::mutex> lock(mu);
-    mn = std::min(mn, lmn);
-    mx = std::max(mx, lmx);
-  });
+  if (n <= 16384) {
+    minmax_f32(x, n, mn, mx);
+  } else {
+    std::mutex mu;
+    pool.parallel_for(n, 16384, [&](int64_t b, int64_t e) {
+      float lmn = 0.f, lmx = 0.f;
+      minmax_f32(x + b, e - b, lmn, lmx);
+      std::lock_guard<std::mutex> lock(mu);
+      mn = std::min(mn, lmn);
+      mx = std::max(mx, lmx);
+    });
+  }
   // An all-zero input gets scale 1 (as onnxruntime does); every value quantizes to 0.
   const float scale = mx == mn ? 1.0f : (mx - mn) / 255.0f;
   const float izp = 0.0f - mn / scale;
   const float zpf = std::nearbyint(std::min(255.0f, std::max(0.0f, izp)));
+  if (n <= 16384) quantize_u8(x, y, n, scale, zpf);
+  else pool.parallel_for(n, 16384, [x, y, scale, zpf](int64_t b, int64_t e) { quantize_u8(x + b, y + b, e - b, scale, zpf); });
+  return {scale, static_cast<uint8_t>(zpf)};
+}
+
+namespace {
+
+void dynamic_quantize_kernel(OpContext& ctx) {
+  const Tensor& X = ctx.input(0);
+  MRT_CHECK_IMPL(X.dtype() == DType::kFloat, "DynamicQuantizeLinear: input must be float32, got ", X.describe());
   Tensor& Y = ctx.output(0, DType::kUInt8, X.shape());
-  uint8_t* y = Y.data<uint8_t>();
-  ctx.threads().parallel_for(n, 16384, [x, y, scale, zpf](int64_t b, int64_t e) {
-    quantize_u8(x + b, y + b, e - b, scale, zpf);
-  });
-  if (ctx.has_output(1)) ctx.output(1, DType::kFloat, {}).data<float>()[0] = scale;
-  if (ctx.has_output(2)) ctx.output(2, DType::kUInt8, {}).data<uint8_t>()[0] = static_cast<uint8_t>(zpf);
+  const quant::DynamicQuantized q = quant::dynamic_quantize_u8(ctx.threads(), X.data<float>(), X.numel(), Y.data<uint8_t>());
+  if (ctx.has_output(1)) ctx.output(1, DType::kFloat, {}).data<float>()[0] = q.scale;
+  if (ctx.has_output(2)) ctx.output(2, DType::kUInt8, {}).data<uint8_t>()[0] = q.zero_point;
 }
 
 void quantize_check(const Node& node, int64_t opset) {

@@ -249,6 +249,14 @@ void requantize_row(const int32_t* __restrict acc, int32_t bias, double multipli
 // Per-thread scratch memory reused across runs (large buffers would otherwise be mapped
 // and faulted in on every run). Buffers above kScratchKeep bytes are released after use.
 constexpr size_t kScratchKeep = size_t(64) << 20;
+// DynamicQuantizeLinear of n floats into y: uint8 with the scale and zero point that map [min(x, 0),
+// max(x, 0)] onto [0, 255] (quant.cc).
+struct DynamicQuantized {
+  float scale;
+  uint8_t zero_point;
+};
+DynamicQuantized dynamic_quantize_u8(ThreadPool& pool, const float* x, int64_t n, uint8_t* y);
+
 // The buffer only grows (a resize that shrinks, then grows again on the next node, would zero-fill the
 // regrown part every time): n values are in use.
 template <class T>

@@ -268,11 +268,78 @@ void qlinear_matmul_kernel(OpContext& ctx) {
   else write(Y.data<int8_t>());
 }
 
+// com.microsoft DynamicQuantizeMatMul(A float, B 8-bit [K, N], b_scale, b_zero_point?, bias?): A quantized as
+// DynamicQuantizeLinear does, the integer product, then float(acc) * (a_scale * b_scale[n]) + bias[n] in
+// float, operation by operation as the unfused DynamicQuantizeLinear -> MatMulInteger -> Cast -> Mul -> Add
+// chain rounds (the graph optimizer fuses that chain, which dynamically quantized models are made of, into
+// this node: one node instead of five, and the weights packed once).
+void dynamic_quantize_matmul_kernel(OpContext& ctx) {
+  const char* op = "DynamicQuantizeMatMul";
+  const Tensor& A = ctx.input(0);
+  const Tensor& B = ctx.input(1);
+  const Tensor& bs = ctx.input(2);
+  MRT_CHECK_IMPL(A.dtype() == DType::kFloat, op, ": A must be float32, got ", A.describe());
+  MRT_CHECK_IMPL(B.rank() == 2, op, ": B must be a 2-D matrix, got ", B.describe());
+  const MatMulPlan p = plan_matmul(A, B, op);
+  const int64_t N = p.N;
+  MRT_CHECK_ARG(bs.dtype() == DType::kFloat && (bs.numel() == 1 || bs.numel() == N), op, ": b_scale ",
+                bs.describe(), " must be float32 with 1 or ", N, " elements");
+  const Tensor* bias = ctx.optional_input(4);
+  MRT_CHECK_ARG(!bias || (bias->dtype() == DType::kFloat && bias->numel() == N), op, ": bias ",
+                bias ? bias->describe() : "", " must be float32 with ", N, " elements");
+  Tensor& Y = ctx.output(0, DType::kFloat, p.out);
+  const int64_t rows = A.numel() / std::max<int64_t>(p.K, 1);
+  if (Y.numel() == 0) return;
+  Tensor q(DType::kUInt8, A.shape(), ctx.allocator());
+  const quant::DynamicQuantized dq = quant::dynamic_quantize_u8(ctx.threads(), A.data<float>(), A.numel(),
+                                                                q.data<uint8_t>());
+  const ZeroPoints zb = zero_points(ctx.optional_input(3), B.dtype(), N, 1, op, "b_zero_point");
+  MRT_CHECK_IMPL(B.dtype() == DType::kUInt8 || B.dtype() == DType::kInt8, op, ": B element type ",
+                 dtype_name(B.dtype()), " is not supported (uint8/int8)");
+  std::shared_ptr<PackedAny> packed;
+  if (ctx.input_is_constant(1) && (!ctx.has_input(3) || ctx.input_is_constant(3))) {
+    packed = ctx.node_cache<PackedAny>([&] {
+      auto pb = std::make_shared<PackedAny>();
+      pack_b_matrix(*pb, B, 0, p.K, N, zb);
+      return pb;
+    });
+  } else {
+    packed = std::make_shared<PackedAny>();
+    pack_b_matrix(*packed, B, 0, p.K, N, zb);
+  }
+  static thread_local std::vector<int32_t> acc_buf;
+  quant::Scratch<int32_t> acc(acc_buf, static_cast<size_t>(rows * N));
+  const int32_t za = dq.zero_point;
+  gemm_rows(ctx.threads(), rows, q, 0, p.K, &za, false, *packed, acc.data(), N);
+  // the scale products as the unfused Mul forms them: a_scale * b_scale in float
+  std::vector<float> mult(static_cast<size_t>(N));
+  const float* b_scale = bs.data<float>();
+  for (int64_t n = 0; n < N; ++n) mult[n] = dq.scale * b_scale[bs.numel() == 1 ? 0 : n];
+  const float* b = bias ? bias->data<float>() : nullptr;
+  float* y = Y.data<float>();
+  const int32_t* a = acc.data();
+  ctx.threads().parallel_for(rows, std::max<int64_t>(1, 16384 / std::max<int64_t>(N, 1)), [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const int32_t* ar = a + r * N;
+      float* yr = y + r * N;
+      if (b) {
+        for (int64_t n = 0; n < N; ++n) {
+          const float scaled = static_cast<float>(ar[n]) * mult[n];  // (two statements: never one fused multiply-add)
+          yr[n] = scaled + b[n];
+        }
+      } else {
+        for (int64_t n = 0; n < N; ++n) yr[n] = static_cast<float>(ar[n]) * mult[n];
+      }
+    }
+  });
+}
+
 }  // namespace
 
 void register_quant_matmul_kernels(KernelRegistry& r) {
   r.add("MatMulInteger", 10, matmul_integer_kernel);
   r.add("QLinearMatMul", 10, qlinear_matmul_kernel);
+  r.add_domain("com.microsoft", "DynamicQuantizeMatMul", 1, dynamic_quantize_matmul_kernel);
 }
 
 }  // namespace mrt
