@@ -289,6 +289,68 @@ def test_conv_with_constant_filters_matches_fed_filters(case: tuple[int, ...], t
     np.testing.assert_allclose(fused.run(None, feed)[0], plain.run(None, {**feed, "w": w})[0], rtol=1e-4, atol=1e-4)
 
 
+DIRECT_CASES = [
+    # stride-1 2-D windows with >= 8 output channels per group run on the direct kernel on AVX-512 CPUs:
+    # (in channels, out channels, (H, W), (KH, KW), pads [t, l, b, r], dilations, group, auto_pad)
+    (128, 32, (56, 57), (3, 3), (1, 1, 1, 1), (1, 1), 1, "NOTSET"),  # DenseNet's growth layer, many tiles
+    (5, 9, (13, 20), (5, 3), (2, 0, 1, 3), (1, 2), 1, "NOTSET"),     # 9 channels: one padded block of 12
+    (6, 20, (9, 31), (2, 4), (0, 0, 0, 0), (2, 1), 1, "NOTSET"),     # 20 = 12 + 8, no padding
+    (16, 32, (17, 15), (3, 3), (0, 0, 0, 0), (1, 1), 2, "SAME_UPPER"),
+    (3, 44, (40, 6), (7, 1), (3, 0, 3, 0), (1, 1), 1, "NOTSET"),      # one-column kernel, narrow plane
+    (8, 8, (3, 70), (3, 3), (4, 4, 4, 4), (1, 1), 1, "NOTSET"),      # pads wider than the window reach
+]
+
+
+@pytest.mark.parametrize("case", DIRECT_CASES, ids=lambda c: f"c{c[0]}m{c[1]}-{c[2][0]}x{c[2][1]}-k{c[3][0]}x{c[3][1]}")
+@pytest.mark.parametrize("threads", [1, 2])
+def test_stride_one_convs_with_constant_filters_match_fed_filters(case: tuple, threads: int) -> None:
+    """Constant filters of stride-1 2-D convolutions (the direct kernel where the CPU has AVX-512), with bias,
+    the fused residual Add and Relu, against the same Conv with filters fed at run time (im2col + GEMM)."""
+    c, m, (h, w_), (kh, kw), pads, dil, group, auto_pad = case
+    rng = np.random.default_rng(c * m + h)
+    w = rng.standard_normal((m, c // group, kh, kw)).astype(np.float32)
+    b = rng.standard_normal(m).astype(np.float32)
+    attrs: dict[str, object] = {"kernel_shape": [kh, kw], "dilations": list(dil), "group": group}
+    if auto_pad == "NOTSET":
+        attrs["pads"] = list(pads)
+        out = (h + pads[0] + pads[2] - dil[0] * (kh - 1), w_ + pads[1] + pads[3] - dil[1] * (kw - 1))
+    else:
+        attrs["auto_pad"] = auto_pad
+        out = (h, w_)
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], **attrs),
+             helper.make_node("Add", ["c", "z"], ["s"]),
+             helper.make_node("Relu", ["s"], ["y"])]
+
+    def model(filters_are_inputs: bool) -> onnx.ModelProto:
+        inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, c, h, w_]),
+                  helper.make_tensor_value_info("z", TensorProto.FLOAT, [2, m, *out])]
+        if filters_are_inputs:
+            inputs.append(helper.make_tensor_value_info("w", TensorProto.FLOAT, list(w.shape)))
+        graph = helper.make_graph(nodes, "conv", inputs, [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                                  [_const("w", w), _const("b", b)])
+        return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+    feed = {"x": _x((2, c, h, w_), seed=1), "z": _x((2, m, *out), seed=2)}
+    opts = mosaicrt.SessionOptions()
+    opts.intra_op_num_threads = threads
+    fused = mosaicrt.InferenceSession(model(False).SerializeToString(), sess_options=opts)
+    assert _ops(fused) == ["com.microsoft::FusedConv"]
+    plain = mosaicrt.InferenceSession(model(True).SerializeToString(), sess_options=opts)
+    got = fused.run(None, feed)[0]
+    assert got.shape == (2, m, *out)
+    np.testing.assert_allclose(got, plain.run(None, {**feed, "w": w})[0], rtol=1e-4, atol=1e-4)
+    # and the bare Conv (no epilogue)
+    bare = helper.make_model(helper.make_graph(
+        [nodes[0]], "bare", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, c, h, w_])],
+        [helper.make_tensor_value_info("c", TensorProto.FLOAT, None)], [_const("w", w), _const("b", b)]),
+        opset_imports=[helper.make_opsetid("", 17)])
+    import onnxruntime
+    want = onnxruntime.InferenceSession(bare.SerializeToString(), providers=["CPUExecutionProvider"]).run(
+        None, {"x": feed["x"]})[0]
+    np.testing.assert_allclose(mosaicrt.InferenceSession(bare.SerializeToString(), sess_options=opts).run(
+        None, {"x": feed["x"]})[0], want, rtol=1e-4, atol=1e-4)
+
+
 @pytest.mark.parametrize("spatial", [(19,), (5, 6, 7)])
 def test_conv_1d_and_3d_with_constant_filters(spatial: tuple[int, ...]) -> None:
     # 1-D convolutions take the 2-D panel path (promoted), 3-D ones the N-D im2col path; both with

@@ -18,6 +18,7 @@
 #include <mutex>
 #include <type_traits>
 
+#include "../gemm/backend_registry.h"
 #include "../gemm/sgemm.h"
 #include "nn_geometry.h"
 
@@ -509,6 +510,9 @@ void conv_depthwise_2d(const ConvPlan& p, const T* x, const T* w, const T* bias,
 // Constant Conv/ConvTranspose filters packed once per group for the SGEMM micro-kernel.
 struct PackedFilters {
   std::vector<PackedA> groups;
+  // Filters in the direct kernel's layout (conv_direct_avx512), per group; built on first use.
+  std::vector<std::vector<float>> direct;
+  std::once_flag direct_once;
   // Filters transposed (K x Mg) and packed as the GEMM's B, for outputs of few positions
   // (see conv_few_positions); built on first use.
   std::vector<PackedB> transposed;
@@ -622,6 +626,23 @@ inline bool filter_gemm_image(const PackedFilters*, int64_t, const Window&, cons
 
 bool conv_is_depthwise(const ConvPlan& p) { return p.Cg == 1 && p.group > 1 && p.g.nsp == 2; }
 
+// Convolutions computed by the direct kernel (conv_direct_avx512) instead of im2col + GEMM: 2-D, stride 1,
+// a window of more than one tap, at least 8 output channels per group, and an AVX-512 CPU. Maps of few
+// positions keep the transposed GEMM (conv_few_positions).
+bool conv_uses_direct(const ConvPlan& p) {
+#if defined(MOSAICRT_X86_SIMD)
+  const Window& g = p.g;
+  if (g.nsp != 2 || g.stride[0] != 1 || g.stride[1] != 1 || g.kernel[0] * g.kernel[1] < 2 || p.Mg < 8 ||
+      conv_is_depthwise(p) || conv_few_positions(g.out[0] * g.out[1], p.Mg))
+    return false;
+  static const bool avx512 = (cpu_features() & kCpuAvx512) == kCpuAvx512;
+  return avx512;
+#else
+  (void)p;
+  return false;
+#endif
+}
+
 template <class T>
 void conv_run(const ConvPlan& p, const T* x, const T* w, const T* bias, T* y, ThreadPool& pool,
               const PackedFilters* packed, const Epilogue* epi = nullptr) {
@@ -632,6 +653,30 @@ void conv_run(const ConvPlan& p, const T* x, const T* w, const T* bias, T* y, Th
     conv_depthwise_2d(p, x, w, bias, y, pool, epi);
     return;
   }
+#if defined(MOSAICRT_X86_SIMD)
+  if constexpr (std::is_same<T, float>::value) {
+    if (packed && !packed->direct.empty() && conv_uses_direct(p)) {
+      const nn::DirectConv dc{p.Cg, g.in[0], g.in[1], p.Mg, g.kernel[0], g.kernel[1], g.dilation[0], g.dilation[1],
+                              g.pad_begin[0], g.pad_begin[1], g.out[0], g.out[1]};
+      for (int64_t t = 0; t < p.N * p.group; ++t) {
+        const int64_t n = t / p.group, grp = t % p.group;
+        float* yg = y + (n * p.M + grp * p.Mg) * out_size;
+        ConvTileStage stage;
+        stage.bias = bias ? bias + grp * p.Mg : nullptr;
+        stage.epi = epi;
+        stage.base = yg - y;
+        TileEpilogue tile;
+        if (bias || epi) {
+          tile.apply = conv_tile_stage;
+          tile.ctx = &stage;
+        }
+        nn::conv_direct_avx512(dc, x + (n * p.C + grp * p.Cg) * in_size, packed->direct[static_cast<size_t>(grp)].data(),
+                               yg, tile, &pool);
+      }
+      return;
+    }
+  }
+#endif
   bool pointwise = true;
   for (size_t d = 0; d < g.nsp; ++d)
     pointwise = pointwise && g.kernel[d] == 1 && g.stride[d] == 1 && g.pad_begin[d] == 0 && g.pad_end[d] == 0;
@@ -762,6 +807,14 @@ void conv_compute(OpContext& ctx, const Epilogue* epi) {
       return pf;
     });
     const int64_t positions = shape_size(p.out_shape) / std::max<int64_t>(p.N * p.M, 1);
+    if (conv_uses_direct(p)) {
+      std::call_once(packed->direct_once, [&] {
+        const int64_t taps = W.numel() / std::max<int64_t>(p.M * p.Cg, 1);
+        for (int64_t grp = 0; grp < p.group; ++grp)
+          packed->direct.push_back(
+              nn::pack_direct_filters(W.data<float>() + grp * p.Mg * p.Cg * taps, p.Mg, p.Cg, taps));
+      });
+    }
     if (conv_few_positions(positions, p.Mg)) {
       std::call_once(packed->transposed_once, [&] {
         const int64_t K = W.numel() / std::max<int64_t>(p.M, 1);

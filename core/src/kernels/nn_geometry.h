@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "../gemm/sgemm.h"
 #include "../kernel.h"
 
 namespace mrt {
@@ -152,6 +153,24 @@ void depthwise_plane_avx2(const float* x, const float* w, float bias, float* y, 
 // Conv's output stage on one row: y[i] = y[i] + bias (+ z[i] when z), then Relu when relu
 // (nn_conv_stage_avx2.cc).
 void conv_stage_row_avx2(float* y, const float* z, float bias, int64_t n, bool relu);
+
+// One group of a 2-D convolution of stride 1 (any kernel, dilation and padding), computed directly
+// (nn_conv_direct_avx512.cc; needs AVX-512 F).
+struct DirectConv {
+  int64_t C, H, W;    // input channels and plane
+  int64_t M;          // output channels
+  int64_t KH, KW, dh, dw;
+  int64_t pt, pl;     // padding at the top and left (the bottom and right follow from OH, OW)
+  int64_t OH, OW;
+};
+// Output channels per block of the direct kernel (12 or 8, whichever pads M less).
+int direct_conv_rows(int64_t M);
+// w[M, C, taps] in the kernel's layout: blocks of direct_conv_rows(M) channels, for each (c, tap) the
+// block's values contiguous, the last block zero padded.
+std::vector<float> pack_direct_filters(const float* w, int64_t M, int64_t C, int64_t taps);
+// y[M, OH * OW] = conv(x[C, H, W]); `epi` (if set) is applied to each finished piece of output rows.
+void conv_direct_avx512(const DirectConv& g, const float* x, const float* wpacked, float* y, const TileEpilogue& epi,
+                        ThreadPool* pool);
 #endif
 
 // col2im accumulation over all sliding positions (defined in nn.cc): for every channel c,
