@@ -233,7 +233,10 @@ def profile_model(spec: models.ModelSpec, threads: int, repeat: int, batch: int)
                 arr = values[name]
                 node_feed[name] = arr
                 graph_inputs.append(helper.make_tensor_value_info(name, elem_types.get(name, 1), arr.shape))
-        outputs = [helper.make_tensor_value_info(o, elem_types.get(o, 1), None) for o in node.output if o]
+        # (the type ORT computed: a model's own value_info can be wrong, e.g. a Dropout mask declared float)
+        outputs = [helper.make_tensor_value_info(
+            o, helper.np_dtype_to_tensor_dtype(values[o].dtype) if o in values else elem_types.get(o, 1), None)
+            for o in node.output if o]
         graph = helper.make_graph([node], f"node_{node.name}", graph_inputs, outputs, node_inits)
         single = helper.make_model(graph, opset_imports=list(model.opset_import))
         single.ir_version = model.ir_version

@@ -141,7 +141,8 @@ Inferred infer_node(const Node& n, const std::vector<ValueInfo>& in) {
   if (same_type_unary().count(op)) {
     r.outs[0] = input(0);
     r.certain = t0 != DType::kUndefined;
-    if (op == "Dropout" && r.outs.size() > 1) r.outs[1] = with_type(input(0), DType::kBool);
+    // the mask: bool from opset 10, the input's type before (the opset is not known here: left open)
+    if (op == "Dropout" && r.outs.size() > 1) r.outs[1] = with_type(input(0), DType::kUndefined);
     if ((op == "LayerNormalization" || op == "BatchNormalization") && r.outs.size() > 1) {
       for (size_t i = 1; i < r.outs.size(); ++i) r.outs[i] = with_type(unknown(), DType::kFloat);
       r.certain = false;

@@ -1,0 +1,94 @@
+"""2-D MaxPool over many geometries (kernels, strides, pads, ceil_mode, auto_pad, planes narrower than a
+vector step), checked exactly against a numpy reference, and against the same node with its indices
+output (a separate kernel)."""
+
+from __future__ import annotations
+
+import math
+
+import mosaicrt
+import numpy as np
+import pytest
+from onnx import TensorProto, helper
+
+
+def _reference(x: np.ndarray, k: tuple[int, int], s: tuple[int, int], pads: tuple[int, int, int, int],
+               out: tuple[int, int]) -> np.ndarray:
+    n, c, h, w = x.shape
+    xp = np.full((n, c, h + pads[0] + pads[2] + k[0] + s[0] * 2, w + pads[1] + pads[3] + k[1] + s[1] * 2), -np.inf,
+                 np.float32)
+    xp[:, :, pads[0]:pads[0] + h, pads[1]:pads[1] + w] = x
+    y = np.full((n, c, *out), -np.inf, np.float32)
+    for kh in range(k[0]):
+        for kw in range(k[1]):
+            y = np.maximum(y, xp[:, :, kh:kh + s[0] * out[0]:s[0], kw:kw + s[1] * out[1]:s[1]])
+    return y
+
+
+CASES = [
+    # (H, W), kernel, strides, pads [t, l, b, r], ceil_mode
+    ((111, 111), (3, 3), (2, 2), (0, 0, 0, 0), 0),  # SqueezeNet's
+    ((27, 27), (3, 3), (2, 2), (0, 0, 0, 0), 1),
+    ((112, 112), (3, 3), (2, 2), (1, 1, 1, 1), 0),  # ResNet's
+    ((17, 19), (2, 2), (2, 2), (0, 0, 0, 0), 1),
+    ((9, 30), (3, 5), (1, 1), (1, 2, 1, 2), 0),
+    ((13, 11), (4, 2), (3, 1), (2, 0, 1, 1), 1),
+    ((5, 3), (3, 3), (1, 2), (1, 1, 1, 1), 0),  # narrower than a vector step
+    ((8, 40), (1, 7), (1, 3), (0, 3, 0, 3), 0),
+]
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: f"{c[0][0]}x{c[0][1]}-k{c[1][0]}{c[1][1]}-s{c[2][0]}{c[2][1]}")
+@pytest.mark.parametrize("threads", [1, 2])
+def test_max_pool_2d_geometries(case: tuple, threads: int) -> None:
+    (h, w), k, s, pads, ceil = case
+    out = []
+    for d, size in enumerate((h, w)):
+        span = (size + pads[d] + pads[d + 2] - k[d]) / s[d]
+        o = (math.ceil(span) if ceil else math.floor(span)) + 1
+        if ceil and (o - 1) * s[d] >= size + pads[d]:  # a window may not start in the end padding
+            o -= 1
+        out.append(o)
+    x = np.random.default_rng(h * w).standard_normal((2, 3, h, w)).astype(np.float32)
+    want = _reference(x, k, s, pads, (out[0], out[1]))
+    attrs = {"kernel_shape": list(k), "strides": list(s), "pads": list(pads), "ceil_mode": ceil}
+    results = []
+    for with_indices in (False, True):
+        outs = ["y", "i"] if with_indices else ["y"]
+        node = helper.make_node("MaxPool", ["x"], outs, **attrs)
+        value_infos = [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)]
+        if with_indices:
+            value_infos.append(helper.make_tensor_value_info("i", TensorProto.INT64, None))
+        graph = helper.make_graph([node], "pool", [helper.make_tensor_value_info("x", TensorProto.FLOAT, x.shape)],
+                                  value_infos)
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 12)], ir_version=8)
+        opts = mosaicrt.SessionOptions()
+        opts.intra_op_num_threads = threads
+        results.append(mosaicrt.InferenceSession(model.SerializeToString(), opts).run(None, {"x": x})[0])
+    for got in results:
+        assert got.shape == want.shape, (got.shape, want.shape)
+        np.testing.assert_array_equal(got, want)
+
+
+def test_max_pool_same_padding_and_nan_inputs() -> None:
+    """auto_pad SAME_UPPER, and NaN inputs: the runtime's max skips NaN values, with and without the indices
+    output. A window of NaN only gives -inf without indices and NaN with them (left as it is: it is not
+    compared here)."""
+    x = np.random.default_rng(3).standard_normal((1, 2, 10, 13)).astype(np.float32)
+    x[0, 0, 2, 3] = np.nan
+    x[0, 1, 4:6, 0:2] = np.nan
+    results = []
+    for outs in (["y"], ["y", "i"]):
+        node = helper.make_node("MaxPool", ["x"], outs, kernel_shape=[2, 2], strides=[2, 2], auto_pad="SAME_UPPER")
+        vis = [helper.make_tensor_value_info(o, TensorProto.FLOAT if o == "y" else TensorProto.INT64, None)
+               for o in outs]
+        graph = helper.make_graph([node], "pool", [helper.make_tensor_value_info("x", TensorProto.FLOAT, x.shape)], vis)
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 12)], ir_version=8)
+        results.append(mosaicrt.InferenceSession(model.SerializeToString()).run(None, {"x": x})[0])
+    clean = np.where(np.isnan(x), -np.inf, x)
+    want = _reference(clean, (2, 2), (2, 2), (0, 0, 0, 1), (5, 7))
+    np.testing.assert_array_equal(results[0], want)
+    assert results[0][0, 1, 2, 0] == -np.inf  # the all-NaN window
+    with_indices = results[1].copy()
+    with_indices[0, 1, 2, 0] = -np.inf
+    np.testing.assert_array_equal(with_indices, want)
