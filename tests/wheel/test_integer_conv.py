@@ -15,14 +15,14 @@ from onnx import TensorProto, helper
 _ONNX = {np.uint8: TensorProto.UINT8, np.int8: TensorProto.INT8}
 
 
-def _reference(x: np.ndarray, w: np.ndarray, xz: int, wz: np.ndarray, strides: list[int], dil: list[int],
+def _reference(x: np.ndarray, w: np.ndarray, xz: int, wz: np.ndarray, *, strides: list[int], dil: list[int],
                pads: list[int], group: int) -> np.ndarray:
     """int64 conv of (x - xz) and (w - wz) by explicit sums over the kernel taps."""
     nd = x.ndim - 2
     xs = x.astype(np.int64) - xz
     ws = w.astype(np.int64) - wz.reshape((-1,) + (1,) * (nd + 1))
     xs = np.pad(xs, [(0, 0), (0, 0)] + [(pads[d], pads[d + nd]) for d in range(nd)])  # pads hold x - xz = 0
-    n, c = x.shape[:2]
+    n = x.shape[0]
     m, cg = w.shape[:2]
     kernel = w.shape[2:]
     out = [(xs.shape[2 + d] - dil[d] * (kernel[d] - 1) - 1) // strides[d] + 1 for d in range(nd)]
@@ -57,18 +57,16 @@ CASES = [
 ]
 
 
-def _model(op: str, x_type: int, w_type: int, x_shape: tuple[int, ...], w_shape: tuple[int, ...],
+def _model(op: str, types: tuple[int, int], shapes: tuple[tuple[int, ...], tuple[int, ...]],
            attrs: dict[str, object]) -> bytes:
+    (x_type, w_type), (x_shape, w_shape) = types, shapes
+    inputs = [helper.make_tensor_value_info("x", x_type, x_shape), helper.make_tensor_value_info("w", w_type, w_shape),
+              helper.make_tensor_value_info("xz", x_type, []),
+              helper.make_tensor_value_info("wz", w_type, [w_shape[0]])]
     if op == "ConvInteger":
-        inputs = [helper.make_tensor_value_info("x", x_type, x_shape), helper.make_tensor_value_info("w", w_type, w_shape),
-                  helper.make_tensor_value_info("xz", x_type, []),
-                  helper.make_tensor_value_info("wz", w_type, [w_shape[0]])]
         node = helper.make_node("ConvInteger", ["x", "w", "xz", "wz"], ["y"], **attrs)
         out = helper.make_tensor_value_info("y", TensorProto.INT32, None)
     else:
-        inputs = [helper.make_tensor_value_info("x", x_type, x_shape), helper.make_tensor_value_info("w", w_type, w_shape),
-                  helper.make_tensor_value_info("xz", x_type, []),
-                  helper.make_tensor_value_info("wz", w_type, [w_shape[0]])]
         node = helper.make_node("QLinearConv", ["x", "xs", "xz", "w", "ws", "wz", "ys", "yz"], ["y"], **attrs)
         out = helper.make_tensor_value_info("y", TensorProto.UINT8, None)
     inits = []
@@ -95,8 +93,8 @@ def test_conv_integer_geometries(case: tuple, types: tuple[type, type]) -> None:
     wz = rng.integers(np.iinfo(wt).min, np.iinfo(wt).max, (m,), endpoint=True).astype(wt)
     attrs = {"kernel_shape": list(kernel), "strides": list(strides), "dilations": list(dil), "pads": list(pads),
              "group": group}
-    want = _reference(x, w, int(xz), wz, list(strides), list(dil), list(pads), group)
-    model = _model("ConvInteger", _ONNX[xt], _ONNX[wt], x.shape, w.shape, attrs)
+    want = _reference(x, w, int(xz), wz, strides=list(strides), dil=list(dil), pads=list(pads), group=group)
+    model = _model("ConvInteger", (_ONNX[xt], _ONNX[wt]), (x.shape, w.shape), attrs)
     for threads in (1, 2):
         opts = mosaicrt.SessionOptions()
         opts.intra_op_num_threads = threads
@@ -117,10 +115,10 @@ def test_qlinear_conv_geometries(case: tuple) -> None:
     xz, wz = np.array(131, np.uint8), rng.integers(-5, 5, (m,), endpoint=True).astype(np.int8)
     attrs = {"kernel_shape": list(kernel), "strides": list(strides), "dilations": list(dil), "pads": list(pads),
              "group": group}
-    acc = _reference(x, w, int(xz), wz, list(strides), list(dil), list(pads), group)
+    acc = _reference(x, w, int(xz), wz, strides=list(strides), dil=list(dil), pads=list(pads), group=group)
     scale = np.float64(np.float32(np.float32(0.05) * np.float32(0.02))) / np.float64(np.float32(0.25))
     want = np.clip(np.round(acc * np.float64(np.float32(scale))) + 128, 0, 255).astype(np.uint8)
-    model = _model("QLinearConv", TensorProto.UINT8, TensorProto.INT8, x.shape, w.shape, attrs)
+    model = _model("QLinearConv", (TensorProto.UINT8, TensorProto.INT8), (x.shape, w.shape), attrs)
     for threads in (1, 2):
         opts = mosaicrt.SessionOptions()
         opts.intra_op_num_threads = threads
