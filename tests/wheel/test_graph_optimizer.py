@@ -290,33 +290,40 @@ def test_conv_with_constant_filters_matches_fed_filters(case: tuple[int, ...], t
 
 
 DIRECT_CASES = [
-    # stride-1 2-D windows with >= 8 output channels per group run on the direct kernel on AVX-512 CPUs:
-    # (in channels, out channels, (H, W), (KH, KW), pads [t, l, b, r], dilations, group, auto_pad)
-    (128, 32, (56, 57), (3, 3), (1, 1, 1, 1), (1, 1), 1, "NOTSET"),  # DenseNet's growth layer, many tiles
-    (5, 9, (13, 20), (5, 3), (2, 0, 1, 3), (1, 2), 1, "NOTSET"),     # 9 channels: one padded block of 12
-    (6, 20, (9, 31), (2, 4), (0, 0, 0, 0), (2, 1), 1, "NOTSET"),     # 20 = 12 + 8, no padding
-    (16, 32, (17, 15), (3, 3), (0, 0, 0, 0), (1, 1), 2, "SAME_UPPER"),
-    (3, 44, (40, 6), (7, 1), (3, 0, 3, 0), (1, 1), 1, "NOTSET"),      # one-column kernel, narrow plane
-    (8, 8, (3, 70), (3, 3), (4, 4, 4, 4), (1, 1), 1, "NOTSET"),      # pads wider than the window reach
+    # 2-D windows with >= 8 output channels per group run on the direct kernel on AVX-512 CPUs:
+    # (in channels, out channels, (H, W), (KH, KW), strides, pads [t, l, b, r], dilations, group, auto_pad)
+    (128, 32, (56, 57), (3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 1, "NOTSET"),  # DenseNet's growth layer
+    (5, 9, (13, 20), (5, 3), (1, 1), (2, 0, 1, 3), (1, 2), 1, "NOTSET"),     # 9 channels: a padded block of 12
+    (6, 20, (9, 31), (2, 4), (1, 1), (0, 0, 0, 0), (2, 1), 1, "NOTSET"),     # 20 = 12 + 8, no padding
+    (16, 32, (17, 15), (3, 3), (1, 1), (0, 0, 0, 0), (1, 1), 2, "SAME_UPPER"),
+    (3, 44, (40, 6), (7, 1), (1, 1), (3, 0, 3, 0), (1, 1), 1, "NOTSET"),      # one-column kernel, narrow plane
+    (8, 8, (3, 70), (3, 3), (1, 1), (4, 4, 4, 4), (1, 1), 1, "NOTSET"),      # pads wider than the window reach
+    (3, 64, (64, 61), (7, 7), (2, 2), (3, 3, 3, 3), (1, 1), 1, "NOTSET"),    # a ResNet stem: 4 phase planes
+    (3, 24, (33, 34), (3, 3), (2, 2), (0, 0, 0, 0), (1, 1), 1, "NOTSET"),    # SqueezeNet's, odd sizes
+    (16, 20, (29, 23), (3, 3), (2, 2), (1, 1, 1, 1), (1, 1), 1, "NOTSET"),
+    (6, 12, (31, 26), (3, 5), (3, 2), (2, 1, 0, 2), (2, 1), 1, "NOTSET"),    # stride 3 x 2, dilated rows
+    (8, 16, (20, 21), (4, 4), (4, 4), (0, 0, 0, 0), (1, 1), 1, "SAME_LOWER"),
 ]
 
 
 @pytest.mark.parametrize("case", DIRECT_CASES, ids=lambda c: f"c{c[0]}m{c[1]}-{c[2][0]}x{c[2][1]}-k{c[3][0]}x{c[3][1]}")
 @pytest.mark.parametrize("threads", [1, 2])
-def test_stride_one_convs_with_constant_filters_match_fed_filters(case: tuple, threads: int) -> None:
-    """Constant filters of stride-1 2-D convolutions (the direct kernel where the CPU has AVX-512), with bias,
+def test_direct_convs_with_constant_filters_match_fed_filters(case: tuple, threads: int) -> None:
+    """Constant filters of 2-D convolutions (the direct kernel where the CPU has AVX-512), with bias,
     the fused residual Add and Relu, against the same Conv with filters fed at run time (im2col + GEMM)."""
-    c, m, (h, w_), (kh, kw), pads, dil, group, auto_pad = case
+    c, m, (h, w_), (kh, kw), st, pads, dil, group, auto_pad = case
     rng = np.random.default_rng(c * m + h)
     w = rng.standard_normal((m, c // group, kh, kw)).astype(np.float32)
     b = rng.standard_normal(m).astype(np.float32)
-    attrs: dict[str, object] = {"kernel_shape": [kh, kw], "dilations": list(dil), "group": group}
+    attrs: dict[str, object] = {"kernel_shape": [kh, kw], "strides": list(st), "dilations": list(dil),
+                                "group": group}
     if auto_pad == "NOTSET":
         attrs["pads"] = list(pads)
-        out = (h + pads[0] + pads[2] - dil[0] * (kh - 1), w_ + pads[1] + pads[3] - dil[1] * (kw - 1))
+        out = ((h + pads[0] + pads[2] - dil[0] * (kh - 1) - 1) // st[0] + 1,
+               (w_ + pads[1] + pads[3] - dil[1] * (kw - 1) - 1) // st[1] + 1)
     else:
         attrs["auto_pad"] = auto_pad
-        out = (h, w_)
+        out = (-(-h // st[0]), -(-w_ // st[1]))
     nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], **attrs),
              helper.make_node("Add", ["c", "z"], ["s"]),
              helper.make_node("Relu", ["s"], ["y"])]

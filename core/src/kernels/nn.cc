@@ -626,13 +626,13 @@ inline bool filter_gemm_image(const PackedFilters*, int64_t, const Window&, cons
 
 bool conv_is_depthwise(const ConvPlan& p) { return p.Cg == 1 && p.group > 1 && p.g.nsp == 2; }
 
-// Convolutions computed by the direct kernel (conv_direct_avx512) instead of im2col + GEMM: 2-D, stride 1,
-// a window of more than one tap, at least 8 output channels per group, and an AVX-512 CPU. Maps of few
+// Convolutions computed by the direct kernel (conv_direct_avx512) instead of im2col + GEMM: 2-D, strides up
+// to 4, a window of more than one tap, at least 8 output channels per group, and an AVX-512 CPU. Maps of few
 // positions keep the transposed GEMM (conv_few_positions).
 bool conv_uses_direct(const ConvPlan& p) {
 #if defined(MOSAICRT_X86_SIMD)
   const Window& g = p.g;
-  if (g.nsp != 2 || g.stride[0] != 1 || g.stride[1] != 1 || g.kernel[0] * g.kernel[1] < 2 || p.Mg < 8 ||
+  if (g.nsp != 2 || g.stride[0] > 4 || g.stride[1] > 4 || g.kernel[0] * g.kernel[1] < 2 || p.Mg < 8 ||
       conv_is_depthwise(p) || conv_few_positions(g.out[0] * g.out[1], p.Mg))
     return false;
   static const bool avx512 = (cpu_features() & kCpuAvx512) == kCpuAvx512;
@@ -656,8 +656,9 @@ void conv_run(const ConvPlan& p, const T* x, const T* w, const T* bias, T* y, Th
 #if defined(MOSAICRT_X86_SIMD)
   if constexpr (std::is_same<T, float>::value) {
     if (packed && !packed->direct.empty() && conv_uses_direct(p)) {
-      const nn::DirectConv dc{p.Cg, g.in[0], g.in[1], p.Mg, g.kernel[0], g.kernel[1], g.dilation[0], g.dilation[1],
-                              g.pad_begin[0], g.pad_begin[1], g.out[0], g.out[1]};
+      const nn::DirectConv dc{p.Cg,          g.in[0],       g.in[1],       p.Mg,          g.kernel[0],
+                              g.kernel[1],   g.stride[0],   g.stride[1],   g.dilation[0], g.dilation[1],
+                              g.pad_begin[0], g.pad_begin[1], g.out[0],     g.out[1]};
       for (int64_t t = 0; t < p.N * p.group; ++t) {
         const int64_t n = t / p.group, grp = t % p.group;
         float* yg = y + (n * p.M + grp * p.Mg) * out_size;

@@ -1,13 +1,16 @@
-// Direct 2-D convolution of stride 1 on AVX-512, in the NCHW layout, without im2col.
+// Direct 2-D convolution on AVX-512, in the NCHW layout, without im2col.
 //
-// The input planes are copied once into zero-padded planes of width Wp = W + pads. In a padded plane
-// the output position (oh, ow) reads the input at oh * Wp + ow + kh * dh * Wp + kw * dw: every kernel
-// tap is a fixed offset of the flat position. So the convolution is computed over flat positions
-// q = oh * Wp + ow (those with ow >= OW are computed and dropped: (Wp - OW) of every Wp), 32 at a
-// time, for blocks of R output channels: two vector loads of the input per (channel, tap) feed 2R
-// fused multiply-adds with the R filter values broadcast. The input is read straight from cache, and
-// each loaded vector serves R output channels: no column matrix is written or read, which is what the
-// im2col + GEMM path costs when the layer has few output channels (DenseNet's 32).
+// The input planes are copied once into zero-padded planes. With stride 1, in a padded plane of width
+// Wp the output position (oh, ow) reads the input at oh * Wp + ow + kh * dh * Wp + kw * dw: every kernel
+// tap is a fixed offset of the flat position. A stride s is brought back to that case by splitting each
+// padded plane into s_h x s_w phase planes (rows i * s_h + a, columns j * s_w + b): tap (kh, kw) reads
+// phase ((kh * dh) % s_h, (kw * dw) % s_w) at the offset ((kh * dh) / s_h) * Wq + (kw * dw) / s_w.
+// So the convolution is computed over flat positions q = oh * Wq + ow (those with ow >= OW are computed
+// and dropped), 32 at a time, for blocks of R output channels: two vector loads of the input per
+// (channel, tap) feed 2R fused multiply-adds with the R filter values broadcast. The input is read
+// straight from cache and each loaded vector serves R output channels: no column matrix is written or
+// read, which is what the im2col + GEMM path costs when the layer has few output channels (DenseNet's
+// 32) or few input channels (every network's first layer).
 #include <immintrin.h>
 
 #include <algorithm>
@@ -25,7 +28,7 @@ namespace {
 constexpr int64_t kTile = 32;  // flat positions per tile (two zmm)
 
 template <int R>
-void tile(const float* x, int64_t plane, int64_t C, const int64_t* offsets, int64_t taps, const float* w,
+void tile(const float* x, int64_t channel, int64_t C, const int64_t* offsets, int64_t taps, const float* w,
           float* out /* R x kTile */) {
   __m512 a0[R], a1[R];
   for (int r = 0; r < R; ++r) {
@@ -33,7 +36,7 @@ void tile(const float* x, int64_t plane, int64_t C, const int64_t* offsets, int6
     a1[r] = _mm512_setzero_ps();
   }
   for (int64_t c = 0; c < C; ++c) {
-    const float* xc = x + c * plane;
+    const float* xc = x + c * channel;
     const float* wc = w + c * taps * R;
     for (int64_t t = 0; t < taps; ++t) {
       const float* xt = xc + offsets[t];
@@ -55,39 +58,54 @@ void tile(const float* x, int64_t plane, int64_t C, const int64_t* offsets, int6
 template <int R>
 void run(const DirectConv& g, const float* x, const float* wpacked, float* y, const TileEpilogue& epi,
          ThreadPool* pool) {
-  const int64_t Hp = g.OH + (g.KH - 1) * g.dh, Wp = g.OW + (g.KW - 1) * g.dw;
-  // plane stride: the padded plane, then zeros for the reads of the last tile past the plane's end
-  const int64_t plane = (Hp * Wp + (g.KW - 1) * g.dw + kTile + 15) / 16 * 16;
+  const int64_t sh = g.sh, sw = g.sw, phases = sh * sw;
+  // each phase plane: the rows and columns the outputs reach
+  const int64_t Hq = g.OH + (g.KH - 1) * g.dh / sh, Wq = g.OW + (g.KW - 1) * g.dw / sw;
+  // plane stride: the phase plane, then zeros for the reads of the last tile past the plane's end
+  const int64_t plane = (Hq * Wq + (g.KW - 1) * g.dw / sw + kTile + 15) / 16 * 16, channel = phases * plane;
   static thread_local std::vector<float> staging;
-  if (staging.size() < static_cast<size_t>(g.C * plane)) staging.resize(static_cast<size_t>(g.C * plane));
+  if (staging.size() < static_cast<size_t>(g.C * channel)) staging.resize(static_cast<size_t>(g.C * channel));
   float* xp = staging.data();
   auto stage = [&](int64_t c0, int64_t c1) {
     for (int64_t c = c0; c < c1; ++c) {
-      float* d = xp + c * plane;
       const float* s = x + c * g.H * g.W;
-      std::fill(d, d + g.pt * Wp, 0.f);
-      for (int64_t ih = 0; ih < Hp - g.pt; ++ih) {
-        float* row = d + (g.pt + ih) * Wp;
-        if (ih >= g.H) {
-          std::fill(row, row + Wp, 0.f);
-          continue;
+      for (int64_t ph = 0; ph < phases; ++ph) {
+        const int64_t a = ph / sw, b = ph % sw;
+        float* d = xp + c * channel + ph * plane;
+        // phase column j reads input column j * sw + b - pl: the columns inside [0, W)
+        const int64_t j0 = std::min(Wq, std::max<int64_t>(0, (g.pl - b + sw - 1) / sw));
+        const int64_t j1 = std::max(j0, std::min(Wq, (g.W + g.pl - b + sw - 1) / sw));
+        for (int64_t i = 0; i < Hq; ++i) {
+          float* row = d + i * Wq;
+          const int64_t ih = i * sh + a - g.pt;
+          if (ih < 0 || ih >= g.H) {
+            std::fill(row, row + Wq, 0.f);
+            continue;
+          }
+          std::fill(row, row + j0, 0.f);
+          const float* src = s + ih * g.W + j0 * sw + b - g.pl;
+          if (sw == 1) {
+            std::memcpy(row + j0, src, static_cast<size_t>(j1 - j0) * sizeof(float));
+          } else {
+            for (int64_t j = j0; j < j1; ++j) row[j] = src[(j - j0) * sw];
+          }
+          std::fill(row + j1, row + Wq, 0.f);
         }
-        const int64_t n = std::min(g.W, Wp - g.pl);
-        std::fill(row, row + g.pl, 0.f);
-        std::memcpy(row + g.pl, s + ih * g.W, static_cast<size_t>(n) * sizeof(float));
-        std::fill(row + g.pl + n, row + Wp, 0.f);
+        std::fill(d + Hq * Wq, d + plane, 0.f);
       }
-      std::fill(d + Hp * Wp, d + plane, 0.f);
     }
   };
-  if (pool && g.C * plane >= (int64_t{1} << 16)) pool->parallel_for(g.C, 1, stage);
+  if (pool && g.C * channel >= (int64_t{1} << 16)) pool->parallel_for(g.C, 1, stage);
   else stage(0, g.C);
 
   std::vector<int64_t> offsets(static_cast<size_t>(g.KH * g.KW));
   for (int64_t kh = 0; kh < g.KH; ++kh)
-    for (int64_t kw = 0; kw < g.KW; ++kw) offsets[static_cast<size_t>(kh * g.KW + kw)] = kh * g.dh * Wp + kw * g.dw;
+    for (int64_t kw = 0; kw < g.KW; ++kw) {
+      const int64_t r = kh * g.dh, q = kw * g.dw;
+      offsets[static_cast<size_t>(kh * g.KW + kw)] = ((r % sh) * sw + q % sw) * plane + (r / sh) * Wq + q / sw;
+    }
   const int64_t taps = g.KH * g.KW;
-  const int64_t flat = g.OH * Wp, tiles = (flat + kTile - 1) / kTile, blocks = (g.M + R - 1) / R;
+  const int64_t flat = g.OH * Wq, tiles = (flat + kTile - 1) / kTile, blocks = (g.M + R - 1) / R;
   const int64_t out_size = g.OH * g.OW;
   auto body = [&](int64_t b, int64_t e) {
     alignas(64) float out[R * kTile];
@@ -95,13 +113,13 @@ void run(const DirectConv& g, const float* x, const float* wpacked, float* y, co
       // tiles outer, channel blocks inner: a tile's input stays in cache across the blocks
       const int64_t ti = item / blocks, mb = item % blocks;
       const int64_t q0 = ti * kTile, q1 = std::min(flat, q0 + kTile);
-      tile<R>(xp + q0, plane, g.C, offsets.data(), taps, wpacked + mb * g.C * taps * R, out);
+      tile<R>(xp + q0, channel, g.C, offsets.data(), taps, wpacked + mb * g.C * taps * R, out);
       const int64_t m0 = mb * R, rows = std::min<int64_t>(R, g.M - m0);
       // the tile's positions as pieces of output rows
       for (int64_t q = q0; q < q1;) {
-        const int64_t oh = q / Wp, ow = q % Wp;
+        const int64_t oh = q / Wq, ow = q % Wq;
         if (ow >= g.OW) {
-          q += Wp - ow;
+          q += Wq - ow;
           continue;
         }
         const int64_t len = std::min(g.OW - ow, q1 - q), pos = oh * g.OW + ow;

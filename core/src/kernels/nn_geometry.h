@@ -154,12 +154,12 @@ void depthwise_plane_avx2(const float* x, const float* w, float bias, float* y, 
 // (nn_conv_stage_avx2.cc).
 void conv_stage_row_avx2(float* y, const float* z, float bias, int64_t n, bool relu);
 
-// One group of a 2-D convolution of stride 1 (any kernel, dilation and padding), computed directly
+// One group of a 2-D convolution (any kernel, stride, dilation and padding), computed directly
 // (nn_conv_direct_avx512.cc; needs AVX-512 F).
 struct DirectConv {
   int64_t C, H, W;    // input channels and plane
   int64_t M;          // output channels
-  int64_t KH, KW, dh, dw;
+  int64_t KH, KW, sh, sw, dh, dw;
   int64_t pt, pl;     // padding at the top and left (the bottom and right follow from OH, OW)
   int64_t OH, OW;
 };
