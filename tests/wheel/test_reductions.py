@@ -102,3 +102,27 @@ def test_long_rows_and_int8_max_over_separate_groups() -> None:
     f = rng.standard_normal((2, 300, 3, 257)).astype(np.float32)
     np.testing.assert_allclose(_run("ReduceSum", f, (1, 3), True), _expected("ReduceSum", f, (1, 3), True),
                                rtol=1e-4, atol=1e-3)
+
+
+@pytest.mark.parametrize("op", ["Softmax", "LogSoftmax"])
+@pytest.mark.parametrize("n", [1, 3, 4, 7, 8, 9, 37, 128, 1001])
+def test_softmax_rows_match_numpy(op: str, n: int) -> None:
+    """Float rows of every length around the vector widths, with -inf entries, large values, and a row
+    holding a NaN (all NaN out)."""
+    rng = np.random.default_rng(n)
+    x = (rng.standard_normal((5, n)) * 20).astype(np.float32)
+    x[1, : max(1, n // 2)] = -np.inf if n > 1 else x[1, 0]
+    x[2] += 80.0
+    x[3, n // 2] = np.nan
+    graph = helper.make_graph([helper.make_node(op, ["x"], ["y"], axis=-1)], "sm",
+                              [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, x.shape)],
+                              [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, None)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    got = mosaicrt.InferenceSession(model.SerializeToString()).run(None, {"x": x})[0]
+    v = x.astype(np.float64)
+    shifted = v - v.max(axis=-1, keepdims=True)
+    lse = np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
+    want = shifted - lse if op == "LogSoftmax" else np.exp(shifted - lse)
+    assert np.isnan(got[3]).all()
+    keep = [0, 1, 2, 4]
+    np.testing.assert_allclose(got[keep], want[keep].astype(np.float32), rtol=2e-5, atol=1e-6)

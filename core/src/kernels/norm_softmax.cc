@@ -10,6 +10,11 @@
 #include <cstring>
 #include <limits>
 #include <type_traits>
+#include <vector>
+
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 #include "elementwise_math.h"
 #include "norm_util.h"
@@ -47,14 +52,84 @@ void softmax_row(const A* x, A* y, int64_t n) {
   }
 }
 
+#if defined(__SSE2__)
+// A float row on vectors: the maximum (and whether the row holds a NaN, which makes every output NaN as in
+// softmax_row), x - max, exp on the whole row (AVX2 when the CPU has it), the sum in 8 partial sums, then
+// the scale (Softmax) or the log-sum subtracted (LogSoftmax). The sum's grouping differs from the scalar
+// row's, within float rounding.
+template <SmKind K>
+void softmax_row_f32(const float* x, float* y, int64_t n) {
+  int64_t k = 0;
+  __m128 vmx = _mm_set1_ps(-std::numeric_limits<float>::infinity()), nan = _mm_setzero_ps();
+  for (; k + 4 <= n; k += 4) {
+    const __m128 v = _mm_loadu_ps(x + k);
+    vmx = _mm_max_ps(v, vmx);
+    nan = _mm_or_ps(nan, _mm_cmpunord_ps(v, v));
+  }
+  alignas(16) float lanes[4];
+  _mm_store_ps(lanes, vmx);
+  float mx = std::max(std::max(lanes[0], lanes[1]), std::max(lanes[2], lanes[3]));
+  bool has_nan = _mm_movemask_ps(nan) != 0;
+  for (; k < n; ++k) {
+    mx = x[k] > mx ? x[k] : mx;
+    has_nan = has_nan || std::isnan(x[k]);
+  }
+  if (has_nan) {
+    softmax_row<float, K>(x, y, n);
+    return;
+  }
+  const __m128 vm = _mm_set1_ps(mx);
+  for (k = 0; k + 4 <= n; k += 4) _mm_storeu_ps(y + k, _mm_sub_ps(_mm_loadu_ps(x + k), vm));
+  for (; k < n; ++k) y[k] = x[k] - mx;
+  // exp of the shifted row: into y for Softmax; LogSoftmax keeps y = x - max and sums exp of it
+  static thread_local std::vector<float> scratch;
+  float* e = y;
+  if (K == SmKind::kLogSoftmax) {
+    if (scratch.size() < static_cast<size_t>(n)) scratch.resize(static_cast<size_t>(n));
+    e = scratch.data();
+  }
+#if defined(MOSAICRT_X86_SIMD)
+  if (fastmath::cpu_has_avx2_fma()) {
+    fastmath::exp_avx2(y, e, n);
+  } else
+#endif
+  {
+    for (k = 0; k < n; ++k) e[k] = exp_neg(y[k]);
+  }
+  __m128 s0 = _mm_setzero_ps(), s1 = s0;
+  for (k = 0; k + 8 <= n; k += 8) {
+    s0 = _mm_add_ps(s0, _mm_loadu_ps(e + k));
+    s1 = _mm_add_ps(s1, _mm_loadu_ps(e + k + 4));
+  }
+  _mm_store_ps(lanes, _mm_add_ps(s0, s1));
+  float sum = (lanes[0] + lanes[1]) + (lanes[2] + lanes[3]);
+  for (; k < n; ++k) sum += e[k];
+  if (K == SmKind::kSoftmax) {
+    const __m128 inv = _mm_set1_ps(1.f / sum);
+    for (k = 0; k + 4 <= n; k += 4) _mm_storeu_ps(y + k, _mm_mul_ps(_mm_loadu_ps(y + k), inv));
+    for (; k < n; ++k) y[k] *= 1.f / sum;
+  } else {
+    const float lse = std::log(sum);
+    for (k = 0; k < n; ++k) y[k] -= lse;
+  }
+}
+#endif
+
 template <class T, SmKind K>
 void run_softmax(const T* x, T* y, int64_t outer, int64_t n, int64_t inner, ThreadPool& pool) {
   using A = norm::Acc<T>;
   if (inner == 1 && K != SmKind::kHardmax && std::is_same<T, A>::value) {
     const int64_t grain = std::max<int64_t>(1, 8192 / std::max<int64_t>(1, n));
     pool.parallel_for(outer, grain, [&](int64_t rb, int64_t re) {
-      for (int64_t r = rb; r < re; ++r)
+      for (int64_t r = rb; r < re; ++r) {
+#if defined(__SSE2__)
+        if constexpr (std::is_same<A, float>::value) {
+          softmax_row_f32<K>(reinterpret_cast<const float*>(x) + r * n, reinterpret_cast<float*>(y) + r * n, n);
+          continue;
+        }
+#endif
         softmax_row<A, K>(reinterpret_cast<const A*>(x) + r * n, reinterpret_cast<A*>(y) + r * n, n);
+      }
     });
     return;
   }
