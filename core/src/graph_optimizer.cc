@@ -526,6 +526,73 @@ int fuse_dynamic_quant_matmul(Graph& g, GraphIndex& idx, std::vector<bool>& remo
   return fused;
 }
 
+// ---- GELU written out: x * 0.5 * (1 + erf(x / sqrt(2))) (how exporters write it) as com.microsoft Gelu ----
+// Accepted: Erf of Div(x, sqrt 2) or Mul(x, 1 / sqrt 2); Add of 1; then Mul by x and Mul by 0.5 in either
+// order (Mul(Mul(x, e), 0.5) or Mul(Mul(x, 0.5), e)). Every intermediate value must have this chain as its
+// only reader; the constants are float scalars within float rounding of their values.
+int fuse_gelu(Graph& g, GraphIndex& idx, std::vector<bool>& removed,
+              const std::function<Node*(const std::string&)>& single_consumer) {
+  std::map<std::string, size_t> producer;
+  for (size_t i = 0; i < g.nodes.size(); ++i)
+    if (!removed[i])
+      for (const auto& o : g.nodes[i].outputs)
+        if (!o.empty()) producer[o] = i;
+  auto scalar = [&](const std::string& v, double want) {
+    const Tensor* t = idx.constant(v);
+    return t && t->dtype() == DType::kFloat && t->numel() == 1 &&
+           std::abs(static_cast<double>(t->data<float>()[0]) - want) <= 1e-6 * std::abs(want);
+  };
+  auto plain = [](const Node* n, const char* op, size_t ins) {
+    return n && n->op_type == op && n->domain.empty() && n->inputs.size() == ins && n->outputs.size() == 1;
+  };
+  // the operand of a binary node that is not `v`
+  auto other = [](const Node& n, const std::string& v) -> const std::string& {
+    return n.inputs[0] == v ? n.inputs[1] : n.inputs[0];
+  };
+  int fused = 0;
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    Node& erf = g.nodes[i];
+    if (removed[i] || !plain(&erf, "Erf", 1)) continue;
+    auto pi = producer.find(erf.inputs[0]);
+    if (pi == producer.end() || removed[pi->second]) continue;
+    Node& scale = g.nodes[pi->second];
+    std::string x;
+    if (plain(&scale, "Div", 2) && scalar(scale.inputs[1], std::sqrt(2.0))) x = scale.inputs[0];
+    else if (plain(&scale, "Mul", 2) && scalar(other(scale, scale.inputs[0]), std::sqrt(0.5))) x = scale.inputs[0];
+    else if (plain(&scale, "Mul", 2) && scalar(scale.inputs[0], std::sqrt(0.5))) x = scale.inputs[1];
+    if (x.empty() || single_consumer(scale.outputs[0]) != &erf) continue;
+    Node* add = single_consumer(erf.outputs[0]);
+    if (!plain(add, "Add", 2) || !scalar(other(*add, erf.outputs[0]), 1.0)) continue;
+    Node* m1 = single_consumer(add->outputs[0]);
+    if (!plain(m1, "Mul", 2)) continue;
+    const std::string& f = other(*m1, add->outputs[0]);
+    Node* half = nullptr;  // Mul(x, 0.5) feeding m1, in the second order
+    Node* last = nullptr;  // the node whose output is the GELU
+    if (f == x) {
+      last = single_consumer(m1->outputs[0]);
+      if (!plain(last, "Mul", 2) || !scalar(other(*last, m1->outputs[0]), 0.5)) continue;
+    } else {
+      auto ph = producer.find(f);
+      if (ph == producer.end() || removed[ph->second]) continue;
+      half = &g.nodes[ph->second];
+      if (!plain(half, "Mul", 2) || (half->inputs[0] != x && half->inputs[1] != x) ||
+          !scalar(half->inputs[0] == x ? half->inputs[1] : half->inputs[0], 0.5) ||
+          single_consumer(half->outputs[0]) != m1)
+        continue;
+      last = m1;
+    }
+    const std::string out = last->outputs[0];
+    erf.domain = "com.microsoft";
+    erf.op_type = "Gelu";
+    erf.inputs = {x};
+    erf.outputs = {out};
+    for (Node* n : {&scale, add, m1, half, last})
+      if (n && n != &erf) removed[n - g.nodes.data()] = true;
+    ++fused;
+  }
+  return fused;
+}
+
 }  // namespace
 
 int optimization_level(const std::map<std::string, std::string>& config) {
@@ -621,10 +688,11 @@ GraphOptimizerStats optimize_graph(Model& model, int level, ThreadPool& pool) {
   if (level >= kOptExtended) {
     stats.qdq_groups_fused = fuse_qdq(g, idx, removed, single_consumer, qdq_contrib_ops);
     stats.dynamic_matmuls_fused = fuse_dynamic_quant_matmul(g, idx, removed, single_consumer);
-    qdq_contrib_ops = qdq_contrib_ops || stats.dynamic_matmuls_fused > 0;
+    stats.gelus_fused = fuse_gelu(g, idx, removed, single_consumer);
+    qdq_contrib_ops = qdq_contrib_ops || stats.dynamic_matmuls_fused > 0 || stats.gelus_fused > 0;
   }
   if (stats.batchnorms_folded + stats.activations_fused + stats.residual_adds_fused + stats.affines_folded +
-          stats.qdq_groups_fused + stats.dynamic_matmuls_fused !=
+          stats.qdq_groups_fused + stats.dynamic_matmuls_fused + stats.gelus_fused !=
       0) {
     std::vector<Node> kept;
     for (size_t i = 0; i < g.nodes.size(); ++i)

@@ -16,6 +16,7 @@ struct GraphOptimizerStats {
   int affines_folded = 0;  // Mul/Add by per-channel constants folded into Conv or BatchNormalization
   int qdq_groups_fused = 0;  // DequantizeLinear → Conv/MatMul → QuantizeLinear run as QLinearConv/QLinearMatMul
   int dynamic_matmuls_fused = 0;  // DynamicQuantizeLinear → MatMulInteger → Cast → Mul (→ Add) as one node
+  int gelus_fused = 0;  // x * 0.5 * (1 + erf(x / sqrt 2)) written out, as com.microsoft Gelu
 };
 
 // onnxruntime's GraphOptimizationLevel values, read from the session config entry

@@ -633,3 +633,59 @@ def test_dynamic_quant_chain_with_other_readers_is_left_alone() -> None:
     for got, want in zip(fused.run(None, {"x": x}), _session(model, Level.ORT_DISABLE_ALL).run(None, {"x": x}),
                          strict=True):
         np.testing.assert_array_equal(got, want)
+
+
+# --- GELU written out as x * 0.5 * (1 + erf(x / sqrt 2)) → com.microsoft Gelu ------------------------------------
+
+
+def _gelu_graph(form: str) -> onnx.ModelProto:
+    """Three written-out GELUs of one input, each in another order, and one whose Erf output is also a graph
+    output (left alone)."""
+    f = TensorProto.FLOAT
+    inits = [_const("sqrt2", np.array(np.sqrt(2.0), np.float32)), _const("rsqrt2", np.array(np.sqrt(0.5), np.float32)),
+             _const("one", np.array(1.0, np.float32)), _const("half", np.array(0.5, np.float32))]
+    nodes = []
+    outs = []
+    for i in range(4):
+        x = f"x{i}"
+        nodes.append(helper.make_node("Relu" if i % 2 else "Neg", ["x"], [x]))
+        if form == "div" or i == 3:
+            nodes.append(helper.make_node("Div", [x, "sqrt2"], [f"d{i}"]))
+        else:
+            nodes.append(helper.make_node("Mul", ["rsqrt2", x], [f"d{i}"]))
+        nodes.append(helper.make_node("Erf", [f"d{i}"], [f"e{i}"]))
+        nodes.append(helper.make_node("Add", ["one", f"e{i}"], [f"a{i}"]))
+        if i % 2 == 0:
+            nodes.append(helper.make_node("Mul", [x, f"a{i}"], [f"m{i}"]))
+            nodes.append(helper.make_node("Mul", [f"m{i}", "half"], [f"y{i}"]))
+        else:
+            nodes.append(helper.make_node("Mul", ["half", x], [f"h{i}"]))
+            nodes.append(helper.make_node("Mul", [f"a{i}", f"h{i}"], [f"y{i}"]))
+        outs.append(helper.make_tensor_value_info(f"y{i}", f, None))
+    outs.append(helper.make_tensor_value_info("e3", f, None))  # GELU 3's erf is read by the caller too
+    graph = helper.make_graph(nodes, "gelu", [helper.make_tensor_value_info("x", f, [4, 300])], outs, inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+@pytest.mark.parametrize("form", ["div", "mul"])
+def test_written_out_gelu_becomes_one_node(form: str) -> None:
+    model = _gelu_graph(form)
+    fused = _session(model, Level.ORT_ENABLE_ALL)
+    ops = _ops(fused)
+    assert ops.count("com.microsoft::Gelu") == 3 and ops.count("Erf") == 1, ops
+    x = np.random.default_rng(7).standard_normal((4, 300)).astype(np.float32) * 3
+    for got, want in zip(fused.run(None, {"x": x}), _session(model, Level.ORT_DISABLE_ALL).run(None, {"x": x}),
+                         strict=True):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+def test_transformer_block_gelus_are_fused() -> None:
+    from models import transformer
+
+    model = transformer(d_model=64, heads=4, d_ff=128, layers=2)
+    fused = _session(model, Level.ORT_ENABLE_ALL)
+    ops = _ops(fused)
+    assert ops.count("com.microsoft::Gelu") == 2 and "Erf" not in ops, ops
+    x = np.random.default_rng(2).standard_normal((1, 16, 64)).astype(np.float32)
+    np.testing.assert_allclose(fused.run(None, {"input": x})[0],
+                               _session(model, Level.ORT_DISABLE_ALL).run(None, {"input": x})[0], rtol=1e-4, atol=1e-5)
