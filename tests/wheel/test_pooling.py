@@ -92,3 +92,40 @@ def test_max_pool_same_padding_and_nan_inputs() -> None:
     with_indices = results[1].copy()
     with_indices[0, 1, 2, 0] = -np.inf
     np.testing.assert_array_equal(with_indices, want)
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: f"{c[0][0]}x{c[0][1]}-k{c[1][0]}{c[1][1]}-s{c[2][0]}{c[2][1]}")
+@pytest.mark.parametrize("include_pad", [0, 1])
+def test_average_pool_2d_geometries(case: tuple, include_pad: int) -> None:
+    """AveragePool against a float64 numpy reference: the divisor counts the taps inside the input, or (with
+    count_include_pad) inside the padded input, never past it (ceil_mode windows)."""
+    (h, w), k, s, pads, ceil = case
+    out = []
+    for d, size in enumerate((h, w)):
+        span = (size + pads[d] + pads[d + 2] - k[d]) / s[d]
+        o = (math.ceil(span) if ceil else math.floor(span)) + 1
+        if ceil and (o - 1) * s[d] >= size + pads[d]:
+            o -= 1
+        out.append(o)
+    x = np.random.default_rng(h + w).standard_normal((2, 3, h, w)).astype(np.float32)
+    xp = np.zeros((2, 3, h + pads[0] + pads[2] + k[0] + 2 * s[0], w + pads[1] + pads[3] + k[1] + 2 * s[1]))
+    inside = np.zeros(xp.shape[2:])
+    padded = np.zeros(xp.shape[2:])
+    xp[:, :, pads[0]:pads[0] + h, pads[1]:pads[1] + w] = x
+    inside[pads[0]:pads[0] + h, pads[1]:pads[1] + w] = 1
+    padded[:h + pads[0] + pads[2], :w + pads[1] + pads[3]] = 1
+    total = np.zeros((2, 3, *out))
+    count = np.zeros(out)
+    for kh in range(k[0]):
+        for kw in range(k[1]):
+            sl = (slice(kh, kh + s[0] * out[0], s[0]), slice(kw, kw + s[1] * out[1], s[1]))
+            total += xp[(slice(None), slice(None), *sl)]
+            count += (padded if include_pad else inside)[sl]
+    want = (total / count).astype(np.float32)
+    node = helper.make_node("AveragePool", ["x"], ["y"], kernel_shape=list(k), strides=list(s), pads=list(pads),
+                            ceil_mode=ceil, count_include_pad=include_pad)
+    graph = helper.make_graph([node], "pool", [helper.make_tensor_value_info("x", TensorProto.FLOAT, x.shape)],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 19)], ir_version=9)
+    got = mosaicrt.InferenceSession(model.SerializeToString()).run(None, {"x": x})[0]
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)

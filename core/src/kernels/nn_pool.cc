@@ -257,8 +257,19 @@ void separable_pool_run(const PoolPlan& p, PoolKind kind, const T* x, T* y, Thre
   });
 }
 
+template <bool kMax>
+void pool_2d_float(const PoolPlan& p, const float* x, float* y, ThreadPool& pool);
+
 template <class T>
 void avg_lp_pool_run(const PoolPlan& p, PoolKind kind, const T* x, T* y, ThreadPool& pool) {
+  if constexpr (std::is_same<T, float>::value) {
+    const Window& g = p.g;
+    if (kind == PoolKind::kAverage && g.in[0] == 1 && g.out[0] == 1 && g.kernel[0] == 1 && g.dilation[1] == 1 &&
+        g.dilation[2] == 1) {
+      pool_2d_float<false>(p, x, y, pool);
+      return;
+    }
+  }
   if (kind == PoolKind::kAverage) {
     separable_pool_run<T, false>(p, kind, x, y, pool, [](T v) { return v; });
   } else if (p.p == 2.0) {
@@ -273,20 +284,37 @@ void avg_lp_pool_run(const PoolPlan& p, PoolKind kind, const T* x, T* y, ThreadP
   }
 }
 
-// 2-D float MaxPool without dilation, one output row at a time: the max over the window's input rows
-// (whole rows, vectorized) into a row buffer bordered with the identity, then the max across each
-// output's columns, 4 outputs per step (stride 1 and 2: the even elements of 8 loaded floats). The
-// combine ignores NaN inputs as the separable path does: max(x, acc) keeps acc when x is NaN.
-void max_pool_2d_float(const PoolPlan& p, const float* x, float* y, ThreadPool& pool) {
+// 2-D float MaxPool / AveragePool without dilation, one output row at a time: the max (sum) over the
+// window's input rows (whole rows, vectorized) into a row buffer bordered with the identity (-inf, 0),
+// then across each output's columns, 8 outputs a step (stride 1 and 2: the even elements of loaded
+// vectors). The max ignores NaN inputs as the separable path does: max(x, acc) keeps acc when x is NaN.
+// The average divides by the window's tap count per axis (padding included or not: the plan's tables).
+template <bool kMax>
+void pool_2d_float(const PoolPlan& p, const float* x, float* y, ThreadPool& pool) {
   const Window& g = p.g;
   // (locals: the float stores below may alias anything reached through a reference)
   const int64_t H = g.in[1], W = g.in[2], OH = g.out[1], OW = g.out[2];
   const int64_t KH = g.kernel[1], KW = g.kernel[2], sh = g.stride[1], sw = g.stride[2];
   const int64_t ph = g.pad_begin[1], pw = g.pad_begin[2];
-  const float lowest = lowest_value<float>();
+  const float ident = kMax ? lowest_value<float>() : 0.f;
   const int64_t width = std::max(pw + W, (OW - 1) * sw + KW) + 24;
+  std::vector<float> div_h, div_w;  // taps per output row / column (average)
+  if (!kMax) {
+    for (int a = 1; a <= 2; ++a) {
+      const AxisTable& t = p.axis[a];
+      std::vector<float>& d = a == 1 ? div_h : div_w;
+      for (size_t i = 0; i < t.lo.size(); ++i)
+        d.push_back(static_cast<float>(p.count_include_pad ? t.padded[i] : t.hi[i] - t.lo[i]));
+    }
+  }
+  const float* dh = div_h.data();
+  const float* dw = div_w.data();
+#if defined(__SSE2__)
+  auto vcombine = [](__m128 v, __m128 acc) { return kMax ? _mm_max_ps(v, acc) : _mm_add_ps(acc, v); };
+#endif
+  auto combine = [](float v, float acc) { return kMax ? (v > acc ? v : acc) : acc + v; };
   pool.parallel_for(p.planes * OH, std::max<int64_t>(1, 4096 / std::max<int64_t>(1, KH * W)), [=](int64_t b, int64_t e) {
-    std::vector<float> buf(static_cast<size_t>(width), lowest);
+    std::vector<float> buf(static_cast<size_t>(width), ident);
     std::vector<const float*> rows(static_cast<size_t>(KH));
     float* row = buf.data() + pw;  // row[w] for w in [-pw, width - pw)
     for (int64_t item = b; item < e; ++item) {
@@ -299,14 +327,14 @@ void max_pool_2d_float(const PoolPlan& p, const float* x, float* y, ThreadPool& 
       const float* const* rp = rows.data();
       int64_t w = 0;
 #if defined(__SSE2__)
-      for (; w + 16 <= W; w += 16) {  // four independent chains: the max latency hides behind the loads
-        __m128 a0 = _mm_set1_ps(lowest), a1 = a0, a2 = a0, a3 = a0;
+      for (; w + 16 <= W; w += 16) {  // four independent chains: the latency hides behind the loads
+        __m128 a0 = _mm_set1_ps(ident), a1 = a0, a2 = a0, a3 = a0;
         for (int64_t r = 0; r < nr; ++r) {
           const float* s = rp[r] + w;
-          a0 = _mm_max_ps(_mm_loadu_ps(s), a0);
-          a1 = _mm_max_ps(_mm_loadu_ps(s + 4), a1);
-          a2 = _mm_max_ps(_mm_loadu_ps(s + 8), a2);
-          a3 = _mm_max_ps(_mm_loadu_ps(s + 12), a3);
+          a0 = vcombine(_mm_loadu_ps(s), a0);
+          a1 = vcombine(_mm_loadu_ps(s + 4), a1);
+          a2 = vcombine(_mm_loadu_ps(s + 8), a2);
+          a3 = vcombine(_mm_loadu_ps(s + 12), a3);
         }
         _mm_storeu_ps(row + w, a0);
         _mm_storeu_ps(row + w + 4, a1);
@@ -314,14 +342,14 @@ void max_pool_2d_float(const PoolPlan& p, const float* x, float* y, ThreadPool& 
         _mm_storeu_ps(row + w + 12, a3);
       }
       for (; w + 4 <= W; w += 4) {
-        __m128 acc = _mm_set1_ps(lowest);
-        for (int64_t r = 0; r < nr; ++r) acc = _mm_max_ps(_mm_loadu_ps(rp[r] + w), acc);
+        __m128 acc = _mm_set1_ps(ident);
+        for (int64_t r = 0; r < nr; ++r) acc = vcombine(_mm_loadu_ps(rp[r] + w), acc);
         _mm_storeu_ps(row + w, acc);
       }
 #endif
       for (; w < W; ++w) {
-        float acc = lowest;
-        for (int64_t r = 0; r < nr; ++r) acc = rp[r][w] > acc ? rp[r][w] : acc;
+        float acc = ident;
+        for (int64_t r = 0; r < nr; ++r) acc = combine(rp[r][w], acc);
         row[w] = acc;
       }
       const float* r0 = buf.data();  // output ow reads r0[ow * sw + kw]
@@ -329,15 +357,15 @@ void max_pool_2d_float(const PoolPlan& p, const float* x, float* y, ThreadPool& 
 #if defined(__SSE2__)
       if (sw == 1 || sw == 2) {
         for (; ow + 8 <= OW; ow += 8) {
-          __m128 a0 = _mm_set1_ps(lowest), a1 = a0;
+          __m128 a0 = _mm_set1_ps(ident), a1 = a0;
           for (int64_t kw = 0; kw < KW; ++kw) {
             const float* s = r0 + ow * sw + kw;
             if (sw == 1) {
-              a0 = _mm_max_ps(_mm_loadu_ps(s), a0);
-              a1 = _mm_max_ps(_mm_loadu_ps(s + 4), a1);
+              a0 = vcombine(_mm_loadu_ps(s), a0);
+              a1 = vcombine(_mm_loadu_ps(s + 4), a1);
             } else {
-              a0 = _mm_max_ps(_mm_shuffle_ps(_mm_loadu_ps(s), _mm_loadu_ps(s + 4), _MM_SHUFFLE(2, 0, 2, 0)), a0);
-              a1 = _mm_max_ps(_mm_shuffle_ps(_mm_loadu_ps(s + 8), _mm_loadu_ps(s + 12), _MM_SHUFFLE(2, 0, 2, 0)), a1);
+              a0 = vcombine(_mm_shuffle_ps(_mm_loadu_ps(s), _mm_loadu_ps(s + 4), _MM_SHUFFLE(2, 0, 2, 0)), a0);
+              a1 = vcombine(_mm_shuffle_ps(_mm_loadu_ps(s + 8), _mm_loadu_ps(s + 12), _MM_SHUFFLE(2, 0, 2, 0)), a1);
             }
           }
           _mm_storeu_ps(yr + ow, a0);
@@ -346,12 +374,15 @@ void max_pool_2d_float(const PoolPlan& p, const float* x, float* y, ThreadPool& 
       }
 #endif
       for (; ow < OW; ++ow) {
-        float acc = lowest;
-        for (int64_t kw = 0; kw < KW; ++kw) {
-          const float v = r0[ow * sw + kw];
-          acc = v > acc ? v : acc;
-        }
+        float acc = ident;
+        for (int64_t kw = 0; kw < KW; ++kw) acc = combine(r0[ow * sw + kw], acc);
         yr[ow] = acc;
+      }
+      if (!kMax) {
+        for (int64_t o = 0; o < OW; ++o) {
+          const float c = dh[oh] * dw[o];
+          yr[o] = c > 0.f ? yr[o] / c : 0.f;
+        }
       }
     }
   });
@@ -362,7 +393,7 @@ void max_pool_dispatch(const PoolPlan& p, const T* x, T* y, int64_t* indices, Th
   if constexpr (std::is_same<T, float>::value) {
     const Window& g = p.g;
     if (!indices && g.in[0] == 1 && g.out[0] == 1 && g.kernel[0] == 1 && g.dilation[1] == 1 && g.dilation[2] == 1) {
-      max_pool_2d_float(p, x, y, pool);
+      pool_2d_float<true>(p, x, y, pool);
       return;
     }
   }
