@@ -626,22 +626,19 @@ inline bool filter_gemm_image(const PackedFilters*, int64_t, const Window&, cons
 
 bool conv_is_depthwise(const ConvPlan& p) { return p.Cg == 1 && p.group > 1 && p.g.nsp == 2; }
 
+#if defined(MOSAICRT_X86_SIMD)
 // Convolutions computed by the direct kernel (conv_direct_avx512) instead of im2col + GEMM: 2-D, strides up
 // to 4, a window of more than one tap, at least 8 output channels per group, and an AVX-512 CPU. Maps of few
 // positions keep the transposed GEMM (conv_few_positions).
 bool conv_uses_direct(const ConvPlan& p) {
-#if defined(MOSAICRT_X86_SIMD)
   const Window& g = p.g;
   if (g.nsp != 2 || g.stride[0] > 4 || g.stride[1] > 4 || g.kernel[0] * g.kernel[1] < 2 || p.Mg < 8 ||
       conv_is_depthwise(p) || conv_few_positions(g.out[0] * g.out[1], p.Mg))
     return false;
   static const bool avx512 = (cpu_features() & kCpuAvx512) == kCpuAvx512;
   return avx512;
-#else
-  (void)p;
-  return false;
-#endif
 }
+#endif
 
 template <class T>
 void conv_run(const ConvPlan& p, const T* x, const T* w, const T* bias, T* y, ThreadPool& pool,
@@ -808,6 +805,7 @@ void conv_compute(OpContext& ctx, const Epilogue* epi) {
       return pf;
     });
     const int64_t positions = shape_size(p.out_shape) / std::max<int64_t>(p.N * p.M, 1);
+#if defined(MOSAICRT_X86_SIMD)
     if (conv_uses_direct(p)) {
       std::call_once(packed->direct_once, [&] {
         const int64_t taps = W.numel() / std::max<int64_t>(p.M * p.Cg, 1);
@@ -816,6 +814,7 @@ void conv_compute(OpContext& ctx, const Epilogue* epi) {
               nn::pack_direct_filters(W.data<float>() + grp * p.Mg * p.Cg * taps, p.Mg, p.Cg, taps));
       });
     }
+#endif
     if (conv_few_positions(positions, p.Mg)) {
       std::call_once(packed->transposed_once, [&] {
         const int64_t K = W.numel() / std::max<int64_t>(p.M, 1);
