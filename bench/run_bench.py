@@ -68,6 +68,7 @@ def _time_runs(fn: Callable[[], object]) -> float:
 
 
 BLOCK = 3
+SWITCH_PAUSE_S = 0.05  # before each block: the other runtime's spinning pool threads go idle
 
 
 def _time_alternating(sessions: dict[str, Any], feed: dict[str, Any], repeat: int,
@@ -75,8 +76,11 @@ def _time_alternating(sessions: dict[str, Any], feed: dict[str, Any], repeat: in
     """`repeat` timed runs per session, taken in short alternating blocks (order flipped every round).
 
     Blocks rather than strict one-by-one interleaving: onnxruntime's pool threads keep spinning for a while
-    after a run, which would steal a core from whichever runtime runs next; alternating blocks still spread
-    load changes on a shared machine over both runtimes. The first run of each block is untimed."""
+    after a run (tens of milliseconds), which steals a core from whichever runtime runs next; so each block
+    starts after a pause of SWITCH_PAUSE_S (the other runtime's threads go idle) and an untimed run.
+    Alternating blocks still spread load changes on a shared machine over both runtimes. (Without the pause,
+    blocks of 3 measured the transformer at 2 threads 10.3 ms in mosaicrt against 6.9 ms with it, while
+    onnxruntime, which runs after a runtime whose threads sleep, was unaffected.)"""
     for sess in sessions.values():
         for _ in range(warmup):
             sess.run(None, feed)
@@ -85,6 +89,7 @@ def _time_alternating(sessions: dict[str, Any], feed: dict[str, Any], repeat: in
     while any(len(t) < repeat for t in times.values()):
         for name in order:
             sess = sessions[name]
+            time.sleep(SWITCH_PAUSE_S)
             sess.run(None, feed)
             for _ in range(min(BLOCK, repeat - len(times[name]))):
                 times[name].append(_time_runs(lambda: sess.run(None, feed)))  # noqa: B023
