@@ -68,7 +68,8 @@ def _time_runs(fn: Callable[[], object]) -> float:
 
 
 BLOCK = 3
-SWITCH_PAUSE_S = 0.05  # before each block: the other runtime's spinning pool threads go idle
+SWITCH_PAUSE_S = 2.0  # before each block of a whole-model timing: the other runtime's spinning threads go idle
+PROFILE_PAUSE_S = 0.05  # the same in the per-node profile (in one process, many short nodes)
 
 
 def _time_alternating(sessions: dict[str, Any], feed: dict[str, Any], repeat: int,
@@ -77,7 +78,7 @@ def _time_alternating(sessions: dict[str, Any], feed: dict[str, Any], repeat: in
 
     Blocks rather than strict one-by-one interleaving: onnxruntime's pool threads keep spinning for a while
     after a run (tens of milliseconds), which steals a core from whichever runtime runs next; so each block
-    starts after a pause of SWITCH_PAUSE_S (the other runtime's threads go idle) and an untimed run.
+    starts after a pause of PROFILE_PAUSE_S (the other runtime's threads slow down) and an untimed run.
     Alternating blocks still spread load changes on a shared machine over both runtimes. (Without the pause,
     blocks of 3 measured the transformer at 2 threads 10.3 ms in mosaicrt against 6.9 ms with it, while
     onnxruntime, which runs after a runtime whose threads sleep, was unaffected.)"""
@@ -89,7 +90,7 @@ def _time_alternating(sessions: dict[str, Any], feed: dict[str, Any], repeat: in
     while any(len(t) < repeat for t in times.values()):
         for name in order:
             sess = sessions[name]
-            time.sleep(SWITCH_PAUSE_S)
+            time.sleep(PROFILE_PAUSE_S)
             sess.run(None, feed)
             for _ in range(min(BLOCK, repeat - len(times[name]))):
                 times[name].append(_time_runs(lambda: sess.run(None, feed)))  # noqa: B023
@@ -123,16 +124,17 @@ for line in sys.stdin:
 def _time_in_processes(data: bytes, feed: dict[str, Any], threads: int, repeat: int,
                        warmup: int) -> dict[str, list[float]]:
     """`repeat` timed runs per runtime, each runtime in a process of its own, in short alternating blocks
-    (order flipped every round); the first run of each block is untimed. The process not running is
-    stopped (SIGSTOP): an idle onnxruntime session keeps its pool threads spinning, which in one process
-    took the second core from mosaicrt's 2-thread runs (ResNet-18: 27.9 ms alone, 40.2 ms with an idle
-    onnxruntime session created next to it), and the other way round a stopped process cannot disturb.
-    Where processes cannot be stopped (not POSIX), both stay in this process (_time_alternating)."""
-    import signal
+    (order flipped every round); each block starts after SWITCH_PAUSE_S and one untimed run. onnxruntime's
+    pool threads keep spinning after its runs, on the order of a second: in one process an idle onnxruntime
+    session took the second core from mosaicrt's 2-thread runs (ResNet-18: 27.9 ms alone, 40.2 ms next to
+    an idle onnxruntime session), and from another process for about a second after its last run (the
+    quantized ResNet-18: 20 ms 50 ms after an onnxruntime block, 11 ms 2 s after). Stopping the idle
+    process (SIGSTOP) instead disturbed the 2-thread runs after each resume. mosaicrt's idle threads sleep,
+    so onnxruntime's blocks are not disturbed either way."""
     import subprocess
     import tempfile
 
-    if not hasattr(signal, "SIGSTOP") or _clock is not time.perf_counter:
+    if _clock is not time.perf_counter:
         sessions = {rt: _make_session(rt, data, threads) for rt in ("mosaicrt", "onnxruntime")}
         return _time_alternating(sessions, feed, repeat, warmup)
     with tempfile.TemporaryDirectory(prefix="mosaicrt-bench-") as tmp:
@@ -148,11 +150,10 @@ def _time_in_processes(data: bytes, feed: dict[str, Any], threads: int, repeat: 
             def block(rt: str, n: int) -> list[float]:
                 w = workers[rt]
                 assert w.stdin is not None and w.stdout is not None
-                w.send_signal(signal.SIGCONT)
+                time.sleep(SWITCH_PAUSE_S)
                 w.stdin.write(f"{n}\n")
                 w.stdin.flush()
                 line = w.stdout.readline()
-                w.send_signal(signal.SIGSTOP)
                 if not line:
                     raise RuntimeError(f"the {rt} timing process ended (exit {w.wait()})")
                 return [float(v) for v in json.loads(line)]
@@ -170,7 +171,6 @@ def _time_in_processes(data: bytes, feed: dict[str, Any], threads: int, repeat: 
             return times
         finally:
             for w in workers.values():
-                w.send_signal(signal.SIGCONT)
                 if w.stdin is not None:
                     w.stdin.close()
                 w.wait(timeout=60)
