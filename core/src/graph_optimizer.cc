@@ -311,13 +311,19 @@ int32_t zero_point_value(const QdqOperands& d) {
 // tensor; the weight's per output channel / column) becomes QLinearConv / QLinearMatMul. A Conv
 // bias (float, or dequantized int32) is requantized to int32 with the scale x_scale * w_scale.
 // DequantizeLinear nodes nothing else reads are dropped. Returns the number of groups fused.
-int fuse_qdq(Graph& g, GraphIndex& idx, std::vector<bool>& removed,
-             const std::function<Node*(const std::string&)>& single_consumer, bool& contrib_ops) {
+// value -> index of the node (not removed) that produces it
+std::map<std::string, size_t> producers(const Graph& g, const std::vector<bool>& removed) {
   std::map<std::string, size_t> producer;
   for (size_t i = 0; i < g.nodes.size(); ++i)
     if (!removed[i])
       for (const auto& o : g.nodes[i].outputs)
         if (!o.empty()) producer[o] = i;
+  return producer;
+}
+
+int fuse_qdq(Graph& g, GraphIndex& idx, std::vector<bool>& removed,
+             const std::function<Node*(const std::string&)>& single_consumer, bool& contrib_ops) {
+  const std::map<std::string, size_t> producer = producers(g, removed);
   auto dequantized = [&](const std::string& v, QdqOperands& d) {
     auto p = producer.find(v);
     return p != producer.end() && !removed[p->second] && qdq_operands(g.nodes[p->second], "DequantizeLinear", idx, d);
@@ -447,11 +453,7 @@ int fuse_qdq(Graph& g, GraphIndex& idx, std::vector<bool>& removed,
 // com.microsoft DynamicQuantizeMatMul(x, W, w_scale, w_zero_point, bias), which rounds as the chain does.
 int fuse_dynamic_quant_matmul(Graph& g, GraphIndex& idx, std::vector<bool>& removed,
                               const std::function<Node*(const std::string&)>& single_consumer) {
-  std::map<std::string, size_t> producer;
-  for (size_t i = 0; i < g.nodes.size(); ++i)
-    if (!removed[i])
-      for (const auto& o : g.nodes[i].outputs)
-        if (!o.empty()) producer[o] = i;
+  const std::map<std::string, size_t> producer = producers(g, removed);
   auto produced_by = [&](const std::string& v, const char* op) -> Node* {
     auto p = producer.find(v);
     if (p == producer.end() || removed[p->second]) return nullptr;
@@ -532,11 +534,7 @@ int fuse_dynamic_quant_matmul(Graph& g, GraphIndex& idx, std::vector<bool>& remo
 // only reader; the constants are float scalars within float rounding of their values.
 int fuse_gelu(Graph& g, GraphIndex& idx, std::vector<bool>& removed,
               const std::function<Node*(const std::string&)>& single_consumer) {
-  std::map<std::string, size_t> producer;
-  for (size_t i = 0; i < g.nodes.size(); ++i)
-    if (!removed[i])
-      for (const auto& o : g.nodes[i].outputs)
-        if (!o.empty()) producer[o] = i;
+  const std::map<std::string, size_t> producer = producers(g, removed);
   auto scalar = [&](const std::string& v, double want) {
     const Tensor* t = idx.constant(v);
     return t && t->dtype() == DType::kFloat && t->numel() == 1 &&
