@@ -134,6 +134,8 @@ void run(const DirectConv& g, const float* x, const float* wpacked, float* y, co
   const int64_t items = tiles * blocks;
   if (pool && pool->size() > 1 && items > 1) pool->parallel_for(items, 1, body);
   else body(0, items);
+  // kept between runs while small; a large layer's staging is not held by the thread afterwards
+  if (staging.capacity() * sizeof(float) > (size_t{64} << 20)) std::vector<float>().swap(staging);
 }
 
 }  // namespace
