@@ -689,3 +689,31 @@ def test_transformer_block_gelus_are_fused() -> None:
     x = np.random.default_rng(2).standard_normal((1, 16, 64)).astype(np.float32)
     np.testing.assert_allclose(fused.run(None, {"input": x})[0],
                                _session(model, Level.ORT_DISABLE_ALL).run(None, {"input": x})[0], rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("k", [0, 5])
+def test_dynamic_quantize_matmul_node_with_bias(k: int) -> None:
+    """The com.microsoft op in a model, 1-D and 3-D inputs, K = 0 (the bias alone) included, against the
+    arithmetic it stands for (quantize x as DynamicQuantizeLinear does, integer product, scale, bias)."""
+    rng = np.random.default_rng(k)
+    n = 4
+    w = rng.integers(-128, 127, (k, n)).astype(np.int8)
+    ws = np.array(0.02, np.float32)
+    bias = rng.standard_normal(n).astype(np.float32)
+    for shape in ([k], [2, 3, k]):
+        node = helper.make_node("DynamicQuantizeMatMul", ["x", "w", "ws", "", "b"], ["y"], domain="com.microsoft")
+        graph = helper.make_graph([node], "dqm", [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
+                                  [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                                  [_const("w", w), _const("ws", ws), _const("b", bias)])
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17),
+                                                        helper.make_opsetid("com.microsoft", 1)])
+        x = rng.standard_normal(shape).astype(np.float32)
+        got = _session(model, Level.ORT_ENABLE_ALL).run(None, {"x": x})[0]
+        lo, hi = min(float(x.min(initial=0)), 0.0), max(float(x.max(initial=0)), 0.0)
+        scale = np.float32((hi - lo) / 255) if hi != lo else np.float32(1)
+        zp = np.clip(np.round(np.float32(0 - lo / scale)), 0, 255)
+        q = np.clip(np.round(x / scale) + zp, 0, 255)
+        acc = (q.astype(np.int64) - int(zp)) @ w.astype(np.int64)
+        want = (acc.astype(np.float32) * np.float32(scale * ws) + bias).astype(np.float32)
+        assert got.shape == want.shape
+        np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)

@@ -288,8 +288,14 @@ void dynamic_quantize_matmul_kernel(OpContext& ctx) {
   MRT_CHECK_ARG(!bias || (bias->dtype() == DType::kFloat && bias->numel() == N), op, ": bias ",
                 bias ? bias->describe() : "", " must be float32 with ", N, " elements");
   Tensor& Y = ctx.output(0, DType::kFloat, p.out);
-  const int64_t rows = A.numel() / std::max<int64_t>(p.K, 1);
   if (Y.numel() == 0) return;
+  const int64_t rows = Y.numel() / N;
+  if (p.K == 0) {  // an empty product: the bias (or zeros) in every row
+    float* y = Y.data<float>();
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t n = 0; n < N; ++n) y[r * N + n] = bias ? bias->data<float>()[n] : 0.f;
+    return;
+  }
   Tensor q(DType::kUInt8, A.shape(), ctx.allocator());
   const quant::DynamicQuantized dq = quant::dynamic_quantize_u8(ctx.threads(), A.data<float>(), A.numel(),
                                                                 q.data<uint8_t>());
