@@ -328,14 +328,11 @@ void dynamic_quantize_matmul_kernel(OpContext& ctx) {
     for (int64_t r = r0; r < r1; ++r) {
       const int32_t* ar = a + r * N;
       float* yr = y + r * N;
-      if (b) {
-        for (int64_t n = 0; n < N; ++n) {
-          const float scaled = static_cast<float>(ar[n]) * mult[n];  // (two statements: never one fused multiply-add)
-          yr[n] = scaled + b[n];
-        }
-      } else {
-        for (int64_t n = 0; n < N; ++n) yr[n] = static_cast<float>(ar[n]) * mult[n];
-      }
+      for (int64_t n = 0; n < N; ++n) yr[n] = static_cast<float>(ar[n]) * mult[n];
+      // the bias in a loop of its own: a compiler that contracts a * b + c (GCC does on arm64 and RISC-V)
+      // would otherwise round once where the chain's Mul and Add round twice
+      if (b)
+        for (int64_t n = 0; n < N; ++n) yr[n] += b[n];
     }
   });
 }
