@@ -197,12 +197,13 @@ inline double requantize(double acc, double multiplier, double zp, double lo, do
 }
 
 // requantize_row for 8-bit outputs on wider vectors (AVX-512 here), or nullptr on this CPU.
+// (the values are clamped to [lo, hi] first, so the same bytes serve int8 and uint8 outputs)
 using RequantizeBytesFn = void (*)(const int32_t* acc, int32_t bias, double multiplier, double zp, double lo,
-                                   double hi, void* out, bool out_signed, int64_t n);
+                                   double hi, void* out, int64_t n);
 RequantizeBytesFn requantize_bytes_active();
 #if defined(MOSAICRT_X86_SIMD)
 void requantize_bytes_avx512(const int32_t* acc, int32_t bias, double multiplier, double zp, double lo, double hi,
-                             void* out, bool out_signed, int64_t n);  // quant_igemm_avx512.cc
+                             void* out, int64_t n);  // quant_igemm_avx512.cc
 #endif
 
 // out[i] = requantize(acc[i] + bias, multiplier, zp) for n values (restrict pointers so the
@@ -213,7 +214,7 @@ void requantize_row(const int32_t* __restrict acc, int32_t bias, double multipli
   if constexpr (sizeof(TOut) == 1) {
     static const RequantizeBytesFn wide = requantize_bytes_active();
     if (wide) {
-      wide(acc, bias, multiplier, zp, lo, hi, out, std::is_signed<TOut>::value, n);
+      wide(acc, bias, multiplier, zp, lo, hi, out, n);
       return;
     }
   }

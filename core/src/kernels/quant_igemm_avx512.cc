@@ -91,7 +91,7 @@ const Igemm8Kernel* igemm8_vnni_kernel() { return &kVnni; }
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #endif
 void requantize_bytes_avx512(const int32_t* acc, int32_t bias, double multiplier, double zp, double lo, double hi,
-                             void* out, bool out_signed, int64_t n) {
+                             void* out, int64_t n) {
   const __m512i vb = _mm512_set1_epi32(bias);
   const __m512d vm = _mm512_set1_pd(multiplier), vz = _mm512_set1_pd(zp), vlo = _mm512_set1_pd(lo),
                 vhi = _mm512_set1_pd(hi);
@@ -116,7 +116,6 @@ void requantize_bytes_avx512(const int32_t* acc, int32_t bias, double multiplier
     const __m256i a = _mm256_add_epi32(_mm256_maskz_loadu_epi32(m, acc + i), _mm512_castsi512_si256(vb));
     _mm256_mask_cvtepi32_storeu_epi8(o + i, m, eight(a));
   }
-  (void)out_signed;
 }
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop
