@@ -124,3 +124,90 @@ def test_qlinear_conv_geometries(case: tuple) -> None:
         opts.intra_op_num_threads = threads
         (got,) = mosaicrt.InferenceSession(model, opts).run(None, {"x": x, "w": w, "xz": xz, "wz": wz})
         np.testing.assert_array_equal(got, want, err_msg=f"{threads} threads")
+
+
+# 2-D convolutions with constant int8 weights whose zero points are 0 (what quantizers emit): on
+# AVX512-VNNI these run the direct kernel (no column matrix), elsewhere the im2col path; both must be exact.
+DIRECT_CASES = [
+    # spatial, kernel, strides, dilations, pads, group, (in, out channels)
+    ((56, 56), (3, 3), (1, 1), (1, 1), (1, 1, 1, 1), 1, (64, 64)),
+    ((7, 7), (3, 3), (1, 1), (1, 1), (1, 1, 1, 1), 1, (40, 24)),  # small planes, tiles past the plane
+    ((29, 31), (3, 3), (2, 2), (1, 1), (1, 1, 1, 1), 1, (13, 9)),  # channels not a multiple of 4 or 8
+    ((40, 37), (7, 7), (2, 2), (1, 1), (3, 2, 1, 3), 1, (3, 16)),  # a first layer, asymmetric pads
+    ((20, 23), (1, 1), (2, 2), (1, 1), (0, 0, 0, 0), 1, (32, 16)),  # 1x1 downsampling: one phase read
+    ((25, 26), (3, 3), (3, 4), (1, 1), (0, 2, 1, 0), 1, (8, 12)),
+    ((30, 28), (3, 3), (1, 1), (2, 3), (2, 3, 2, 3), 1, (6, 8)),  # dilated
+    ((31, 33), (3, 3), (2, 1), (2, 1), (1, 0, 2, 1), 2, (12, 16)),  # groups, dilation with stride
+    ((11, 50), (2, 5), (1, 2), (1, 1), (0, 0, 0, 0), 1, (5, 8)),
+]
+
+
+def _direct_model(op: str, x_type: int, x_shape: tuple[int, ...], w: np.ndarray, wz: np.ndarray | None,
+                  attrs: dict[str, object]) -> bytes:
+    inputs = [helper.make_tensor_value_info("x", x_type, x_shape), helper.make_tensor_value_info("xz", x_type, [])]
+    inits = [helper.make_tensor("w", TensorProto.INT8, w.shape, w.tobytes(), raw=True)]
+    if wz is not None:
+        inits.append(helper.make_tensor("wz", TensorProto.INT8, wz.shape, wz.tobytes(), raw=True))
+    if op == "ConvInteger":
+        node = helper.make_node("ConvInteger", ["x", "w", "xz", "wz" if wz is not None else ""], ["y"], **attrs)
+        out = helper.make_tensor_value_info("y", TensorProto.INT32, None)
+    else:
+        node = helper.make_node("QLinearConv", ["x", "xs", "xz", "w", "ws", "wz" if wz is not None else "", "ys",
+                                                "yz"], ["y"], **attrs)
+        out = helper.make_tensor_value_info("y", TensorProto.UINT8, None)
+        inits += [helper.make_tensor("xs", TensorProto.FLOAT, [], [0.05]),
+                  helper.make_tensor("ws", TensorProto.FLOAT, [], [0.02]),
+                  helper.make_tensor("ys", TensorProto.FLOAT, [], [0.25]),
+                  helper.make_tensor("yz", TensorProto.UINT8, [], [128])]
+        if wz is None:  # QLinearConv's w_zero_point is not optional before opset 10's optional-input rules
+            inits.append(helper.make_tensor("wz", TensorProto.INT8, [], [0]))
+            node.input[5] = "wz"
+    graph = helper.make_graph([node], op, inputs, [out], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 10)], ir_version=8).SerializeToString()
+
+
+@pytest.mark.parametrize("case", DIRECT_CASES, ids=lambda c: f"{'x'.join(map(str, c[0]))}-k{c[1][0]}x{c[1][1]}"
+                         f"-s{c[2][0]}{c[2][1]}-d{c[3][0]}{c[3][1]}-g{c[5]}-c{c[6][0]}m{c[6][1]}")
+@pytest.mark.parametrize(("op", "x_type"), [("ConvInteger", np.uint8), ("ConvInteger", np.int8),
+                                           ("QLinearConv", np.uint8)], ids=["ConvInteger-u8", "ConvInteger-s8",
+                                                                            "QLinearConv-u8"])
+def test_constant_int8_weights(case: tuple, x_type: type, op: str) -> None:
+    spatial, kernel, strides, dil, pads, group, (c, m) = case
+    rng = np.random.default_rng(sum(spatial) + c * m)
+    info = np.iinfo(x_type)
+    x = rng.integers(info.min, info.max, (2, c, *spatial), endpoint=True).astype(x_type)
+    w = rng.integers(-128, 127, (m, c // group, *kernel), endpoint=True).astype(np.int8)
+    xz = np.array(rng.integers(info.min, info.max, endpoint=True), x_type)
+    attrs = {"kernel_shape": list(kernel), "strides": list(strides), "dilations": list(dil), "pads": list(pads),
+             "group": group}
+    acc = _reference(x, w, int(xz), np.zeros(m, np.int64), strides=list(strides), dil=list(dil), pads=list(pads),
+                     group=group)
+    if op == "ConvInteger":
+        want = acc
+    else:
+        scale = np.float64(np.float32(np.float32(0.05) * np.float32(0.02))) / np.float64(np.float32(0.25))
+        want = np.clip(np.round(acc * np.float64(np.float32(scale))) + 128, 0, 255).astype(np.uint8)
+    onnx_x = _ONNX[x_type]
+    for wz in (np.zeros(m, np.int8), None):
+        model = _direct_model(op, onnx_x, x.shape, w, wz, attrs)
+        for threads in (1, 2):
+            opts = mosaicrt.SessionOptions()
+            opts.intra_op_num_threads = threads
+            (got,) = mosaicrt.InferenceSession(model, opts).run(None, {"x": x, "xz": xz})
+            assert got.shape == want.shape, (got.shape, want.shape)
+            np.testing.assert_array_equal(got.astype(want.dtype), want,
+                                          err_msg=f"{threads} threads, w_zero_point {'zeros' if wz is not None else 'absent'}")
+
+
+def test_constant_weights_with_nonzero_zero_points() -> None:
+    """Constant int8 weights whose zero points are not all 0 take the im2col path: still exact."""
+    rng = np.random.default_rng(7)
+    x = rng.integers(0, 255, (1, 16, 20, 20), endpoint=True).astype(np.uint8)
+    w = rng.integers(-128, 127, (16, 16, 3, 3), endpoint=True).astype(np.int8)
+    wz = np.zeros(16, np.int8)
+    wz[5] = 3
+    attrs = {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1]}
+    model = _direct_model("ConvInteger", TensorProto.UINT8, x.shape, w, wz, attrs)
+    (got,) = mosaicrt.InferenceSession(model).run(None, {"x": x, "xz": np.array(100, np.uint8)})
+    want = _reference(x, w, 100, wz.astype(np.int64), strides=[1, 1], dil=[1, 1], pads=[1, 1, 1, 1], group=1)
+    np.testing.assert_array_equal(got.astype(np.int64), want)

@@ -161,6 +161,24 @@ void pack_b8_end(PackedB8& out, bool b_is_u8, const int32_t* zp, bool zp_per_col
 void igemm8(int64_t M, const void* A, bool a_is_s8, int64_t lda, int64_t K, const int32_t* za, bool za_per_row,
             const PackedB8& B, int32_t* C, int64_t ldc, ThreadPool* pool);
 
+// Direct 2-D 8-bit convolution on AVX512-VNNI (quant_conv_direct_avx512.cc): one image and group, int32
+// y[M, OH * OW] = conv(x - xz, w) for int8 weights whose zero points are all 0; no column matrix.
+struct DirectConv8 {
+  int64_t C = 0, H = 0, W = 0, M = 0, OH = 0, OW = 0, KH = 0, KW = 0;
+  int64_t sh = 1, sw = 1, dh = 1, dw = 1, pt = 0, pl = 0;  // strides (at most 4), dilations, leading pads
+};
+// The weights (M x C x taps int8) in the kernel's order, made once per constant weight tensor.
+struct DirectWeights8 {
+  int64_t M = 0, C = 0, taps = 0;
+  std::vector<int8_t> data;    // blocks of 8 output channels: per (channel quad, tap), 8 x 4 bytes
+  std::vector<int32_t> wsum;   // per output channel: the sum of its weights
+};
+#if defined(MOSAICRT_X86_SIMD)
+DirectWeights8 prepare_direct_weights8(const int8_t* w, int64_t M, int64_t C, int64_t taps);
+void conv8_direct_vnni(const DirectConv8& g, const uint8_t* x, bool x_signed, int32_t xzp, const DirectWeights8& w,
+                       int32_t* y, ThreadPool* pool);
+#endif
+
 // igemm8's A in `kernel`'s domain (bytes flipped to its signedness, rows padded to its row block, K to
 // its kalign, row sums and zero points): made once per constant weight matrix instead of every run.
 struct PreparedA8 {

@@ -271,6 +271,30 @@ void pack_conv_columns(const quant::Igemm8Kernel& k8, quant::PackedB8& packed, c
   quant::pack_b8_end(packed, x_u8, &xzp, false);
 }
 
+// Constant weights in an 8-bit kernel's form, made once per node: for the direct kernel where it applies,
+// else for im2col + igemm8 (one entry per group).
+struct Weights8 {
+  std::vector<quant::PreparedA8> gemm;
+  std::vector<quant::DirectWeights8> direct;
+};
+
+// The direct 2-D kernel (quant_conv_direct_avx512.cc) needs AVX512-VNNI, int8 weights with zero points 0
+// and strides up to 4; it pays off with 8 or more output channels per group (its tile height) and 3 or
+// more input channels (its channels go in quads).
+bool direct8_applies(const quant::Igemm8Kernel& k8, const ConvGeom& g, const Tensor& W,
+                     const std::vector<int32_t>& wzp) {
+#if defined(MOSAICRT_X86_SIMD)
+  if (std::strcmp(k8.name, "avx512vnni") != 0 || g.in.size() != 2 || W.dtype() != DType::kInt8) return false;
+  if (g.M / g.group < 8 || g.C / g.group < 3) return false;
+  for (size_t d = 0; d < 2; ++d)
+    if (g.stride[d] > 4) return false;
+  return std::all_of(wzp.begin(), wzp.end(), [](int32_t z) { return z == 0; });
+#else
+  (void)k8, (void)g, (void)W, (void)wzp;
+  return false;
+#endif
+}
+
 struct PackedWeights {
   int64_t Kp = 0;
   std::vector<std::vector<int16_t>> groups;  // per group: M/g rows of Kp
@@ -312,15 +336,38 @@ void integer_conv(OpContext& ctx, const ConvGeom& g, size_t x_in, size_t xz_in, 
     } release;
     const uint8_t* w = static_cast<const uint8_t*>(W.raw());
     // Constant weights are put in the kernel's domain once per node (per group), not on every run.
-    std::shared_ptr<std::vector<quant::PreparedA8>> prepared;
+    std::shared_ptr<Weights8> prepared;
     if (ctx.input_is_constant(w_in) && (!wz || ctx.input_is_constant(wz_in)))
-      prepared = ctx.node_cache<std::vector<quant::PreparedA8>>([&] {
-        auto groups = std::make_shared<std::vector<quant::PreparedA8>>();
-        for (int64_t gi = 0; gi < g.group; ++gi)
-          groups->push_back(quant::prepare_a8(*k8, Mg, w + gi * Mg * Kc, W.dtype() == DType::kInt8, Kc, Kc,
-                                              wzp.empty() ? nullptr : wzp.data() + (per_row ? gi * Mg : 0), per_row));
-        return groups;
+      prepared = ctx.node_cache<Weights8>([&] {
+        auto out = std::make_shared<Weights8>();
+        const bool direct = direct8_applies(*k8, g, W, wzp);
+        for (int64_t gi = 0; gi < g.group; ++gi) {
+#if defined(MOSAICRT_X86_SIMD)
+          if (direct) {
+            out->direct.push_back(quant::prepare_direct_weights8(reinterpret_cast<const int8_t*>(w) + gi * Mg * Kc,
+                                                                 Mg, Cg, g.kernel_size));
+            continue;
+          }
+#endif
+          out->gemm.push_back(quant::prepare_a8(*k8, Mg, w + gi * Mg * Kc, W.dtype() == DType::kInt8, Kc, Kc,
+                                                wzp.empty() ? nullptr : wzp.data() + (per_row ? gi * Mg : 0), per_row));
+        }
+        return out;
       });
+#if defined(MOSAICRT_X86_SIMD)
+    if (prepared && !prepared->direct.empty()) {
+      quant::DirectConv8 d;
+      d.C = Cg, d.H = g.in[0], d.W = g.in[1], d.M = Mg, d.OH = g.out[0], d.OW = g.out[1];
+      d.KH = g.kernel[0], d.KW = g.kernel[1], d.sh = g.stride[0], d.sw = g.stride[1];
+      d.dh = g.dil[0], d.dw = g.dil[1], d.pt = g.pad_begin[0], d.pl = g.pad_begin[1];
+      for (int64_t n = 0; n < g.N; ++n)
+        for (int64_t gi = 0; gi < g.group; ++gi)
+          quant::conv8_direct_vnni(d, static_cast<const uint8_t*>(X.raw()) + (n * g.C + gi * Cg) * g.in_size, !x_u8,
+                                   xzp, prepared->direct[static_cast<size_t>(gi)],
+                                   y + (n * g.M + gi * Mg) * g.out_size, &ctx.threads());
+      return;
+    }
+#endif
     for (int64_t n = 0; n < g.N; ++n) {
       for (int64_t gi = 0; gi < g.group; ++gi) {
         const int64_t xoff = (n * g.C + gi * Cg) * g.in_size;
@@ -328,7 +375,7 @@ void integer_conv(OpContext& ctx, const ConvGeom& g, size_t x_in, size_t xz_in, 
         const int32_t* z = wzp.empty() ? nullptr : wzp.data() + (per_row ? gi * Mg : 0);
         int32_t* yg = y + (n * g.M + gi * Mg) * g.out_size;
         if (prepared)
-          quant::igemm8((*prepared)[static_cast<size_t>(gi)], packed, yg, g.out_size, &ctx.threads());
+          quant::igemm8(prepared->gemm[static_cast<size_t>(gi)], packed, yg, g.out_size, &ctx.threads());
         else
           quant::igemm8(Mg, w + gi * Mg * Kc, W.dtype() == DType::kInt8, Kc, Kc, z, per_row, packed, yg, g.out_size,
                         &ctx.threads());
