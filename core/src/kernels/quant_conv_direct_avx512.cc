@@ -51,7 +51,10 @@ constexpr int kRows = 8;  // output channels per tile
 // image, offs: byte offset of each step, w: the block's weights, R quads of 4 bytes per step.
 // (not inlined: inside run(), GCC 12 copied the accumulators between registers on every step)
 template <int NZ>
-__attribute__((noinline)) void tile(const uint8_t* x, const int64_t* offs, int64_t steps, const int8_t* w, const int32_t* corr,
+#if defined(__GNUC__)
+__attribute__((noinline))
+#endif
+void tile(const uint8_t* x, const int64_t* offs, int64_t steps, const int8_t* w, const int32_t* corr,
           int32_t* out /* kRows x NZ*16 */) {
   static_assert(NZ == 2 || NZ == 3, "tiles of 32 or 48 positions");
   // one named array per vector column: GCC keeps these in registers (a 2-D array was spilled)
