@@ -142,7 +142,7 @@ DIRECT_CASES = [
 ]
 
 
-def _direct_model(op: str, x_type: int, x_shape: tuple[int, ...], w: np.ndarray, wz: np.ndarray | None,
+def _direct_model(op: str, x_type: int, x_shape: tuple[int, ...], w: np.ndarray, wz: np.ndarray | None, *,
                   attrs: dict[str, object]) -> bytes:
     inputs = [helper.make_tensor_value_info("x", x_type, x_shape), helper.make_tensor_value_info("xz", x_type, [])]
     inits = [helper.make_tensor("w", TensorProto.INT8, w.shape, w.tobytes(), raw=True)]
@@ -189,14 +189,14 @@ def test_constant_int8_weights(case: tuple, x_type: type, op: str) -> None:
         want = np.clip(np.round(acc * np.float64(np.float32(scale))) + 128, 0, 255).astype(np.uint8)
     onnx_x = _ONNX[x_type]
     for wz in (np.zeros(m, np.int8), None):
-        model = _direct_model(op, onnx_x, x.shape, w, wz, attrs)
+        model = _direct_model(op, onnx_x, x.shape, w, wz, attrs=attrs)
         for threads in (1, 2):
             opts = mosaicrt.SessionOptions()
             opts.intra_op_num_threads = threads
             (got,) = mosaicrt.InferenceSession(model, opts).run(None, {"x": x, "xz": xz})
             assert got.shape == want.shape, (got.shape, want.shape)
-            np.testing.assert_array_equal(got.astype(want.dtype), want,
-                                          err_msg=f"{threads} threads, w_zero_point {'zeros' if wz is not None else 'absent'}")
+            wz_text = "zeros" if wz is not None else "absent"
+            np.testing.assert_array_equal(got.astype(want.dtype), want, err_msg=f"{threads} threads, w_zero_point {wz_text}")
 
 
 def test_constant_weights_with_nonzero_zero_points() -> None:
@@ -207,7 +207,7 @@ def test_constant_weights_with_nonzero_zero_points() -> None:
     wz = np.zeros(16, np.int8)
     wz[5] = 3
     attrs = {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1]}
-    model = _direct_model("ConvInteger", TensorProto.UINT8, x.shape, w, wz, attrs)
+    model = _direct_model("ConvInteger", TensorProto.UINT8, x.shape, w, wz, attrs=attrs)
     (got,) = mosaicrt.InferenceSession(model).run(None, {"x": x, "xz": np.array(100, np.uint8)})
     want = _reference(x, w, 100, wz.astype(np.int64), strides=[1, 1], dil=[1, 1], pads=[1, 1, 1, 1], group=1)
     np.testing.assert_array_equal(got.astype(np.int64), want)
