@@ -196,7 +196,8 @@ def test_constant_int8_weights(case: tuple, x_type: type, op: str) -> None:
             (got,) = mosaicrt.InferenceSession(model, opts).run(None, {"x": x, "xz": xz})
             assert got.shape == want.shape, (got.shape, want.shape)
             wz_text = "zeros" if wz is not None else "absent"
-            np.testing.assert_array_equal(got.astype(want.dtype), want, err_msg=f"{threads} threads, w_zero_point {wz_text}")
+            np.testing.assert_array_equal(got.astype(want.dtype), want,
+                                          err_msg=f"{threads} threads, w_zero_point {wz_text}")
 
 
 def test_constant_weights_with_nonzero_zero_points() -> None:
