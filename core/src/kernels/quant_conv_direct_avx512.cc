@@ -88,16 +88,17 @@ void tile(const uint8_t* x, const int64_t* offs, int64_t steps, const int8_t* w,
   }
 }
 
-// One line of a phase plane for channel quad's 4 channels: pixel j = the 4 channels' bytes at input column
-// j * sw + b - pl of row `ih` (xz outside the input), flipped to uint8 when the input is int8.
+// One line of a phase plane for a channel quad: pixel j = the 4 channels' bytes at input column
+// j * sw + col0 of the rows given (a null row: outside the input, all xz; past nrows: a padding channel, 0),
+// flipped to uint8 when the input is int8. lines: 4 scratch lines of ls >= Wq rounded up to 16 bytes.
 void stage_row(const uint8_t* const* rows, int64_t nrows, int64_t W, int64_t sw, int64_t col0, int64_t Wq,
-               uint8_t fill, uint8_t flip, uint8_t* lines /* 4 x Wq scratch */, uint8_t* dst) {
+               uint8_t fill, uint8_t flip, uint8_t* lines, int64_t ls, uint8_t* dst) {
   // phase columns [j0, j1) read inside [0, W)
   const int64_t j0 = std::min(Wq, std::max<int64_t>(0, (-col0 + sw - 1) / sw));
   const int64_t j1 = std::max(j0, std::min(Wq, (W - col0 + sw - 1) / sw));
   for (int c = 0; c < 4; ++c) {
-    uint8_t* l = lines + c * Wq;
-    if (c >= nrows || !rows[c]) {  // a padding channel (weights 0) or a row outside the input
+    uint8_t* l = lines + c * ls;
+    if (c >= nrows || !rows[c]) {
       std::memset(l, c >= nrows ? 0 : fill, static_cast<size_t>(Wq));
       continue;
     }
@@ -106,39 +107,38 @@ void stage_row(const uint8_t* const* rows, int64_t nrows, int64_t W, int64_t sw,
     const int64_t m = j1 - j0;
     if (sw == 1) {
       std::memcpy(l + j0, src, static_cast<size_t>(m));
-    } else {
-      int64_t t = 0;
-      if (sw == 2) {  // even bytes of 32 at a time, while the 32 stay inside the line
-        const __m256i even = _mm256_set1_epi16(0x00FF);
-        for (; t + 16 <= m && 2 * t + 31 <= 2 * (m - 1); t += 16) {
-          const __m256i a = _mm256_and_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + 2 * t)), even);
-          const __m256i p = _mm256_permute4x64_epi64(_mm256_packus_epi16(a, a), 0x08);
-          _mm_storeu_si128(reinterpret_cast<__m128i*>(l + j0 + t), _mm256_castsi256_si128(p));
-        }
+    } else if (sw == 2 && m > 0) {
+      // 32 outputs a step from 64 bytes (masked to the line's last byte read, 2 (m - 1)), even bytes kept
+      const int64_t last = 2 * (m - 1);
+      for (int64_t t = 0; t < m; t += 32) {
+        const int64_t avail = std::min<int64_t>(64, last - 2 * t + 1);
+        const __mmask64 in = avail >= 64 ? ~__mmask64(0) : (__mmask64(1) << avail) - 1;
+        const __m256i even = _mm512_maskz_cvtepi16_epi8(~__mmask32(0), _mm512_maskz_loadu_epi8(in, src + 2 * t));
+        const int64_t n = std::min<int64_t>(32, m - t);
+        _mm256_mask_storeu_epi8(l + j0 + t, n >= 32 ? ~__mmask32(0) : (__mmask32(1) << n) - 1, even);
       }
-      for (; t < m; ++t) l[j0 + t] = src[t * sw];
+    } else {
+      for (int64_t t = 0; t < m; ++t) l[j0 + t] = src[t * sw];
     }
     std::memset(l + j1, fill, static_cast<size_t>(Wq - j1));
     if (flip)
       for (int64_t j = j0; j < j1; ++j) l[j] ^= flip;
   }
-  // interleave the 4 lines into pixels of 4 bytes, 16 pixels a step
-  int64_t j = 0;
-  for (; j + 16 <= Wq; j += 16) {
+  // interleave the 4 lines into pixels of 4 bytes, 16 pixels a step (the last step masked)
+  for (int64_t j = 0; j < Wq; j += 16) {
     const __m128i c0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(lines + j));
-    const __m128i c1 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(lines + Wq + j));
-    const __m128i c2 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(lines + 2 * Wq + j));
-    const __m128i c3 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(lines + 3 * Wq + j));
+    const __m128i c1 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(lines + ls + j));
+    const __m128i c2 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(lines + 2 * ls + j));
+    const __m128i c3 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(lines + 3 * ls + j));
     const __m128i lo01 = _mm_unpacklo_epi8(c0, c1), hi01 = _mm_unpackhi_epi8(c0, c1);
     const __m128i lo23 = _mm_unpacklo_epi8(c2, c3), hi23 = _mm_unpackhi_epi8(c2, c3);
-    __m128i* d = reinterpret_cast<__m128i*>(dst + 4 * j);
-    _mm_storeu_si128(d, _mm_unpacklo_epi16(lo01, lo23));
-    _mm_storeu_si128(d + 1, _mm_unpackhi_epi16(lo01, lo23));
-    _mm_storeu_si128(d + 2, _mm_unpacklo_epi16(hi01, hi23));
-    _mm_storeu_si128(d + 3, _mm_unpackhi_epi16(hi01, hi23));
+    __m512i px = _mm512_castsi128_si512(_mm_unpacklo_epi16(lo01, lo23));
+    px = _mm512_inserti32x4(px, _mm_unpackhi_epi16(lo01, lo23), 1);
+    px = _mm512_inserti32x4(px, _mm_unpacklo_epi16(hi01, hi23), 2);
+    px = _mm512_inserti32x4(px, _mm_unpackhi_epi16(hi01, hi23), 3);
+    const int64_t n = std::min<int64_t>(16, Wq - j);
+    _mm512_mask_storeu_epi8(dst + 4 * j, n >= 16 ? ~__mmask64(0) : (__mmask64(1) << (4 * n)) - 1, px);
   }
-  for (; j < Wq; ++j)
-    for (int c = 0; c < 4; ++c) dst[4 * j + c] = lines[c * Wq + j];
 }
 
 template <int NZ>
@@ -185,7 +185,8 @@ void run(const DirectConv8& g, const uint8_t* x, bool x_signed, int32_t xzp, con
   const uint8_t fill = static_cast<uint8_t>(x_signed ? xzp + 128 : xzp);
   const int64_t HW = g.H * g.W;
   auto stage = [&](int64_t b, int64_t e) {
-    std::vector<uint8_t> lines(static_cast<size_t>(4 * Wq));
+    const int64_t ls = (Wq + 15) / 16 * 16;
+    std::vector<uint8_t> lines(static_cast<size_t>(4 * ls));
     for (int64_t item = b; item < e; ++item) {  // item = (quad, phase slot, row)
       const int64_t qd = item / (static_cast<int64_t>(used.size()) * Hq), rest = item % (static_cast<int64_t>(used.size()) * Hq);
       const int64_t slot = rest / Hq, i = rest % Hq, ph = used[static_cast<size_t>(slot)];
@@ -194,7 +195,7 @@ void run(const DirectConv8& g, const uint8_t* x, bool x_signed, int32_t xzp, con
       const uint8_t* rows[4] = {nullptr, nullptr, nullptr, nullptr};
       if (ih >= 0 && ih < g.H)
         for (int64_t c = 0; c < nrows; ++c) rows[c] = x + (4 * qd + c) * HW + ih * g.W;
-      stage_row(rows, nrows, g.W, sw, bcol - g.pl, Wq, fill, flip, lines.data(),
+      stage_row(rows, nrows, g.W, sw, bcol - g.pl, Wq, fill, flip, lines.data(), ls,
                 img + 4 * (qd * quad_px + slot * plane + i * Wq));
     }
   };
