@@ -173,10 +173,19 @@ struct DirectWeights8 {
   std::vector<int8_t> data;    // blocks of 8 output channels: per (channel quad, tap), 8 x 4 bytes
   std::vector<int32_t> wsum;   // per output channel: the sum of its weights
 };
+// QLinearConv's requantization applied by the direct kernel to each finished tile (no int32 output):
+// y[m, i] = requantize(acc + bias[m], multiplier[m], zp) as bytes (int8 or uint8 by lo/hi).
+struct DirectRequant8 {
+  const int32_t* bias = nullptr;      // M values, or nullptr
+  const double* multiplier = nullptr;  // M values
+  double zp = 0, lo = 0, hi = 255;
+  uint8_t* y = nullptr;                // M x OH * OW bytes
+};
 #if defined(MOSAICRT_X86_SIMD)
 DirectWeights8 prepare_direct_weights8(const int8_t* w, int64_t M, int64_t C, int64_t taps);
+// y: int32 output (ConvInteger), or nullptr with rq: requantized bytes (QLinearConv).
 void conv8_direct_vnni(const DirectConv8& g, const uint8_t* x, bool x_signed, int32_t xzp, const DirectWeights8& w,
-                       int32_t* y, ThreadPool* pool);
+                       int32_t* y, const DirectRequant8* rq, ThreadPool* pool);
 #endif
 
 // igemm8's A in `kernel`'s domain (bytes flipped to its signedness, rows padded to its row block, K to

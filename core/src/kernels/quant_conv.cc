@@ -300,9 +300,11 @@ struct PackedWeights {
   std::vector<std::vector<int16_t>> groups;  // per group: M/g rows of Kp
 };
 
-// int32 y[N, M, out...] = conv(x - x_zp, w - w_zp). x_in.. indices of the inputs.
-void integer_conv(OpContext& ctx, const ConvGeom& g, size_t x_in, size_t xz_in, size_t w_in, size_t wz_in,
-                  int32_t* y, const char* op) {
+// int32 y[N, M, out...] = conv(x - x_zp, w - w_zp). x_in.. indices of the inputs. With rq (QLinearConv), the
+// direct kernel, where it applies, writes the requantized bytes instead (rq->y, planes of N x M) and the
+// call returns true; otherwise, with y null, it returns false having computed nothing.
+bool integer_conv(OpContext& ctx, const ConvGeom& g, size_t x_in, size_t xz_in, size_t w_in, size_t wz_in,
+                  int32_t* y, const char* op, const quant::DirectRequant8* rq = nullptr) {
   const Tensor& X = ctx.input(x_in);
   const Tensor& W = ctx.input(w_in);
   MRT_CHECK_IMPL(X.dtype() == DType::kUInt8 || X.dtype() == DType::kInt8, op, ": input element type ",
@@ -322,7 +324,7 @@ void integer_conv(OpContext& ctx, const ConvGeom& g, size_t x_in, size_t xz_in, 
     MRT_CHECK_ARG(wz->dtype() == W.dtype(), op, ": w zero point type differs from the weight's");
   }
   const int64_t Mg = g.M / g.group, Cg = g.C / g.group, Kc = Cg * g.kernel_size;
-  if (g.out_size == 0 || g.N == 0 || g.M == 0) return;
+  if (g.out_size == 0 || g.N == 0 || g.M == 0) return y == nullptr;
   if (const quant::Igemm8Kernel* k8 = quant::igemm8_active()) {
     // 8-bit GEMM on the raw bytes: columns padded with the x zero point's byte.
     std::vector<int32_t> wzp = wz ? quant::to_int32s(*wz) : std::vector<int32_t>();
@@ -361,13 +363,23 @@ void integer_conv(OpContext& ctx, const ConvGeom& g, size_t x_in, size_t xz_in, 
       d.KH = g.kernel[0], d.KW = g.kernel[1], d.sh = g.stride[0], d.sw = g.stride[1];
       d.dh = g.dil[0], d.dw = g.dil[1], d.pt = g.pad_begin[0], d.pl = g.pad_begin[1];
       for (int64_t n = 0; n < g.N; ++n)
-        for (int64_t gi = 0; gi < g.group; ++gi)
+        for (int64_t gi = 0; gi < g.group; ++gi) {
+          const int64_t plane0 = (n * g.M + gi * Mg) * g.out_size;
+          quant::DirectRequant8 part;
+          if (rq) {
+            part = *rq;
+            part.bias = rq->bias ? rq->bias + gi * Mg : nullptr;
+            part.multiplier = rq->multiplier + gi * Mg;
+            part.y = rq->y + plane0;
+          }
           quant::conv8_direct_vnni(d, static_cast<const uint8_t*>(X.raw()) + (n * g.C + gi * Cg) * g.in_size, !x_u8,
-                                   xzp, prepared->direct[static_cast<size_t>(gi)],
-                                   y + (n * g.M + gi * Mg) * g.out_size, &ctx.threads());
-      return;
+                                   xzp, prepared->direct[static_cast<size_t>(gi)], rq ? nullptr : y + plane0,
+                                   rq ? &part : nullptr, &ctx.threads());
+        }
+      return true;
     }
 #endif
+    if (!y) return false;
     for (int64_t n = 0; n < g.N; ++n) {
       for (int64_t gi = 0; gi < g.group; ++gi) {
         const int64_t xoff = (n * g.C + gi * Cg) * g.in_size;
@@ -381,8 +393,9 @@ void integer_conv(OpContext& ctx, const ConvGeom& g, size_t x_in, size_t xz_in, 
                         &ctx.threads());
       }
     }
-    return;
+    return false;
   }
+  if (!y) return false;
   const int64_t Kp = (Kc + 1) & ~int64_t(1);
   auto make = [&] {
     auto pw = std::make_shared<PackedWeights>();
@@ -410,6 +423,7 @@ void integer_conv(OpContext& ctx, const ConvGeom& g, size_t x_in, size_t xz_in, 
       quant::igemm(Mg, pw->groups[static_cast<size_t>(gi)].data(), packed, yg, g.out_size, &ctx.threads());
     }
   }
+  return false;
 }
 
 Shape out_shape(const ConvGeom& g) {
@@ -447,10 +461,6 @@ void qlinear_conv_kernel(OpContext& ctx) {
     bias = quant::to_int32s(*B);
   }
   const Shape os = out_shape(g);
-  static thread_local std::vector<int32_t> acc_buf;
-  quant::Scratch<int32_t> acc(acc_buf, static_cast<size_t>(shape_size(os)));
-  integer_conv(ctx, g, 0, 2, 3, 5, acc.data(), op);
-
   const DType st = ctx.input(1).dtype();
   auto in_prec = [&](double v) {
     return st == DType::kDouble ? v : static_cast<double>(static_cast<float>(v));
@@ -460,6 +470,16 @@ void qlinear_conv_kernel(OpContext& ctx) {
   double lo, hi;
   quant::qrange(out, lo, hi);
   Tensor& Y = ctx.output(0, out, os);
+  // the direct kernel requantizes each tile as it is finished
+  quant::DirectRequant8 rq;
+  rq.bias = bias.empty() ? nullptr : bias.data();
+  rq.multiplier = mult.data();
+  rq.zp = yzp, rq.lo = lo, rq.hi = hi;
+  rq.y = static_cast<uint8_t*>(Y.raw());
+  if (integer_conv(ctx, g, 0, 2, 3, 5, nullptr, op, &rq)) return;
+  static thread_local std::vector<int32_t> acc_buf;
+  quant::Scratch<int32_t> acc(acc_buf, static_cast<size_t>(shape_size(os)));
+  integer_conv(ctx, g, 0, 2, 3, 5, acc.data(), op);
   const int64_t planes = g.N * g.M, S = g.out_size;
   auto write = [&](auto* y) {
     using TOut = std::remove_pointer_t<decltype(y)>;

@@ -143,7 +143,7 @@ void stage_row(const uint8_t* const* rows, int64_t nrows, int64_t W, int64_t sw,
 
 template <int NZ>
 void run(const DirectConv8& g, const uint8_t* x, bool x_signed, int32_t xzp, const DirectWeights8& w, int32_t* y,
-         ThreadPool* pool) {
+         const DirectRequant8* rq, ThreadPool* pool) {
   constexpr int64_t kTile = 16 * NZ;
   const int64_t sh = g.sh, sw = g.sw;
   const int64_t Hq = g.OH + (g.KH - 1) * g.dh / sh, Wq = g.OW + (g.KW - 1) * g.dw / sw;
@@ -216,21 +216,38 @@ void run(const DirectConv8& g, const uint8_t* x, bool x_signed, int32_t xzp, con
   const bool blocks_outer = w.data.size() > static_cast<size_t>(4 * quads * quad_px);
   auto body = [&](int64_t b, int64_t e) {
     alignas(64) int32_t out[kRows * kTile];
+    alignas(64) uint8_t bytes[kRows * kTile + 64];  // requantized rows (64 bytes slack for the copies' loads)
     for (int64_t item = b; item < e; ++item) {
       const int64_t ti = blocks_outer ? item % tiles : item / blocks, mb = blocks_outer ? item / tiles : item % blocks;
       const int64_t q0 = ti * kTile, q1 = std::min(flat, q0 + kTile);
       tile<NZ>(img + 4 * q0, offs.data(), steps, w.data.data() + mb * steps * kRows * 4, corr.data() + mb * kRows, out);
       const int64_t m0 = mb * kRows, rows = std::min<int64_t>(kRows, g.M - m0);
-      for (int64_t q = q0; q < q1;) {  // the tile's positions as pieces of output rows
+      if (rq)
+        for (int64_t r = 0; r < rows; ++r)
+          requantize_bytes_avx512(out + r * kTile, rq->bias ? rq->bias[m0 + r] : 0, rq->multiplier[m0 + r], rq->zp,
+                                  rq->lo, rq->hi, bytes + r * kTile, q1 - q0);
+      for (int64_t q = q0; q < q1;) {  // the tile's positions as pieces of output rows (at most kTile <= 48 long)
         const int64_t oh = q / Wq, ow = q % Wq;
         if (ow >= g.OW) {
           q += Wq - ow;
           continue;
         }
-        const int64_t len = std::min(g.OW - ow, q1 - q);
-        int32_t* dst = y + m0 * out_size + oh * g.OW + ow;
-        for (int64_t r = 0; r < rows; ++r)
-          std::memcpy(dst + r * out_size, out + r * kTile + (q - q0), static_cast<size_t>(len) * sizeof(int32_t));
+        const int64_t len = std::min(g.OW - ow, q1 - q), pos = m0 * out_size + oh * g.OW + ow;
+        if (rq) {
+          const __mmask64 m = (__mmask64(1) << len) - 1;
+          for (int64_t r = 0; r < rows; ++r)
+            _mm512_mask_storeu_epi8(rq->y + pos + r * out_size, m, _mm512_loadu_si512(bytes + r * kTile + (q - q0)));
+        } else {
+          for (int64_t r = 0; r < rows; ++r) {
+            const int32_t* src = out + r * kTile + (q - q0);
+            int32_t* dst = y + pos + r * out_size;
+            for (int64_t i = 0; i < len; i += 16) {
+              const int64_t n = std::min<int64_t>(16, len - i);
+              const __mmask16 m = static_cast<__mmask16>((1u << n) - 1);
+              _mm512_mask_storeu_epi32(dst + i, m, _mm512_maskz_loadu_epi32(m, src + i));
+            }
+          }
+        }
         q += len;
       }
     }
@@ -262,12 +279,12 @@ DirectWeights8 prepare_direct_weights8(const int8_t* w, int64_t M, int64_t C, in
 }
 
 void conv8_direct_vnni(const DirectConv8& g, const uint8_t* x, bool x_signed, int32_t xzp, const DirectWeights8& w,
-                       int32_t* y, ThreadPool* pool) {
+                       int32_t* y, const DirectRequant8* rq, ThreadPool* pool) {
   // positions per tile: 32 or 48, whichever computes fewer dropped ones (48 on ties: fewer weight loads)
   const int64_t Wq = g.OW + (g.KW - 1) * g.dw / g.sw, flat = g.OH * Wq;
   const int64_t waste32 = (flat + 31) / 32 * 32, waste48 = (flat + 47) / 48 * 48;
-  if (waste48 <= waste32) run<3>(g, x, x_signed, xzp, w, y, pool);
-  else run<2>(g, x, x_signed, xzp, w, y, pool);
+  if (waste48 <= waste32) run<3>(g, x, x_signed, xzp, w, y, rq, pool);
+  else run<2>(g, x, x_signed, xzp, w, y, rq, pool);
 }
 
 }  // namespace quant
