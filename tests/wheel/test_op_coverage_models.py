@@ -588,6 +588,36 @@ def test_qlinear_contrib_ops_match_onnxruntime(dtype: Any) -> None:
         _assert_within_one_lsb(*_run_both(_ms_model(nodes, ins, init), {"a": a, "b": b}))
 
 
+@pytest.mark.parametrize("n", [1, 15, 16, 17, 1000, 40_003])
+@pytest.mark.parametrize("dtype", [np.uint8, np.int8])
+@pytest.mark.parametrize("op", ["QLinearAdd", "QLinearMul"])
+def test_qlinear_binary_same_shape_exact(op: str, dtype: Any, n: int) -> None:
+    """Same-shaped operands (a quantized residual Add) take the vector paths (16 values a step, tails, the
+    rows split over 2 threads): every byte equals the float32 arithmetic the op is defined by here, the
+    dequantized values combined, divided by the output scale, rounded half to even, shifted, saturated."""
+    rng = np.random.default_rng(n)
+    info = np.iinfo(dtype)
+    a = rng.integers(info.min, info.max, n, endpoint=True).astype(dtype)
+    b = rng.integers(info.min, info.max, n, endpoint=True).astype(dtype)
+    (sa, za), (sb, zb), (sc, zc) = (0.05, 7), (0.03, -4), (0.07 if op == "QLinearAdd" else 0.9, 5)
+    if dtype == np.uint8:
+        za, zb, zc = za + 120, zb + 130, zc + 125
+    init = _q("a", sa, za, dtype) + _q("b", sb, zb, dtype) + _q("c", sc, zc, dtype)
+    t = helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
+    ins = [helper.make_tensor_value_info("a", t, [n]), helper.make_tensor_value_info("b", t, [n])]
+    node = helper.make_node(op, ["a", "a_s", "a_z", "b", "b_s", "b_z", "c_s", "c_z"], ["y"], domain="com.microsoft")
+    f32 = np.float32
+    va = (a.astype(np.int32) - za).astype(f32) * f32(sa)
+    vb = (b.astype(np.int32) - zb).astype(f32) * f32(sb)
+    v = (va + vb if op == "QLinearAdd" else va * vb) / f32(sc)
+    want = np.clip(np.rint(v) + f32(zc), info.min, info.max).astype(dtype)
+    for threads in (1, 2):
+        opts = mosaicrt.SessionOptions()
+        opts.intra_op_num_threads = threads
+        (got,) = mosaicrt.InferenceSession(_ms_model([node], ins, init), opts).run(None, {"a": a, "b": b})
+        np.testing.assert_array_equal(got, want, err_msg=f"{threads} threads")
+
+
 @pytest.mark.parametrize("quant_out", [True, False])
 def test_qgemm_matches_onnxruntime(quant_out: bool) -> None:
     rng = np.random.default_rng(18)

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <type_traits>
 
+#include "../gemm/backend_registry.h"
 #include "quant_common.h"
 
 #if defined(__SSE2__)
@@ -99,8 +100,18 @@ void qlinear_binary_flat(const T* a, bool a_scalar, const T* b, bool b_scalar, T
   auto out = [=](float va, float vb) {  // store_q's rounding and saturation
     return static_cast<T>(quant::saturate(quant::round_even((kMul ? va * vb : va + vb) / sc) + zc, lo, hi));
   };
+#if defined(MOSAICRT_X86_SIMD)
+  static const bool avx512 = (cpu_features() & kCpuAvx512) == kCpuAvx512;
+#endif
   pool.parallel_for(n, 16384, [&](int64_t s, int64_t e) {
     if (!a_scalar && !b_scalar) {
+#if defined(MOSAICRT_X86_SIMD)
+      if (avx512) {
+        const quant::QLinearBinaryParams p{sa, sb, sc, zc, lo, hi, za, zb};
+        quant::qlinear_binary_avx512(kMul, std::is_signed_v<T>, a + s, b + s, y + s, e - s, p);
+        return;
+      }
+#endif
       int64_t i = s;
 #if defined(__SSE2__)
       // 16 values per step: widen to int32, dequantize, combine, divide, round half to even with the

@@ -173,6 +173,16 @@ struct DirectWeights8 {
   std::vector<int8_t> data;    // blocks of 8 output channels: per (channel quad, tap), 8 x 4 bytes
   std::vector<int32_t> wsum;   // per output channel: the sum of its weights
 };
+// QLinearAdd / QLinearMul of two same-shaped 8-bit operands (contrib_qlinear_avx512.cc).
+struct QLinearBinaryParams {
+  float sa, sb, sc, zc, lo, hi;
+  int32_t za, zb;
+};
+#if defined(MOSAICRT_X86_SIMD)
+void qlinear_binary_avx512(bool mul, bool is_signed, const void* a, const void* b, void* y, int64_t n,
+                           const QLinearBinaryParams& p);
+#endif
+
 // QLinearConv's requantization applied by the direct kernel to each finished tile (no int32 output):
 // y[m, i] = requantize(acc + bias[m], multiplier[m], zp) as bytes (int8 or uint8 by lo/hi).
 struct DirectRequant8 {
