@@ -582,6 +582,13 @@ void conv_tile_stage(const void* ctx, int64_t i, int64_t m, int64_t j, int64_t n
   const bool other = t.epi && t.epi->act != Epilogue::kNone && !relu;
 #if defined(MOSAICRT_X86_SIMD)
   if (cpu_has_avx2() && !other) {
+    if (z) {
+      // The residual's tile is cold (written layers ago) and its rows are far apart: ask for all its lines
+      // at once, so their misses overlap instead of the row loop waiting on them one after another.
+      const float* zt = static_cast<const float*>(t.epi->z) + t.base + i * ldc + j;
+      for (int64_t r = 0; r < m; ++r)
+        for (int64_t k = 0; k < n; k += 16) _mm_prefetch(reinterpret_cast<const char*>(zt + r * ldc + k), _MM_HINT_T0);
+    }
     for (int64_t r = 0; r < m; ++r)
       nn::conv_stage_row_avx2(c + r * ldc, z ? static_cast<const float*>(t.epi->z) + t.base + (i + r) * ldc + j : nullptr,
                               t.bias ? t.bias[i + r] : 0.f, n, relu);
