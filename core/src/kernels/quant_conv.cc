@@ -342,7 +342,7 @@ bool integer_conv(OpContext& ctx, const ConvGeom& g, size_t x_in, size_t xz_in, 
     if (ctx.input_is_constant(w_in) && (!wz || ctx.input_is_constant(wz_in)))
       prepared = ctx.node_cache<Weights8>([&] {
         auto out = std::make_shared<Weights8>();
-        const bool direct = direct8_applies(*k8, g, W, wzp);
+        [[maybe_unused]] const bool direct = direct8_applies(*k8, g, W, wzp);
         for (int64_t gi = 0; gi < g.group; ++gi) {
 #if defined(MOSAICRT_X86_SIMD)
           if (direct) {
