@@ -127,7 +127,8 @@ def test_qlinear_conv_geometries(case: tuple) -> None:
 
 
 # 2-D convolutions with constant int8 weights whose zero points are 0 (what quantizers emit): on
-# AVX512-VNNI these run the direct kernel (no column matrix), elsewhere the im2col path; both must be exact.
+# AVX512-VNNI these run the direct kernel (no column matrix; 1x1 of stride 1 excepted), elsewhere the
+# im2col path; both must be exact.
 DIRECT_CASES = [
     # spatial, kernel, strides, dilations, pads, group, (in, out channels)
     ((56, 56), (3, 3), (1, 1), (1, 1), (1, 1, 1, 1), 1, (64, 64)),
@@ -135,6 +136,7 @@ DIRECT_CASES = [
     ((29, 31), (3, 3), (2, 2), (1, 1), (1, 1, 1, 1), 1, (13, 9)),  # channels not a multiple of 4 or 8
     ((40, 37), (7, 7), (2, 2), (1, 1), (3, 2, 1, 3), 1, (3, 16)),  # a first layer, asymmetric pads
     ((20, 23), (1, 1), (2, 2), (1, 1), (0, 0, 0, 0), 1, (32, 16)),  # 1x1 downsampling: one phase read
+    ((20, 23), (1, 1), (1, 1), (1, 1), (0, 0, 0, 0), 1, (24, 16)),  # 1x1 stride 1: columns from the image
     ((25, 26), (3, 3), (3, 4), (1, 1), (0, 2, 1, 0), 1, (8, 12)),
     ((30, 28), (3, 3), (1, 1), (2, 3), (2, 3, 2, 3), 1, (6, 8)),  # dilated
     ((31, 33), (3, 3), (2, 1), (2, 1), (1, 0, 2, 1), 2, (12, 16)),  # groups, dilation with stride

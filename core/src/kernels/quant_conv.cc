@@ -279,8 +279,8 @@ struct Weights8 {
 };
 
 // The direct 2-D kernel (quant_conv_direct_avx512.cc) needs AVX512-VNNI, int8 weights with zero points 0
-// and strides up to 4; it pays off with 8 or more output channels per group (its tile height) and 3 or
-// more input channels (its channels go in quads).
+// and strides up to 4; it pays off with 8 or more output channels per group (its tile height), 3 or more
+// input channels (its channels go in quads) and a window of more than one tap or a stride.
 bool direct8_applies(const quant::Igemm8Kernel& k8, const ConvGeom& g, const Tensor& W,
                      const std::vector<int32_t>& wzp) {
 #if defined(MOSAICRT_X86_SIMD)
@@ -288,6 +288,9 @@ bool direct8_applies(const quant::Igemm8Kernel& k8, const ConvGeom& g, const Ten
   if (g.M / g.group < 8 || g.C / g.group < 3) return false;
   for (size_t d = 0; d < 2; ++d)
     if (g.stride[d] > 4) return false;
+  // a 1x1 convolution of stride 1 packs its columns straight from the image (pack_conv_columns), faster than
+  // staging the image into channel quads (ResNet-50's 256 -> 64 on 56x56: 0.38 against 0.52 ms)
+  if (g.kernel_size == 1 && g.stride[0] == 1 && g.stride[1] == 1) return false;
   return std::all_of(wzp.begin(), wzp.end(), [](int32_t z) { return z == 0; });
 #else
   (void)k8, (void)g, (void)W, (void)wzp;
