@@ -356,6 +356,15 @@ def test_direct_convs_with_constant_filters_match_fed_filters(case: tuple, threa
         None, {"x": feed["x"]})[0]
     np.testing.assert_allclose(mosaicrt.InferenceSession(bare.SerializeToString(), sess_options=opts).run(
         None, {"x": feed["x"]})[0], want, rtol=1e-4, atol=1e-4)
+    # Conv + Relu without a residual: the bias and the Relu are applied in the kernel's registers
+    relu = helper.make_model(helper.make_graph(
+        [nodes[0], helper.make_node("Relu", ["c"], ["y"])], "relu",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, c, h, w_])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], [_const("w", w), _const("b", b)]),
+        opset_imports=[helper.make_opsetid("", 17)])
+    relu_sess = mosaicrt.InferenceSession(relu.SerializeToString(), sess_options=opts)
+    assert _ops(relu_sess) == ["com.microsoft::FusedConv"]
+    np.testing.assert_allclose(relu_sess.run(None, {"x": feed["x"]})[0], np.maximum(want, 0), rtol=1e-4, atol=1e-4)
 
 
 @pytest.mark.parametrize("spatial", [(19,), (5, 6, 7)])

@@ -660,9 +660,12 @@ void conv_run(const ConvPlan& p, const T* x, const T* w, const T* bias, T* y, Th
 #if defined(MOSAICRT_X86_SIMD)
   if constexpr (std::is_same<T, float>::value) {
     if (packed && !packed->direct.empty() && conv_uses_direct(p)) {
-      const nn::DirectConv dc{p.Cg,          g.in[0],       g.in[1],       p.Mg,          g.kernel[0],
-                              g.kernel[1],   g.stride[0],   g.stride[1],   g.dilation[0], g.dilation[1],
-                              g.pad_begin[0], g.pad_begin[1], g.out[0],     g.out[1]};
+      nn::DirectConv dc{p.Cg,          g.in[0],       g.in[1],       p.Mg,          g.kernel[0],
+                        g.kernel[1],   g.stride[0],   g.stride[1],   g.dilation[0], g.dilation[1],
+                        g.pad_begin[0], g.pad_begin[1], g.out[0],     g.out[1]};
+      // bias and a lone Relu are applied by the kernel in its registers; a residual or another
+      // activation goes through the output stage on each finished piece
+      const bool in_kernel = !epi || (!epi->z && (epi->act == Epilogue::kNone || epi->act == Epilogue::kRelu));
       for (int64_t t = 0; t < p.N * p.group; ++t) {
         const int64_t n = t / p.group, grp = t % p.group;
         float* yg = y + (n * p.M + grp * p.Mg) * out_size;
@@ -671,7 +674,10 @@ void conv_run(const ConvPlan& p, const T* x, const T* w, const T* bias, T* y, Th
         stage.epi = epi;
         stage.base = yg - y;
         TileEpilogue tile;
-        if (bias || epi) {
+        if (in_kernel) {
+          dc.bias = stage.bias;
+          dc.relu = epi && epi->act == Epilogue::kRelu;
+        } else if (bias || epi) {
           tile.apply = conv_tile_stage;
           tile.ctx = &stage;
         }

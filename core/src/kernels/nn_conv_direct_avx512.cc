@@ -21,6 +21,13 @@
 #include "../threadpool.h"
 #include "nn_geometry.h"
 
+// GCC 12 warns inside its own headers that the pass-through operand of the masked builtin behind
+// _mm512_max_ps may be uninitialized (unused by design).
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+
 namespace mrt {
 namespace nn {
 namespace {
@@ -29,7 +36,7 @@ constexpr int64_t kTile = 32;  // flat positions per tile (two zmm)
 
 template <int R>
 void tile(const float* x, int64_t channel, int64_t C, const int64_t* offsets, int64_t taps, const float* w,
-          float* out /* R x kTile */) {
+          const float* bias /* R values or null */, bool relu, float* out /* R x kTile */) {
   __m512 a0[R], a1[R];
   for (int r = 0; r < R; ++r) {
     a0[r] = _mm512_setzero_ps();
@@ -49,7 +56,17 @@ void tile(const float* x, int64_t channel, int64_t C, const int64_t* offsets, in
       }
     }
   }
+  const __m512 zero = _mm512_setzero_ps();
   for (int r = 0; r < R; ++r) {
+    if (bias) {
+      const __m512 b = _mm512_set1_ps(bias[r]);
+      a0[r] = _mm512_add_ps(a0[r], b);
+      a1[r] = _mm512_add_ps(a1[r], b);
+    }
+    if (relu) {  // max(x, 0), operands in the order of the epilogue's Relu (same result for a NaN)
+      a0[r] = _mm512_max_ps(a0[r], zero);
+      a1[r] = _mm512_max_ps(a1[r], zero);
+    }
     _mm512_storeu_ps(out + r * kTile, a0[r]);
     _mm512_storeu_ps(out + r * kTile + 16, a1[r]);
   }
@@ -107,13 +124,20 @@ void run(const DirectConv& g, const float* x, const float* wpacked, float* y, co
   const int64_t taps = g.KH * g.KW;
   const int64_t flat = g.OH * Wq, tiles = (flat + kTile - 1) / kTile, blocks = (g.M + R - 1) / R;
   const int64_t out_size = g.OH * g.OW;
+  // the bias of the padded rows of the last block: 0
+  std::vector<float> bias_rows;
+  if (g.bias) {
+    bias_rows.assign(static_cast<size_t>((g.M + R - 1) / R * R), 0.f);
+    std::copy(g.bias, g.bias + g.M, bias_rows.begin());
+  }
   auto body = [&](int64_t b, int64_t e) {
     alignas(64) float out[R * kTile];
     for (int64_t item = b; item < e; ++item) {
       // tiles outer, channel blocks inner: a tile's input stays in cache across the blocks
       const int64_t ti = item / blocks, mb = item % blocks;
       const int64_t q0 = ti * kTile, q1 = std::min(flat, q0 + kTile);
-      tile<R>(xp + q0, channel, g.C, offsets.data(), taps, wpacked + mb * g.C * taps * R, out);
+      tile<R>(xp + q0, channel, g.C, offsets.data(), taps, wpacked + mb * g.C * taps * R,
+              g.bias ? bias_rows.data() + mb * R : nullptr, g.relu, out);
       const int64_t m0 = mb * R, rows = std::min<int64_t>(R, g.M - m0);
       // the tile's positions as pieces of output rows
       for (int64_t q = q0; q < q1;) {
@@ -124,8 +148,15 @@ void run(const DirectConv& g, const float* x, const float* wpacked, float* y, co
         }
         const int64_t len = std::min(g.OW - ow, q1 - q), pos = oh * g.OW + ow;
         float* dst = y + m0 * out_size + pos;
-        for (int64_t r = 0; r < rows; ++r)
-          std::memcpy(dst + r * out_size, out + r * kTile + (q - q0), static_cast<size_t>(len) * sizeof(float));
+        // (len <= kTile = 32: two masked stores per row instead of a memcpy call)
+        const __mmask16 lo = len >= 16 ? __mmask16(0xFFFF) : static_cast<__mmask16>((1u << len) - 1);
+        const __mmask16 hi = len > 16 ? static_cast<__mmask16>((1u << (len - 16)) - 1) : __mmask16(0);
+        for (int64_t r = 0; r < rows; ++r) {
+          const float* src = out + r * kTile + (q - q0);
+          float* d = dst + r * out_size;
+          _mm512_mask_storeu_ps(d, lo, _mm512_maskz_loadu_ps(lo, src));
+          if (hi) _mm512_mask_storeu_ps(d + 16, hi, _mm512_maskz_loadu_ps(hi, src + 16));
+        }
         if (epi.apply) epi.apply(epi.ctx, m0, rows, pos, len, dst, out_size);
         q += len;
       }
@@ -165,3 +196,7 @@ void conv_direct_avx512(const DirectConv& g, const float* x, const float* wpacke
 
 }  // namespace nn
 }  // namespace mrt
+
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif

@@ -162,6 +162,10 @@ struct DirectConv {
   int64_t KH, KW, sh, sw, dh, dw;
   int64_t pt, pl;     // padding at the top and left (the bottom and right follow from OH, OW)
   int64_t OH, OW;
+  // Applied to the accumulators before they leave the registers (the rest of an output stage goes
+  // through `epi`): bias[m] added when set, then Relu.
+  const float* bias = nullptr;
+  bool relu = false;
 };
 // Output channels per block of the direct kernel (12 or 8, whichever pads M less).
 int direct_conv_rows(int64_t M);
