@@ -29,21 +29,11 @@
 #pragma clang attribute push(__attribute__((target("avx512vnni"))), apply_to = function)
 #endif
 
+#include "quant_vnni.h"  // after the target pragma: dpbusd is compiled for AVX512-VNNI
+
 namespace mrt {
 namespace quant {
 namespace {
-
-// vpdpbusd with the accumulator updated in place. GCC 12 compiles the intrinsic as a three-operand
-// instruction and copies every accumulator between registers around it (two extra moves per multiply, and
-// spills once 24 accumulators are live); the asm form keeps them in their registers.
-inline __m512i dpbusd(__m512i acc, __m512i u8, __m512i s8) {
-#if defined(__GNUC__)
-  __asm__("vpdpbusd %2, %1, %0" : "+v"(acc) : "v"(u8), "v"(s8));
-  return acc;
-#else
-  return _mm512_dpbusd_epi32(acc, u8, s8);
-#endif
-}
 
 constexpr int kRows = 8;  // output channels per tile
 
