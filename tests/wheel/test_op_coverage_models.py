@@ -588,6 +588,31 @@ def test_qlinear_contrib_ops_match_onnxruntime(dtype: Any) -> None:
         _assert_within_one_lsb(*_run_both(_ms_model(nodes, ins, init), {"a": a, "b": b}))
 
 
+@pytest.mark.parametrize("out_type", [np.uint8, np.int8], ids=["u8", "s8"])
+@pytest.mark.parametrize("n", [1, 15, 16, 1001])
+def test_quantize_linear_float_rows(out_type: Any, n: int) -> None:
+    """QuantizeLinear of float32 with one scale (the input of every quantized CNN), 16 values a step plus a
+    tail: round half to even of x / scale in float32, plus the zero point, saturated; NaN gives the lowest
+    value. Ties, values past the range and infinities are placed all along the row."""
+    scale, zp = np.float32(0.25), out_type(3)
+    rng = np.random.default_rng(n)
+    x = (rng.integers(-700, 700, n).astype(np.float32) * np.float32(0.125))  # many exact ties at .5
+    special = np.array([np.nan, np.inf, -np.inf, 1e30, -1e30, 0.375, -0.375, 63.875], np.float32)
+    x[rng.choice(n, min(n, 40), replace=False)] = rng.choice(special, min(n, 40))
+    info = np.iinfo(out_type)
+    q = np.round(x / scale).astype(np.float64) + int(zp)
+    want = np.clip(np.nan_to_num(q, nan=info.min), info.min, info.max).astype(out_type)
+    node = helper.make_node("QuantizeLinear", ["x", "s", "z"], ["y"])
+    t = helper.np_dtype_to_tensor_dtype(np.dtype(out_type))
+    graph = helper.make_graph([node], "q", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [n])],
+                              [helper.make_tensor_value_info("y", t, None)],
+                              [helper.make_tensor("s", TensorProto.FLOAT, [], [float(scale)]),
+                               helper.make_tensor("z", t, [], [int(zp)])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
+    (got,) = mosaicrt.InferenceSession(model.SerializeToString()).run(None, {"x": x})
+    np.testing.assert_array_equal(got, want)
+
+
 @pytest.mark.parametrize("n", [1, 15, 16, 17, 1000, 40_003])
 @pytest.mark.parametrize("dtype", [np.uint8, np.int8])
 @pytest.mark.parametrize("op", ["QLinearAdd", "QLinearMul"])

@@ -173,16 +173,6 @@ struct DirectWeights8 {
   std::vector<int8_t> data;    // blocks of 8 output channels: per (channel quad, tap), 8 x 4 bytes
   std::vector<int32_t> wsum;   // per output channel: the sum of its weights
 };
-// QLinearAdd / QLinearMul of two same-shaped 8-bit operands (contrib_qlinear_avx512.cc).
-struct QLinearBinaryParams {
-  float sa, sb, sc, zc, lo, hi;
-  int32_t za, zb;
-};
-#if defined(MOSAICRT_X86_SIMD)
-void qlinear_binary_avx512(bool mul, bool is_signed, const void* a, const void* b, void* y, int64_t n,
-                           const QLinearBinaryParams& p);
-#endif
-
 // QLinearConv's requantization applied by the direct kernel to each finished tile (no int32 output):
 // y[m, i] = requantize(acc + bias[m], multiplier[m], zp) as bytes (int8 or uint8 by lo/hi).
 struct DirectRequant8 {
@@ -196,6 +186,16 @@ DirectWeights8 prepare_direct_weights8(const int8_t* w, int64_t M, int64_t C, in
 // y: int32 output (ConvInteger), or nullptr with rq: requantized bytes (QLinearConv).
 void conv8_direct_vnni(const DirectConv8& g, const uint8_t* x, bool x_signed, int32_t xzp, const DirectWeights8& w,
                        int32_t* y, const DirectRequant8* rq, ThreadPool* pool);
+#endif
+
+// QLinearAdd / QLinearMul of two same-shaped 8-bit operands (contrib_qlinear_avx512.cc).
+struct QLinearBinaryParams {
+  float sa, sb, sc, zc, lo, hi;
+  int32_t za, zb;
+};
+#if defined(MOSAICRT_X86_SIMD)
+void qlinear_binary_avx512(bool mul, bool is_signed, const void* a, const void* b, void* y, int64_t n,
+                           const QLinearBinaryParams& p);
 #endif
 
 // igemm8's A in `kernel`'s domain (bytes flipped to its signedness, rows padded to its row block, K to

@@ -138,10 +138,11 @@ void run(const DirectConv8& g, const uint8_t* x, bool x_signed, int32_t xzp, con
   const int64_t sh = g.sh, sw = g.sw;
   const int64_t Hq = g.OH + (g.KH - 1) * g.dh / sh, Wq = g.OW + (g.KW - 1) * g.dw / sw;
   const int64_t taps = g.KH * g.KW, quads = (g.C + 3) / 4, steps = quads * taps;
-  // the phases some tap reads, numbered in order of first use
+  const int64_t plane = Hq * Wq;  // pixels per phase plane
+  // the phases some tap reads, numbered in order of first use; each tap's pixel offset within a quad
   std::vector<int64_t> phase_slot(static_cast<size_t>(sh * sw), -1), tap_off(static_cast<size_t>(taps));
   std::vector<int64_t> used;  // phase index of each slot
-  int64_t max_off = 0;
+  int64_t max_off = 0;        // furthest tap offset within a plane
   for (int64_t kh = 0; kh < g.KH; ++kh)
     for (int64_t kw = 0; kw < g.KW; ++kw) {
       const int64_t r = kh * g.dh, q = kw * g.dw, ph = (r % sh) * sw + q % sw;
@@ -151,21 +152,16 @@ void run(const DirectConv8& g, const uint8_t* x, bool x_signed, int32_t xzp, con
       }
       const int64_t within = (r / sh) * Wq + q / sw;
       max_off = std::max(max_off, within);
-      tap_off[static_cast<size_t>(kh * g.KW + kw)] = within;
+      tap_off[static_cast<size_t>(kh * g.KW + kw)] = phase_slot[static_cast<size_t>(ph)] * plane + within;
     }
   const int64_t flat = g.OH * Wq, tiles = (flat + kTile - 1) / kTile;
-  // pixels per phase plane, with room for the last tile's reads past the plane (they land in the next
-  // plane or the slack at the end and feed only dropped positions)
-  const int64_t plane = Hq * Wq, quad_px = plane * static_cast<int64_t>(used.size());
+  const int64_t slots = static_cast<int64_t>(used.size()), quad_px = plane * slots;
+  // room for the last tile's reads past the plane (they land in the next plane or the slack at the end
+  // and feed only dropped positions)
   const int64_t slack = tiles * kTile - flat + max_off + 16;
-  std::vector<int64_t> offs(static_cast<size_t>(steps));
+  std::vector<int64_t> offs(static_cast<size_t>(steps));  // byte offset of each (quad, tap) step
   for (int64_t qd = 0; qd < quads; ++qd)
-    for (int64_t kh = 0; kh < g.KH; ++kh)
-      for (int64_t kw = 0; kw < g.KW; ++kw) {
-        const int64_t r = kh * g.dh, q = kw * g.dw, ph = (r % sh) * sw + q % sw, t = kh * g.KW + kw;
-        offs[static_cast<size_t>(qd * taps + t)] =
-            4 * (qd * quad_px + phase_slot[static_cast<size_t>(ph)] * plane + tap_off[static_cast<size_t>(t)]);
-      }
+    for (int64_t t = 0; t < taps; ++t) offs[static_cast<size_t>(qd * taps + t)] = 4 * (qd * quad_px + tap_off[static_cast<size_t>(t)]);
 
   static thread_local std::vector<uint8_t> staging_buf;
   Scratch<uint8_t> staging(staging_buf, static_cast<size_t>(4 * (quads * quad_px + slack)));
@@ -178,7 +174,7 @@ void run(const DirectConv8& g, const uint8_t* x, bool x_signed, int32_t xzp, con
     const int64_t ls = (Wq + 15) / 16 * 16;
     std::vector<uint8_t> lines(static_cast<size_t>(4 * ls));
     for (int64_t item = b; item < e; ++item) {  // item = (quad, phase slot, row)
-      const int64_t qd = item / (static_cast<int64_t>(used.size()) * Hq), rest = item % (static_cast<int64_t>(used.size()) * Hq);
+      const int64_t qd = item / (slots * Hq), rest = item % (slots * Hq);
       const int64_t slot = rest / Hq, i = rest % Hq, ph = used[static_cast<size_t>(slot)];
       const int64_t a = ph / sw, bcol = ph % sw, ih = i * sh + a - g.pt;
       const int64_t nrows = std::min<int64_t>(4, g.C - 4 * qd);
@@ -189,7 +185,7 @@ void run(const DirectConv8& g, const uint8_t* x, bool x_signed, int32_t xzp, con
                 img + 4 * (qd * quad_px + slot * plane + i * Wq));
     }
   };
-  const int64_t stage_items = quads * static_cast<int64_t>(used.size()) * Hq;
+  const int64_t stage_items = quads * slots * Hq;
   if (pool && pool->size() > 1 && quads * quad_px >= (int64_t{1} << 14))
     pool->parallel_for(stage_items, std::max<int64_t>(1, 512 / std::max<int64_t>(1, Wq)), stage);
   else
@@ -270,6 +266,8 @@ DirectWeights8 prepare_direct_weights8(const int8_t* w, int64_t M, int64_t C, in
 
 void conv8_direct_vnni(const DirectConv8& g, const uint8_t* x, bool x_signed, int32_t xzp, const DirectWeights8& w,
                        int32_t* y, const DirectRequant8* rq, ThreadPool* pool) {
+  MRT_ENFORCE(w.M == g.M && w.C == g.C && w.taps == g.KH * g.KW, MRT_INTERNAL,
+              "direct 8-bit conv: weights prepared for another geometry");
   // positions per tile: 32 or 48, whichever computes fewer dropped ones (48 on ties: fewer weight loads)
   const int64_t Wq = g.OW + (g.KW - 1) * g.dw / g.sw, flat = g.OH * Wq;
   const int64_t waste32 = (flat + 31) / 32 * 32, waste48 = (flat + 47) / 48 * 48;
