@@ -250,6 +250,7 @@ CONV_CASES = [
     (16, 24, 10, 1, 1, 0, 1, 1),
     (16, 128, 6, 1, 1, 0, 1, 2),  # few positions, many channels: computed transposed (pointwise, groups)
     (32, 96, 13, 3, 2, 1, 1, 1),  # few positions after a stride (transposed, with im2col)
+    (24, 100, 7, 3, 1, 1, 1, 1),  # 49 positions in evened-out row panels; 100 channels end in a part panel
 ]
 
 

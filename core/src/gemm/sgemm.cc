@@ -121,15 +121,15 @@ const SgemmKernel kPortable = {"portable",
 // ---------------------------------------------------------------------------------------
 // Packing.
 
-// op(A)[i0:i0+mc, k0:k0+kc] -> panels of mr rows; panel r starts at dst + r*panel_stride
-// and holds kc groups of mr values (rows past mc are zero).
+// op(A)[i0:i0+mc, k0:k0+kc] -> panels of h <= mr rows; panel r starts at dst + r*panel_stride
+// and holds kc groups of mr values (rows past h or mc are zero).
 void pack_a(const SgemmKernel& kr, bool trans_a, const float* A, int64_t lda, int64_t i0, int64_t mc, int64_t k0,
-            int64_t kc, float* dst, int64_t panel_stride) {
+            int64_t kc, float* dst, int64_t panel_stride, int64_t h) {
   const int mr = kr.mr;
-  for (int64_t r = 0; r * mr < mc; ++r) {
+  for (int64_t r = 0; r * h < mc; ++r) {
     float* p = dst + r * panel_stride;
-    const int64_t rows = std::min<int64_t>(mr, mc - r * mr);
-    const int64_t row0 = i0 + r * mr;
+    const int64_t rows = std::min<int64_t>(h, mc - r * h);
+    const int64_t row0 = i0 + r * h;
     if (trans_a) {  // A is [K, M]: A(i,k) = A[k*lda + i], mr values contiguous per k
       for (int64_t k = 0; k < kc; ++k) {
         const float* src = A + (k0 + k) * lda + row0;
@@ -214,6 +214,31 @@ void scale_c(int64_t M, int64_t N, float beta, float* C, int64_t ldc) {
   }
 }
 
+// Asks for the cache lines of rows x cols floats at p (row stride ld), for writing.
+inline void prefetch_rows(const float* p, int64_t rows, int64_t ld, int64_t cols) {
+#if defined(__GNUC__) || defined(__clang__)
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; c += 16) __builtin_prefetch(p + r * ld + c, 1, 3);
+#else
+  (void)p, (void)rows, (void)ld, (void)cols;
+#endif
+}
+
+// Row panels of an M block of `rows`: mr high when A is pre-packed (the last one shorter); otherwise
+// evened out (see the driver).
+int64_t panel_height(int64_t rows, int64_t mr, bool a_packed) {
+  return a_packed ? mr : ceil_div(rows, ceil_div(rows, mr));
+}
+
+// What the micro-kernel calls on an M block of `rows` cost, in rows: a tile of fewer than 4 rows
+// (8 accumulators) waits on the FMA latency, so it costs as much as 4 rows.
+double block_row_cost(int64_t rows, int64_t mr, bool a_packed) {
+  const int64_t h = panel_height(rows, mr, a_packed);
+  double cost = 0;
+  for (int64_t r = 0; r < rows; r += h) cost += static_cast<double>(std::max<int64_t>(std::min(h, rows - r), 4));
+  return cost;
+}
+
 // The parallel split of C into M blocks (mc rows, a multiple of mr, at most max_mc) times
 // nsplit groups of B panels, chosen by cost: the pool hands the tasks out in order to
 // whichever thread is free, a task costs its panels x (its rows + the packing of its B
@@ -242,7 +267,8 @@ void choose_split(int64_t M, int64_t npanels, int64_t mr, int64_t max_mc, int th
         const int64_t rows = std::min(mc, M - (t / ns) * mc), js = t % ns;
         const int64_t panels = (js + 1) * npanels / ns - js * npanels / ns;
         *std::min_element(load.begin(), load.end()) +=
-            static_cast<double>(panels) * (static_cast<double>(rows) + pack_rows) + static_cast<double>(rows) * pack_panels;
+            static_cast<double>(panels) * (block_row_cost(rows, mr, a_packed) + pack_rows) +
+            static_cast<double>(rows) * pack_panels;
       }
       const double span = *std::max_element(load.begin(), load.end());
       if (best < 0 || span < best * 0.999) {
@@ -397,6 +423,9 @@ void gemm_driver(const SgemmKernel& kr, int64_t M, int64_t N, int64_t K, float a
       const int64_t ib = t / nsplit, js = t % nsplit;
       const int64_t ic = ib * mc;
       const int64_t mcb = std::min(mc, M - ic);
+      // Row panels of the block: mr high when pre-packed; otherwise evened out (49 rows: 10+10+10+10+9, not
+      // 12+12+12+12+1, whose 1-row tile is bound by the FMA latency, not the throughput).
+      const int64_t ph = panel_height(mcb, mr, A.packed != nullptr);
       const int64_t q0 = js * npanels / nsplit, q1 = (js + 1) * npanels / nsplit;
       // The task's panels in chunks whose C block (mcb x chunk columns) stays in L2 over
       // all the K steps, instead of the whole C row block going out to memory and back
@@ -407,7 +436,7 @@ void gemm_driver(const SgemmKernel& kr, int64_t M, int64_t N, int64_t K, float a
         for (int64_t pc = 0; pc < K; pc += kcs) {
           const int64_t kc = std::min(kcs, K - pc);
           const float beta_k = pc == 0 ? beta : 1.f;
-          if (!A.packed) pack_a(kr, A.trans, A.p, A.ld, ic, mcb, pc, kc, abuf, kc * mr);
+          if (!A.packed) pack_a(kr, A.trans, A.p, A.ld, ic, mcb, pc, kc, abuf, kc * mr, ph);
           for (int64_t q = g0; q < g1; ++q) {
             const int64_t j = q * nr;
             const int64_t n = std::min(nr, N - j);
@@ -421,12 +450,19 @@ void gemm_driver(const SgemmKernel& kr, int64_t M, int64_t N, int64_t K, float a
               pack_b(kr, B.trans, B.p, B.ld, pc, kc, 0, N, q, q + 1, own_b, kc * nr);
               bp = own_b;
             }
-            for (int64_t r = 0; r * mr < mcb; ++r) {
-              const int64_t i = ic + r * mr;
-              const int64_t m = std::min(mr, M - i);
+            for (int64_t r = 0; r * ph < mcb; ++r) {
+              const int64_t i = ic + r * ph;
+              const int64_t m = std::min(ph, ic + mcb - i);
               const float* ap = A.packed ? A.packed->data.data() + pc * a_panels * mr + (i / mr) * kc * mr
                                          : abuf + r * kc * mr;
               kr.rows[m](kc, ap, bp, C + i * ldc + j, ldc, n, alpha, beta_k);
+              // The same rows of the next panel, one tile ahead: on the first K step its C lines are cold (a
+              // large output is written far apart, row by row), on the last the output stage reads its inputs.
+              if (q + 1 < g1) {
+                const int64_t jn = j + nr, nn = std::min(nr, N - jn);
+                if (pc == 0) prefetch_rows(C + i * ldc + jn, m, ldc, nn);
+                if (epilogue && epilogue->prefetch && pc + kc >= K) epilogue->prefetch(epilogue->ctx, i, m, jn, nn);
+              }
             }
             // Output stage one panel behind (the previous panel's stores have retired;
             // both panels of the M block are still in cache).
@@ -508,7 +544,7 @@ PackedA sgemm_pack_a_with_kernel(const SgemmKernel& kernel, bool trans_a, int64_
   const int64_t kcs = kc_step(packed_a_kc(kernel), K);
   for (int64_t pc = 0; pc < K && M > 0; pc += kcs) {
     const int64_t kc = std::min<int64_t>(kcs, K - pc);
-    pack_a(kernel, trans_a, A, lda, 0, M, pc, kc, p.data.data() + pc * panels * kernel.mr, kc * kernel.mr);
+    pack_a(kernel, trans_a, A, lda, 0, M, pc, kc, p.data.data() + pc * panels * kernel.mr, kc * kernel.mr, kernel.mr);
   }
   return p;
 }
@@ -562,7 +598,7 @@ void sgemm_packed_a_source(const PackedA& A, int64_t N, float alpha, const Panel
 }
 
 void sgemm_packed_b(bool trans_a, int64_t M, float alpha, const float* A, int64_t lda, const PackedB& B, float beta,
-                    float* C, int64_t ldc, ThreadPool* pool) {
+                    float* C, int64_t ldc, ThreadPool* pool, const TileEpilogue* epilogue) {
   MRT_ENFORCE(B.kernel != nullptr, MRT_INTERNAL, "sgemm_packed_b: operand was not packed");
   OperandA a;
   a.p = A;
@@ -570,7 +606,7 @@ void sgemm_packed_b(bool trans_a, int64_t M, float alpha, const float* A, int64_
   a.trans = trans_a;
   OperandB b;
   b.packed = &B;
-  gemm_driver(*B.kernel, M, B.N, B.K, alpha, a, b, beta, C, ldc, pool);
+  gemm_driver(*B.kernel, M, B.N, B.K, alpha, a, b, beta, C, ldc, pool, epilogue);
 }
 
 }  // namespace mrt

@@ -16,9 +16,12 @@ struct SgemmKernel;
 // Called once per finished block of C (rows i..i+m, columns j..j+n, at c with row stride
 // ldc: an M block by one B panel) while it is still in cache: fused output stages (bias,
 // residual, activation). Called from several threads at once, each element exactly once.
+// `prefetch`, when set, is called for each block a little ahead of its `apply` (while the GEMM computes the
+// block before it), to start loading what `apply` will read (a residual).
 struct TileEpilogue {
   void (*apply)(const void* ctx, int64_t i, int64_t m, int64_t j, int64_t n, float* c, int64_t ldc) = nullptr;
   const void* ctx = nullptr;
+  void (*prefetch)(const void* ctx, int64_t i, int64_t m, int64_t j, int64_t n) = nullptr;
 };
 
 void sgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
@@ -63,6 +66,6 @@ void sgemm_packed_a_source(const PackedA& A, int64_t N, float alpha, const Panel
 
 // C[M,N] = alpha * op(A) * B + beta * C with B pre-packed (K, N taken from it).
 void sgemm_packed_b(bool trans_a, int64_t M, float alpha, const float* A, int64_t lda, const PackedB& B, float beta,
-                    float* C, int64_t ldc, ThreadPool* pool);
+                    float* C, int64_t ldc, ThreadPool* pool, const TileEpilogue* epilogue = nullptr);
 
 }  // namespace mrt

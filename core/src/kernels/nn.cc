@@ -558,6 +558,7 @@ struct ConvTileStage {
   const float* bias = nullptr;  // the group's biases, or nullptr
   const Epilogue* epi = nullptr;
   int64_t base = 0;             // offset of the GEMM's C in the output tensor
+  int64_t ldc = 0;              // its row stride (for conv_tile_prefetch)
 };
 
 template <bool kBias, bool kZ, bool kRelu>
@@ -576,19 +577,25 @@ void tile_rows(const ConvTileStage& t, int64_t i, int64_t m, int64_t j, int64_t 
   }
 }
 
+// The residual's rows of a tile, asked for while the GEMM computes the tile before it: the residual was
+// written layers ago and its rows are far apart, so the output stage would otherwise wait on each line.
+void conv_tile_prefetch(const void* ctx, int64_t i, int64_t m, int64_t j, int64_t n) {
+  const ConvTileStage& t = *static_cast<const ConvTileStage*>(ctx);
+#if defined(__GNUC__) || defined(__clang__)
+  const float* zt = static_cast<const float*>(t.epi->z) + t.base + i * t.ldc + j;
+  for (int64_t r = 0; r < m; ++r)
+    for (int64_t k = 0; k < n; k += 16) __builtin_prefetch(zt + r * t.ldc + k, 0, 3);
+#else
+  (void)t, (void)i, (void)m, (void)j, (void)n;
+#endif
+}
+
 void conv_tile_stage(const void* ctx, int64_t i, int64_t m, int64_t j, int64_t n, float* c, int64_t ldc) {
   const ConvTileStage& t = *static_cast<const ConvTileStage*>(ctx);
   const bool z = t.epi && t.epi->z, relu = t.epi && t.epi->act == Epilogue::kRelu;
   const bool other = t.epi && t.epi->act != Epilogue::kNone && !relu;
 #if defined(MOSAICRT_X86_SIMD)
   if (cpu_has_avx2() && !other) {
-    if (z) {
-      // The residual's tile is cold (written layers ago) and its rows are far apart: ask for all its lines
-      // at once, so their misses overlap instead of the row loop waiting on them one after another.
-      const float* zt = static_cast<const float*>(t.epi->z) + t.base + i * ldc + j;
-      for (int64_t r = 0; r < m; ++r)
-        for (int64_t k = 0; k < n; k += 16) _mm_prefetch(reinterpret_cast<const char*>(zt + r * ldc + k), _MM_HINT_T0);
-    }
     for (int64_t r = 0; r < m; ++r)
       nn::conv_stage_row_avx2(c + r * ldc, z ? static_cast<const float*>(t.epi->z) + t.base + (i + r) * ldc + j : nullptr,
                               t.bias ? t.bias[i + r] : 0.f, n, relu);
@@ -611,6 +618,29 @@ void conv_tile_stage(const void* ctx, int64_t i, int64_t m, int64_t j, int64_t n
     act.z = nullptr;
     for (int64_t r = 0; r < m; ++r) apply_epilogue(&act, c + r * ldc, 0, n);
   }
+}
+
+// The transposed GEMM's output stage (conv_few_positions): a finished tile of Y^T (positions i..i+m, channels
+// j..j+n, still in cache) goes to its place in Y, with the bias and the epilogue. Row by row of the tile, so
+// that its reads are sequential (its rows are Mg floats apart) and the writes stay in the block of n output
+// rows; the parallel GEMM runs it in its tasks.
+struct FewPositionsStage {
+  float* y;            // the group's output, Mg rows of `positions`
+  int64_t positions;
+  const float* bias;   // the group's biases, or nullptr
+  const Epilogue* epi;
+  int64_t base;        // offset of y in the output tensor (the residual's offset)
+};
+
+void few_positions_stage(const void* ctx, int64_t i, int64_t m, int64_t j, int64_t n, float* c, int64_t ldc) {
+  const FewPositionsStage& s = *static_cast<const FewPositionsStage*>(ctx);
+  float* __restrict y = s.y + j * s.positions + i;
+  for (int64_t r = 0; r < m; ++r) {
+    const float* __restrict cr = c + r * ldc;
+    for (int64_t ch = 0; ch < n; ++ch) y[ch * s.positions + r] = cr[ch] + (s.bias ? s.bias[j + ch] : 0.f);
+  }
+  if (s.epi)
+    for (int64_t ch = 0; ch < n; ++ch) apply_epilogue(s.epi, y + ch * s.positions, s.base + (j + ch) * s.positions + i, m);
 }
 
 // C = A_g x im2col(x)[:, p0:p0+N] (+ beta C) with the columns generated inside the GEMM's
@@ -749,14 +779,12 @@ void conv_run(const ConvPlan& p, const T* x, const T* w, const T* bias, T* y, Th
           lda = out_size;
         }
         float* yt = few_positions_scratch(1, out_size * p.Mg);  // [position, channel]
+        FewPositionsStage stage{yg, out_size, bias ? bias + grp * p.Mg : nullptr, epi, yg - y};
+        TileEpilogue tile;
+        tile.apply = few_positions_stage;
+        tile.ctx = &stage;
         sgemm_packed_b(true, out_size, 1.f, a, lda, packed->transposed[static_cast<size_t>(grp)], 0.f, yt, p.Mg,
-                       gemm_pool);
-        for (int64_t m = 0; m < p.Mg; ++m) {
-          float* row = yg + m * out_size;
-          const float b = bias ? bias[grp * p.Mg + m] : 0.f;
-          for (int64_t q = 0; q < out_size; ++q) row[q] = yt[q * p.Mg + m] + b;
-          apply_epilogue(epi, row, (yg - y) + m * out_size, out_size);
-        }
+                       gemm_pool, &tile);
         return;
       }
     }
@@ -768,8 +796,10 @@ void conv_run(const ConvPlan& p, const T* x, const T* w, const T* bias, T* y, Th
         stage.bias = bias ? bias + grp * p.Mg : nullptr;
         stage.epi = epi;
         stage.base = yg - y;
+        stage.ldc = out_size;
         tile.apply = conv_tile_stage;
         tile.ctx = &stage;
+        if (epi && epi->z) tile.prefetch = conv_tile_prefetch;
       }
     }
     const TileEpilogue* tile_stage = tile.apply ? &tile : nullptr;
