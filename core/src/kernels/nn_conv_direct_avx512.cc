@@ -33,6 +33,7 @@ namespace nn {
 namespace {
 
 constexpr int64_t kTile = 32;  // flat positions per tile (two zmm)
+constexpr int64_t kRunTiles = 8;  // tiles per work item (256 positions)
 
 template <int R>
 void tile(const float* x, int64_t channel, int64_t C, const int64_t* offsets, int64_t taps, const float* w,
@@ -130,11 +131,16 @@ void run(const DirectConv& g, const float* x, const float* wpacked, float* y, co
     bias_rows.assign(static_cast<size_t>((g.M + R - 1) / R * R), 0.f);
     std::copy(g.bias, g.bias + g.M, bias_rows.begin());
   }
+  // Work items: a run of kRunTiles tiles for one block of channels; runs outer, blocks inner. Within a
+  // run, each of the block's R output rows is written as one sequential stretch (the rows are a plane
+  // apart: one tile at a time for all blocks would scatter every store over R * blocks rows), while the
+  // run's input stays in cache across the blocks.
+  const int64_t runs = (tiles + kRunTiles - 1) / kRunTiles;
   auto body = [&](int64_t b, int64_t e) {
     alignas(64) float out[R * kTile];
-    for (int64_t item = b; item < e; ++item) {
-      // tiles outer, channel blocks inner: a tile's input stays in cache across the blocks
-      const int64_t ti = item / blocks, mb = item % blocks;
+    for (int64_t item = b; item < e; ++item)
+     for (int64_t ti = item / blocks * kRunTiles, mb = item % blocks,
+                  tend = std::min(tiles, ti + kRunTiles); ti < tend; ++ti) {
       const int64_t q0 = ti * kTile, q1 = std::min(flat, q0 + kTile);
       tile<R>(xp + q0, channel, g.C, offsets.data(), taps, wpacked + mb * g.C * taps * R,
               g.bias ? bias_rows.data() + mb * R : nullptr, g.relu, out);
@@ -162,7 +168,7 @@ void run(const DirectConv& g, const float* x, const float* wpacked, float* y, co
       }
     }
   };
-  const int64_t items = tiles * blocks;
+  const int64_t items = runs * blocks;
   if (pool && pool->size() > 1 && items > 1) pool->parallel_for(items, 1, body);
   else body(0, items);
   // kept between runs while small; a large layer's staging is not held by the thread afterwards
