@@ -27,6 +27,8 @@ int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 // Bytes of C one task keeps in cache across the K steps (a share of L2).
 constexpr int64_t kCBlockBytes = int64_t{192} << 10;
+// Bytes of packed B panels a task holds when K is one step (see single_step).
+constexpr int64_t kStretchBytes = int64_t{192} << 10;
 
 int64_t packed_a_kc(const SgemmKernel& kr) { return kr.kc_packed_a > 0 ? kr.kc_packed_a : kr.kc; }
 
@@ -415,6 +417,45 @@ void gemm_driver(const SgemmKernel& kr, int64_t M, int64_t N, int64_t K, float a
   // synchronisation is the end of the parallel loop. Each task packs its A block (per kc
   // step, kept in L2) and each B panel right before using it (kept in L1); a B panel is
   // thus packed once per M block, which costs ~1/(2*mc) of the arithmetic.
+  // A depth of one K step (a pointwise Conv of few input channels): row panels outer over a stretch of
+  // B panels packed once, so that each row of C (a Conv's output channel, a plane apart from the next)
+  // is written, and the output stage reads its residual, as one sequential stretch: panels outer would
+  // touch every row of the M block per panel, more streams than the hardware prefetchers follow.
+  auto single_step = [&](int64_t ic, int64_t mcb, int64_t ph, int64_t q0, int64_t q1, float* abuf) {
+    thread_local std::vector<float> stretch_scratch;
+    const int64_t panel_floats = K * nr;
+    const int64_t stretch = std::max<int64_t>(1, kStretchBytes / (panel_floats * static_cast<int64_t>(sizeof(float))));
+    float* bbuf = B.packed ? nullptr
+                           : scratch(stretch_scratch, static_cast<size_t>(std::min(stretch, q1 - q0) * panel_floats));
+    if (!A.packed) pack_a(kr, A.trans, A.p, A.ld, ic, mcb, 0, K, abuf, K * mr, ph);
+    for (int64_t g0 = q0; g0 < q1; g0 += stretch) {
+      const int64_t g1 = std::min(q1, g0 + stretch);
+      auto panel = [&](int64_t q) -> const float* {
+        if (B.packed) return B.packed->data.data() + q * K * nr;
+        return bbuf + (q - g0) * panel_floats;
+      };
+      for (int64_t q = g0; q < g1 && !B.packed; ++q) {
+        const int64_t j = q * nr, n = std::min(nr, N - j);
+        if (B.source) B.source->fill(B.source->ctx, 0, K, j, n, static_cast<int>(nr), bbuf + (q - g0) * panel_floats);
+        else pack_b(kr, B.trans, B.p, B.ld, 0, K, 0, N, q, q + 1, bbuf + (q - g0) * panel_floats, panel_floats);
+      }
+      const int64_t j0 = g0 * nr, cols = std::min(N, g1 * nr) - j0;
+      for (int64_t r = 0; r * ph < mcb; ++r) {
+        const int64_t i = ic + r * ph, m = std::min(ph, ic + mcb - i);
+        const float* ap = A.packed ? A.packed->data.data() + (i / mr) * K * mr : abuf + r * K * mr;
+        float* crow = C + i * ldc;
+        for (int64_t q = g0; q < g1; ++q) {
+          const int64_t j = q * nr;
+          kr.rows[m](K, ap, panel(q), crow + j, ldc, std::min(nr, N - j), alpha, beta);
+        }
+        if (epilogue) {
+          if (epilogue->prefetch && r * ph + m < mcb)  // the next rows' inputs, while this stage runs
+            epilogue->prefetch(epilogue->ctx, i + m, std::min(ph, ic + mcb - i - m), j0, std::min<int64_t>(cols, 256));
+          epilogue->apply(epilogue->ctx, i, m, j0, cols, crow + j0, ldc);
+        }
+      }
+    }
+  };
   auto task = [&](int64_t t0, int64_t t1) {
     thread_local std::vector<float> a_scratch, b_scratch;
     float* abuf = A.packed ? nullptr : scratch(a_scratch, static_cast<size_t>(ceil_div(mc, mr) * mr * kcs));
@@ -427,6 +468,10 @@ void gemm_driver(const SgemmKernel& kr, int64_t M, int64_t N, int64_t K, float a
       // 12+12+12+12+1, whose 1-row tile is bound by the FMA latency, not the throughput).
       const int64_t ph = panel_height(mcb, mr, A.packed != nullptr);
       const int64_t q0 = js * npanels / nsplit, q1 = (js + 1) * npanels / nsplit;
+      if (K <= kcs) {
+        single_step(ic, mcb, ph, q0, q1, abuf);
+        continue;
+      }
       // The task's panels in chunks whose C block (mcb x chunk columns) stays in L2 over
       // all the K steps, instead of the whole C row block going out to memory and back
       // once per K step when N is large.
