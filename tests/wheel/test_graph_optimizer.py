@@ -6,6 +6,8 @@ Every model here has random weights and is run with optimizations disabled and e
 
 from __future__ import annotations
 
+from typing import Any
+
 import mosaicrt
 import numpy as np
 import onnx
@@ -422,6 +424,50 @@ def test_depthwise_conv_matches_onnxruntime(geometry: tuple[int, int, int, int, 
         None, {"x": x})[0]
     np.testing.assert_allclose(_session(model, Level.ORT_ENABLE_ALL).run(None, {"x": x})[0], expected, rtol=1e-4,
                                atol=1e-4)
+
+
+DEPTHWISE_BLOCK_CASES = [
+    # Outputs up to 32 wide run 8 channels at a time in the vector lanes (AVX2 CPUs), the channels past the last
+    # block of 8 plane by plane: (channels, (H, W), (KH, KW), strides, pads [t, l, b, r], dilations)
+    (16, (7, 7), (3, 3), (1, 1), (1, 1, 1, 1), (1, 1)),
+    (20, (14, 14), (3, 3), (2, 2), (1, 1, 1, 1), (1, 1)),       # 2 blocks + 4 single channels
+    (24, (9, 11), (5, 3), (1, 2), (2, 0, 1, 3), (1, 1)),        # asymmetric pads, rectangular window
+    (8, (13, 13), (3, 3), (1, 1), (2, 2, 2, 2), (2, 2)),        # dilated
+    (32, (28, 30), (3, 3), (1, 1), (1, 1, 1, 1), (1, 1)),       # rows of 30: one 8-wide tail per row
+    (9, (5, 6), (1, 1), (1, 1), (0, 0, 0, 0), (1, 1)),          # 1x1 window, 30 positions
+    (16, (56, 56), (3, 3), (2, 2), (0, 1, 1, 0), (1, 1)),       # stride 2 down to 28 x 28
+]
+
+
+@pytest.mark.parametrize("case", DEPTHWISE_BLOCK_CASES, ids=str)
+def test_depthwise_channel_blocks_match_onnxruntime(case: tuple[Any, ...]) -> None:
+    # With the residual Add and Relu fused into the depthwise Conv (its epilogue runs per output plane).
+    c, (h, w_), kernel, strides, pads, dil = case
+    import onnxruntime
+
+    rng = np.random.default_rng(c + h * 7 + kernel[0])
+    w = rng.standard_normal((c, 1, *kernel)).astype(np.float32)
+    b = rng.standard_normal(c).astype(np.float32)
+    oh = (h + pads[0] + pads[2] - dil[0] * (kernel[0] - 1) - 1) // strides[0] + 1
+    ow = (w_ + pads[1] + pads[3] - dil[1] * (kernel[1] - 1) - 1) // strides[1] + 1
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], group=c, strides=list(strides),
+                              pads=[pads[0], pads[1], pads[2], pads[3]], dilations=list(dil)),
+             helper.make_node("Add", ["c", "z"], ["s"]),
+             helper.make_node("Relu", ["s"], ["y"])]
+    graph = helper.make_graph(nodes, "dw", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, c, h, w_]),
+                                            helper.make_tensor_value_info("z", TensorProto.FLOAT, [2, c, oh, ow])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                              [_const("w", w), _const("b", b)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    feed = {"x": _x((2, c, h, w_), seed=6), "z": _x((2, c, oh, ow), seed=7)}
+    expected = onnxruntime.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(
+        None, feed)[0]
+    for threads in (1, 2):
+        opts = mosaicrt.SessionOptions()
+        opts.intra_op_num_threads = threads
+        sess = mosaicrt.InferenceSession(model.SerializeToString(), sess_options=opts)
+        assert _ops(sess) == ["com.microsoft::FusedConv"]
+        np.testing.assert_allclose(sess.run(None, feed)[0], expected, rtol=1e-4, atol=1e-4)
 
 
 # --- QDQ: DequantizeLinear → Conv / MatMul → QuantizeLinear run as QLinearConv / QLinearMatMul -----------------

@@ -491,6 +491,9 @@ void apply_epilogue(const Epilogue* e, T* y, int64_t at, int64_t n) {
   }
 }
 
+// Output widths up to which depthwise convolutions put channels in the vector lanes (conv_depthwise_2d).
+constexpr int64_t kDepthwiseBlockedWidth = 32;
+
 template <class T>
 void conv_depthwise_2d(const ConvPlan& p, const T* x, const T* w, const T* bias, T* y, ThreadPool& pool,
                        const Epilogue* epi) {
@@ -498,6 +501,29 @@ void conv_depthwise_2d(const ConvPlan& p, const T* x, const T* w, const T* bias,
   nn::DepthwisePlane d{g.in[0],     g.in[1],     g.kernel[0],   g.kernel[1],   g.out[0],      g.out[1],
                        g.stride[0], g.stride[1], g.dilation[0], g.dilation[1], g.pad_begin[0], g.pad_begin[1]};
   const int64_t in_size = d.H * d.W, out_size = d.OH * d.OW, ksize = d.KH * d.KW;
+#if defined(MOSAICRT_X86_SIMD)
+  if constexpr (std::is_same<T, float>::value) {
+    // Narrow outputs (ShuffleNet's and MobileNet's 28x28 ... 7x7 maps, whose rows leave vectors along them
+    // mostly empty): 8 channels at a time in the vector lanes, when each output channel has its own input
+    // channel (no channel multiplier).
+    if (d.OW <= kDepthwiseBlockedWidth && p.M == p.C && p.M >= 8 && cpu_has_avx2()) {
+      const int64_t blocks = p.M / 8, rest = p.M - blocks * 8;
+      pool.parallel_for(p.N * (blocks + rest), 1, [&](int64_t b, int64_t e) {
+        for (int64_t item = b; item < e; ++item) {
+          const int64_t n = item / (blocks + rest), k = item % (blocks + rest);
+          const int64_t m = k < blocks ? k * 8 : blocks * 8 + (k - blocks), count = k < blocks ? 8 : 1;
+          const T* xp = x + (n * p.C + m) * in_size;
+          T* yp = y + (n * p.M + m) * out_size;
+          if (count == 8) nn::depthwise_block8_avx2(xp, w + m * ksize, bias ? bias + m : nullptr, yp, d);
+          else depthwise_plane(xp, w + m * ksize, bias ? bias[m] : T(0), yp, d);
+          for (int64_t c = 0; c < count; ++c)
+            apply_epilogue(epi, yp + c * out_size, (yp - y) + c * out_size, out_size);
+        }
+      });
+      return;
+    }
+  }
+#endif
   pool.parallel_for(p.N * p.M, 1, [&](int64_t b, int64_t e) {
     for (int64_t plane = b; plane < e; ++plane) {
       const int64_t n = plane / p.M, m = plane % p.M, c = m / p.Mg;  // Cg == 1: one input channel per group

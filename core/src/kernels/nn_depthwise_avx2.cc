@@ -55,7 +55,101 @@ inline void row_blocks3(const float* xr, int64_t row_step, const int64_t* off, c
   for (int b = 0; b < kBlocks; ++b) _mm256_storeu_ps(out + b * 8, acc[b]);
 }
 
+// 8x8 transpose of ymm rows: v[r][j] -> v[j][r].
+inline void transpose8x8(__m256 (&v)[8]) {
+  const __m256 t0 = _mm256_unpacklo_ps(v[0], v[1]), t1 = _mm256_unpackhi_ps(v[0], v[1]);
+  const __m256 t2 = _mm256_unpacklo_ps(v[2], v[3]), t3 = _mm256_unpackhi_ps(v[2], v[3]);
+  const __m256 t4 = _mm256_unpacklo_ps(v[4], v[5]), t5 = _mm256_unpackhi_ps(v[4], v[5]);
+  const __m256 t6 = _mm256_unpacklo_ps(v[6], v[7]), t7 = _mm256_unpackhi_ps(v[6], v[7]);
+  const __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE);
+  const __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE);
+  const __m256 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE);
+  const __m256 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
+  v[0] = _mm256_permute2f128_ps(u0, u4, 0x20);
+  v[1] = _mm256_permute2f128_ps(u1, u5, 0x20);
+  v[2] = _mm256_permute2f128_ps(u2, u6, 0x20);
+  v[3] = _mm256_permute2f128_ps(u3, u7, 0x20);
+  v[4] = _mm256_permute2f128_ps(u0, u4, 0x31);
+  v[5] = _mm256_permute2f128_ps(u1, u5, 0x31);
+  v[6] = _mm256_permute2f128_ps(u2, u6, 0x31);
+  v[7] = _mm256_permute2f128_ps(u3, u7, 0x31);
+}
+
 }  // namespace
+
+void depthwise_block8_avx2(const float* x, const float* w, const float* bias, float* y, const DepthwisePlane& g) {
+  // Interleaved, zero-padded copy of the 8 planes: xi[(r * cols + j) * 8 + c] = plane c at padded (r, j),
+  // the rows and columns the taps of all outputs reach.
+  const int64_t in_plane = g.H * g.W, out_plane = g.OH * g.OW, taps = g.KH * g.KW;
+  const int64_t rows = (g.OH - 1) * g.sh + (g.KH - 1) * g.dh + 1, cols = (g.OW - 1) * g.sw + (g.KW - 1) * g.dw + 1;
+  thread_local std::vector<float> scratch;
+  const size_t need = static_cast<size_t>(rows * cols * 8 + taps * 8 + 8 + in_plane * 8);
+  if (scratch.size() < need) scratch.resize(need);
+  float* xi = scratch.data();
+  float* wi = xi + rows * cols * 8;  // wi[t * 8 + c]: the 8 channels' weights of tap t
+  for (int64_t t = 0; t < taps; ++t)
+    for (int c = 0; c < 8; ++c) wi[t * 8 + c] = w[c * taps + t];
+  // The 8 planes interleaved first as flat arrays (8 x 8 transposes over their H * W values, whatever the
+  // row width), then their rows copied into the padded layout.
+  float* flat = wi + taps * 8 + 8;  // flat[i * 8 + c] = plane c's value i
+  int64_t i = 0;
+  for (; i + 8 <= in_plane; i += 8) {
+    __m256 v[8];
+    for (int c = 0; c < 8; ++c) v[c] = _mm256_loadu_ps(x + c * in_plane + i);
+    transpose8x8(v);
+    for (int k = 0; k < 8; ++k) _mm256_storeu_ps(flat + (i + k) * 8, v[k]);
+  }
+  for (; i < in_plane; ++i)
+    for (int c = 0; c < 8; ++c) flat[i * 8 + c] = x[c * in_plane + i];
+  int64_t lo, hi;  // padded columns inside the input: [lo, hi)
+  valid_range(cols, 1, -g.pw, g.W, lo, hi);
+  for (int64_t r = 0; r < rows; ++r) {
+    float* d = xi + r * cols * 8;
+    const int64_t ih = r - g.ph;
+    if (ih < 0 || ih >= g.H) {
+      std::fill(d, d + cols * 8, 0.f);
+      continue;
+    }
+    std::fill(d, d + lo * 8, 0.f);
+    std::fill(d + hi * 8, d + cols * 8, 0.f);
+    if (hi > lo) std::copy(flat + (ih * g.W + lo - g.pw) * 8, flat + (ih * g.W + hi - g.pw) * 8, d + lo * 8);
+  }
+  const __m256 vb = bias ? _mm256_loadu_ps(bias) : _mm256_setzero_ps();
+  // Output positions in flat order, 8 at a time: 8 accumulators (one position, 8 channels each), then one
+  // transpose gives each channel's 8 consecutive outputs.
+  const int64_t row_step = g.dh * cols * 8, col_step = g.dw * 8;
+  int64_t oh = 0, ow = 0;
+  float* tail = wi + taps * 8;  // room for the last group's positions
+  for (int64_t p0 = 0; p0 < out_plane; p0 += 8) {
+    const int64_t n = std::min<int64_t>(8, out_plane - p0);
+    const float* base[8];  // each position's window origin in xi
+    for (int64_t k = 0; k < 8; ++k) {
+      if (k >= n) {  // past the last output: any valid address, the results are dropped
+        base[k] = base[0];
+        continue;
+      }
+      base[k] = xi + ((oh * g.sh) * cols + ow * g.sw) * 8;
+      if (++ow == g.OW) ow = 0, ++oh;
+    }
+    __m256 acc[8];
+    for (int k = 0; k < 8; ++k) acc[k] = vb;
+    for (int64_t kh = 0; kh < g.KH; ++kh)
+      for (int64_t kw = 0; kw < g.KW; ++kw) {
+        const __m256 wv = _mm256_loadu_ps(wi + (kh * g.KW + kw) * 8);
+        const int64_t off = kh * row_step + kw * col_step;
+        for (int k = 0; k < 8; ++k) acc[k] = _mm256_fmadd_ps(wv, _mm256_loadu_ps(base[k] + off), acc[k]);
+      }
+    transpose8x8(acc);  // acc[c] = channel c at the 8 positions
+    if (n == 8) {
+      for (int c = 0; c < 8; ++c) _mm256_storeu_ps(y + c * out_plane + p0, acc[c]);
+    } else {
+      for (int c = 0; c < 8; ++c) {
+        _mm256_storeu_ps(tail, acc[c]);
+        std::copy(tail, tail + n, y + c * out_plane + p0);
+      }
+    }
+  }
+}
 
 void depthwise_plane_avx2(const float* x, const float* w, float bias, float* y, const DepthwisePlane& g) {
   // The plane is copied into a zero-padded scratch image split by column phase: phase p

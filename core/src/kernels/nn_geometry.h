@@ -150,6 +150,10 @@ struct DepthwisePlane {
 #if defined(MOSAICRT_X86_SIMD)
 // y[OH, OW] = bias + conv(x[H, W], w[KH, KW]) (nn_depthwise_avx2.cc; needs AVX2 + FMA).
 void depthwise_plane_avx2(const float* x, const float* w, float bias, float* y, const DepthwisePlane& g);
+// The same for 8 consecutive channels at once (planes x[c * H * W], filters w[c * KH * KW], bias[c] or
+// null, outputs y[c * OH * OW]), the channels in the vector lanes: for small outputs, where a plane's rows
+// are too short for vectors along them.
+void depthwise_block8_avx2(const float* x, const float* w, const float* bias, float* y, const DepthwisePlane& g);
 // Conv's output stage on one row: y[i] = y[i] + bias (+ z[i] when z), then Relu when relu
 // (nn_conv_stage_avx2.cc).
 void conv_stage_row_avx2(float* y, const float* z, float bias, int64_t n, bool relu);
