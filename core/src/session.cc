@@ -735,6 +735,7 @@ void Session::plan_transfers() {
 std::vector<Tensor> Session::run(const std::vector<std::string>& input_names, const std::vector<Tensor>& input_values,
                                  const std::vector<std::string>& output_names, const RunControl& control) {
   LimitsScope limits(limits_);
+  ThreadPool::RunScope spinning(*pool_);
   using Clock = std::chrono::steady_clock;
   const bool profile = profiling_.load(std::memory_order_relaxed);
   const Clock::time_point run_start = profile ? Clock::now() : Clock::time_point();

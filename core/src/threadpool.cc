@@ -28,17 +28,20 @@ thread_local bool t_in_parallel = false;
 // regions of small ops, and the next job usually comes within this window.
 constexpr std::chrono::microseconds kSpin{200};
 
-// Spins until pred() or kSpin elapsed; returns pred()'s last value.
-template <class Pred>
-bool spin_until(Pred pred) {
+// Spins until pred(), or until kSpin has elapsed with keep_spinning() false (checked as the spin goes);
+// returns pred()'s last value.
+template <class Pred, class Keep>
+bool spin_until(Pred pred, Keep keep_spinning) {
   if (pred()) return true;
-  const auto deadline = std::chrono::steady_clock::now() + kSpin;
+  auto deadline = std::chrono::steady_clock::now() + kSpin;
   for (;;) {
     for (int i = 0; i < 64; ++i) {
       MRT_CPU_RELAX();
       if (pred()) return true;
     }
-    if (std::chrono::steady_clock::now() >= deadline) return pred();
+    const auto now = std::chrono::steady_clock::now();
+    if (keep_spinning()) deadline = now + kSpin;
+    else if (now >= deadline) return pred();
     std::this_thread::yield();  // lets a thread sharing this CPU (oversubscription) progress
   }
 }
@@ -58,6 +61,7 @@ struct ThreadPool::Impl {
   // while spinning.
   std::atomic<bool> stop{false};
   std::atomic<uint64_t> generation{0};
+  std::atomic<int> active_runs{0};  // see ThreadPool::begin_run
 
   // Current job. Its fields are written only while `open` is false and no worker is
   // inside (`inside` == 0); a worker enters by incrementing `inside` and then checking
@@ -97,7 +101,7 @@ struct ThreadPool::Impl {
       auto ready = [&] {
         return stop.load(std::memory_order_acquire) || generation.load(std::memory_order_acquire) != seen;
       };
-      if (!spin_until(ready)) {
+      if (!spin_until(ready, [&] { return active_runs.load(std::memory_order_relaxed) > 0; })) {
         std::unique_lock<std::mutex> lock(mutex);
         wake.wait(lock, ready);
       }
@@ -124,6 +128,9 @@ ThreadPool::~ThreadPool() {
   impl_->wake.notify_all();
   for (auto& t : impl_->workers) t.join();
 }
+
+void ThreadPool::begin_run() { impl_->active_runs.fetch_add(1, std::memory_order_relaxed); }
+void ThreadPool::end_run() { impl_->active_runs.fetch_sub(1, std::memory_order_relaxed); }
 
 void ThreadPool::parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn) {
   if (n <= 0) return;
@@ -156,7 +163,7 @@ void ThreadPool::parallel_for(int64_t n, int64_t grain, const std::function<void
   im.run_chunks();
   const int64_t chunks = im.chunks;
   auto finished = [&] { return im.completed.load(std::memory_order_acquire) == chunks; };
-  if (!spin_until(finished)) {
+  if (!spin_until(finished, [] { return false; })) {
     std::unique_lock<std::mutex> lock(im.mutex);
     im.done.wait(lock, finished);
   }

@@ -21,6 +21,24 @@ class ThreadPool {
   // fn are rethrown here (the first one). Nested calls run inline.
   void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn);
 
+  // While a run is active (between begin_run and end_run; runs may overlap), idle workers keep spinning
+  // between parallel regions instead of going to sleep after a short spin: a run's sequential stretches
+  // (a Concat, a small op) would otherwise put them to sleep, and on a virtual machine waking a sleeping
+  // thread can cost hundreds of microseconds. The spin yields the CPU to any other runnable thread.
+  void begin_run();
+  void end_run();
+  // Marks a run for its lifetime.
+  class RunScope {
+   public:
+    explicit RunScope(ThreadPool& pool) : pool_(pool) { pool_.begin_run(); }
+    ~RunScope() { pool_.end_run(); }
+    RunScope(const RunScope&) = delete;
+    RunScope& operator=(const RunScope&) = delete;
+
+   private:
+    ThreadPool& pool_;
+  };
+
  private:
   struct Impl;
   std::unique_ptr<Impl> impl_;
