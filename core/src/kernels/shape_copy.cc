@@ -93,12 +93,34 @@ void concat_kernel(OpContext& ctx) {
     off += row_bytes[i];
   }
   char* dst = static_cast<char*>(y.raw());
-  maybe_parallel(ctx, outer, y.numel(), [&](int64_t b, int64_t e) {
-    for (int64_t o = b; o < e; ++o)
-      for (size_t i = 0; i < n; ++i)
-        if (row_bytes[i])
-          std::memcpy(dst + static_cast<size_t>(o) * out_row + col_off[i],
-                      static_cast<const char*>(ins[i]->raw()) + static_cast<size_t>(o) * row_bytes[i], row_bytes[i]);
+  if (outer >= 4 * ctx.threads().size()) {
+    maybe_parallel(ctx, outer, y.numel(), [&](int64_t b, int64_t e) {
+      for (int64_t o = b; o < e; ++o)
+        for (size_t i = 0; i < n; ++i)
+          if (row_bytes[i])
+            std::memcpy(dst + static_cast<size_t>(o) * out_row + col_off[i],
+                        static_cast<const char*>(ins[i]->raw()) + static_cast<size_t>(o) * row_bytes[i], row_bytes[i]);
+    });
+    return;
+  }
+  // Few rows (a batch-1 Concat along channels: one row of a few large blocks): the blocks in pieces, so that
+  // the threads share the copy.
+  constexpr size_t kPiece = size_t{64} << 10;
+  struct Piece {
+    char* d;
+    const char* s;
+    size_t bytes;
+  };
+  std::vector<Piece> pieces;
+  for (int64_t o = 0; o < outer; ++o)
+    for (size_t i = 0; i < n; ++i)
+      for (size_t at = 0; at < row_bytes[i]; at += kPiece)
+        pieces.push_back({dst + static_cast<size_t>(o) * out_row + col_off[i] + at,
+                          static_cast<const char*>(ins[i]->raw()) + static_cast<size_t>(o) * row_bytes[i] + at,
+                          std::min(kPiece, row_bytes[i] - at)});
+  maybe_parallel(ctx, static_cast<int64_t>(pieces.size()), y.numel(), [&](int64_t b, int64_t e) {
+    for (int64_t k = b; k < e; ++k) std::memcpy(pieces[static_cast<size_t>(k)].d, pieces[static_cast<size_t>(k)].s,
+                                                pieces[static_cast<size_t>(k)].bytes);
   });
 }
 
