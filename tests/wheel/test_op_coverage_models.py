@@ -977,3 +977,22 @@ def test_tree_ensemble_regressor_matches_onnxruntime(aggregate: str) -> None:
     rng = np.random.default_rng(32)
     model = _random_forest_regressor(rng, trees=5, features=4, targets=2, aggregate=aggregate)
     _assert_close(*_run_both(model, {"x": rng.standard_normal((20, 4)).astype(np.float32)}))
+
+
+@pytest.mark.parametrize("axis", [1, 2])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_concat_of_large_blocks_matches_numpy(axis: int, threads: int) -> None:
+    # Batch-1 Concat of blocks of hundreds of KiB: copied in pieces that the threads share.
+    shapes = [(1, 40, 30, 50), (1, 7, 30, 50), (1, 64, 30, 50)] if axis == 1 else [(1, 9, 400, 50), (1, 9, 33, 50)]
+    rng = np.random.default_rng(axis)
+    xs = [rng.standard_normal(s).astype(np.float32) for s in shapes]
+    names = [f"x{i}" for i in range(len(xs))]
+    graph = helper.make_graph([helper.make_node("Concat", names, ["y"], axis=axis)], "concat",
+                              [helper.make_tensor_value_info(n, TensorProto.FLOAT, list(x.shape))
+                               for n, x in zip(names, xs, strict=True)],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    opts = mosaicrt.SessionOptions()
+    opts.intra_op_num_threads = threads
+    sess = mosaicrt.InferenceSession(model.SerializeToString(), sess_options=opts)
+    np.testing.assert_array_equal(sess.run(None, dict(zip(names, xs, strict=True)))[0], np.concatenate(xs, axis=axis))
