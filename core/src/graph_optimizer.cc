@@ -603,6 +603,51 @@ int optimization_level(const std::map<std::string, std::string>& config) {
   }
 }
 
+// A float scalar initializer (Clip's min / max inputs).
+bool float_scalar(const GraphIndex& idx, const std::string& name, float& value) {
+  const Tensor* t = idx.constant(name);
+  if (!t || t->dtype() != DType::kFloat || t->numel() != 1) return false;
+  value = *t->data<float>();
+  return true;
+}
+
+// The activations com.microsoft FusedConv applies in its epilogue, as its `activation` and
+// `activation_params` attributes: Relu, Tanh, Sigmoid, LeakyRelu (alpha), HardSigmoid (alpha, beta) and Clip
+// (min, max: attributes before opset 11, constant scalar inputs from it; absent bounds are infinite).
+bool fusable_activation(const Node& act, const GraphIndex& idx, int64_t opset, std::string& name,
+                        std::vector<float>& params) {
+  const std::string& op = act.op_type;
+  if (op == "Relu" || op == "Tanh" || op == "Sigmoid") {
+    name = op;
+    return true;
+  }
+  if (op == "LeakyRelu") {
+    name = op;
+    params = {act.attr_float("alpha", 0.01f)};
+    return true;
+  }
+  if (op == "HardSigmoid") {
+    name = op;
+    params = {act.attr_float("alpha", 0.2f), act.attr_float("beta", 0.5f)};
+    return true;
+  }
+  if (op == "Clip") {
+    constexpr float inf = std::numeric_limits<float>::infinity();
+    float lo = -inf, hi = inf;
+    if (opset < 11) {
+      lo = act.attr_float("min", -std::numeric_limits<float>::max());
+      hi = act.attr_float("max", std::numeric_limits<float>::max());
+    } else {
+      if (act.inputs.size() > 1 && !act.inputs[1].empty() && !float_scalar(idx, act.inputs[1], lo)) return false;
+      if (act.inputs.size() > 2 && !act.inputs[2].empty() && !float_scalar(idx, act.inputs[2], hi)) return false;
+    }
+    name = op;
+    params = {lo, hi};
+    return true;
+  }
+  return false;
+}
+
 GraphOptimizerStats optimize_graph(Model& model, int level, ThreadPool& pool) {
   GraphOptimizerStats stats;
   if (level <= kOptDisabled) return stats;
@@ -665,9 +710,10 @@ GraphOptimizerStats optimize_graph(Model& model, int level, ThreadPool& pool) {
       fused = true;
     }
     std::string activation;
+    std::vector<float> activation_params;
     if (Node* act = single_consumer(n.outputs[0]);
-        act && act->op_type == "Relu" && act->domain.empty() && act->outputs.size() == 1 && !act->outputs[0].empty()) {
-      activation = "Relu";
+        act && act->domain.empty() && act->outputs.size() == 1 && !act->outputs[0].empty() &&
+        fusable_activation(*act, idx, onnx_opset->second, activation, activation_params)) {
       n.outputs[0] = act->outputs[0];
       removed[act - g.nodes.data()] = true;
       ++stats.activations_fused;
@@ -681,6 +727,13 @@ GraphOptimizerStats optimize_graph(Model& model, int level, ThreadPool& pool) {
     a.type = AttrType::kString;
     a.s = activation.empty() ? "Identity" : activation;
     n.attributes.push_back(a);
+    if (!activation_params.empty()) {
+      Attribute params;
+      params.name = "activation_params";
+      params.type = AttrType::kFloats;
+      params.floats = activation_params;
+      n.attributes.push_back(params);
+    }
   }
   bool qdq_contrib_ops = false;
   if (level >= kOptExtended) {

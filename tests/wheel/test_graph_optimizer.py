@@ -426,6 +426,63 @@ def test_depthwise_conv_matches_onnxruntime(geometry: tuple[int, int, int, int, 
                                atol=1e-4)
 
 
+ACTIVATIONS = [
+    # (op, attributes, extra constant inputs, opset)
+    ("Tanh", {}, [], 17),
+    ("Sigmoid", {}, [], 17),
+    ("LeakyRelu", {"alpha": 0.3}, [], 17),
+    ("HardSigmoid", {"alpha": 0.4, "beta": 0.45}, [], 17),
+    ("Clip", {}, [np.float32(0.0), np.float32(6.0)], 17),   # Relu6
+    ("Clip", {}, ["", np.float32(0.5)], 13),                # only a max
+    ("Clip", {"min": -0.5, "max": 0.25}, [], 6),            # bounds as attributes
+]
+ACTIVATION_GEOMETRIES = [(8, 16, 12, 3, 1, 1, 1), (16, 96, 7, 1, 1, 0, 1), (12, 12, 9, 3, 2, 1, 12)]
+
+
+@pytest.mark.parametrize("activation", ACTIVATIONS, ids=lambda a: f"{a[0]}-opset{a[3]}")
+@pytest.mark.parametrize("geometry", ACTIVATION_GEOMETRIES, ids=str)
+def test_conv_activation_fusion_keeps_results(activation: tuple[Any, ...], geometry: tuple[int, ...]) -> None:
+    # Conv followed by an activation FusedConv applies (Relu is covered above): fused into one FusedConv whose
+    # output matches the unfused graph, on a direct, a few-positions (transposed GEMM) and a depthwise geometry.
+    op, attrs, bounds, opset = activation
+    c, m, size, k, stride, pad, group = geometry
+    rng = np.random.default_rng(c + m)
+    w = (rng.standard_normal((m, c // group, k, k)) * 0.5).astype(np.float32)
+    b = rng.standard_normal(m).astype(np.float32)
+    inits = [_const("w", w), _const("b", b)]
+    act_inputs = ["c"]
+    for i, bound in enumerate(bounds):
+        if isinstance(bound, str):
+            act_inputs.append(bound)
+        else:
+            inits.append(_const(f"bound{i}", np.array(bound, np.float32)))
+            act_inputs.append(f"bound{i}")
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], strides=[stride, stride], pads=[pad] * 4, group=group),
+             helper.make_node(op, act_inputs, ["y"], **attrs)]
+    graph = helper.make_graph(nodes, "act", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, c, size, size])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    x = _x((2, c, size, size), seed=3) * 3
+    fused = _session(model, Level.ORT_ENABLE_ALL)
+    assert _ops(fused) == ["com.microsoft::FusedConv"]
+    expected = _session(model, Level.ORT_DISABLE_ALL).run(None, {"x": x})[0]
+    assert np.std(expected) > 0.05
+    np.testing.assert_allclose(fused.run(None, {"x": x})[0], expected, rtol=1e-5, atol=1e-6)
+
+
+def test_clip_with_bounds_fed_at_run_time_is_not_fused() -> None:
+    w = np.ones((4, 3, 1, 1), np.float32)
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"]), helper.make_node("Clip", ["c", "lo"], ["y"])]
+    graph = helper.make_graph(nodes, "clip", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 4, 4]),
+                                              helper.make_tensor_value_info("lo", TensorProto.FLOAT, [])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], [_const("w", w)])
+    sess = _session(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), Level.ORT_ENABLE_ALL)
+    assert _ops(sess) == ["Conv", "Clip"]
+    x = _x((1, 3, 4, 4))
+    np.testing.assert_allclose(sess.run(None, {"x": x, "lo": np.float32(0.5)})[0],
+                               np.maximum(x.sum(axis=1, keepdims=True).repeat(4, axis=1), 0.5), rtol=1e-6)
+
+
 DEPTHWISE_BLOCK_CASES = [
     # Outputs up to 32 wide run 8 channels at a time in the vector lanes (AVX2 CPUs), the channels past the last
     # block of 8 plane by plane: (channels, (H, W), (KH, KW), strides, pads [t, l, b, r], dilations)

@@ -20,6 +20,7 @@
 
 #include "../gemm/backend_registry.h"
 #include "../gemm/sgemm.h"
+#include "elementwise_math.h"
 #include "nn_geometry.h"
 
 #if defined(__SSE2__)
@@ -474,10 +475,23 @@ void apply_epilogue(const Epilogue* e, T* y, int64_t at, int64_t n) {
       for (int64_t i = 0; i < n; ++i) y[i] = y[i] > T(0) ? y[i] : T(0);
       break;
     case Epilogue::kTanh:
-      for (int64_t i = 0; i < n; ++i) y[i] = std::tanh(y[i]);
-      break;
     case Epilogue::kSigmoid:
-      for (int64_t i = 0; i < n; ++i) y[i] = T(1) / (T(1) + std::exp(-y[i]));
+      // float: the Tanh / Sigmoid kernels' own functions (vectorized where they are), so that a fused
+      // activation gives the same values as the unfused one
+      if constexpr (std::is_same<T, float>::value) {
+        const bool tanh = e->act == Epilogue::kTanh;
+#if defined(MOSAICRT_X86_SIMD)
+        if (fastmath::cpu_has_avx2_fma()) {
+          tanh ? fastmath::tanh_avx2(y, y, n) : fastmath::sigmoid_avx2(y, y, n);
+          break;
+        }
+#endif
+        for (int64_t i = 0; i < n; ++i) y[i] = tanh ? fastmath::tanh_f(y[i]) : fastmath::sigmoid_f(y[i]);
+      } else if (e->act == Epilogue::kTanh) {
+        for (int64_t i = 0; i < n; ++i) y[i] = std::tanh(y[i]);
+      } else {
+        for (int64_t i = 0; i < n; ++i) y[i] = T(1) / (T(1) + std::exp(-y[i]));
+      }
       break;
     case Epilogue::kLeakyRelu:
       for (int64_t i = 0; i < n; ++i) y[i] = y[i] >= T(0) ? y[i] : a * y[i];
