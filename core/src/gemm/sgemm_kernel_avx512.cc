@@ -4,6 +4,7 @@
 #include <immintrin.h>
 
 #include "sgemm_kernels.h"
+#include "transpose8_avx.h"
 
 namespace mrt {
 
@@ -84,26 +85,6 @@ void pack_b_avx512(const float* src, int64_t ldb, int64_t kc, float* dst) {
   }
 }
 
-// 8x8 transpose: in[r] = row r (8 consecutive k) -> out[j] = the 8 rows at k = j.
-inline void transpose8(__m256 (&v)[8]) {
-  const __m256 t0 = _mm256_unpacklo_ps(v[0], v[1]), t1 = _mm256_unpackhi_ps(v[0], v[1]);
-  const __m256 t2 = _mm256_unpacklo_ps(v[2], v[3]), t3 = _mm256_unpackhi_ps(v[2], v[3]);
-  const __m256 t4 = _mm256_unpacklo_ps(v[4], v[5]), t5 = _mm256_unpackhi_ps(v[4], v[5]);
-  const __m256 t6 = _mm256_unpacklo_ps(v[6], v[7]), t7 = _mm256_unpackhi_ps(v[6], v[7]);
-  const __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE);
-  const __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE);
-  const __m256 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE);
-  const __m256 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
-  v[0] = _mm256_permute2f128_ps(u0, u4, 0x20);
-  v[1] = _mm256_permute2f128_ps(u1, u5, 0x20);
-  v[2] = _mm256_permute2f128_ps(u2, u6, 0x20);
-  v[3] = _mm256_permute2f128_ps(u3, u7, 0x20);
-  v[4] = _mm256_permute2f128_ps(u0, u4, 0x31);
-  v[5] = _mm256_permute2f128_ps(u1, u5, 0x31);
-  v[6] = _mm256_permute2f128_ps(u2, u6, 0x31);
-  v[7] = _mm256_permute2f128_ps(u3, u7, 0x31);
-}
-
 // 4x4 transpose of xmm rows.
 inline void transpose4(__m128& a, __m128& b, __m128& c, __m128& d) {
   const __m128 t0 = _mm_unpacklo_ps(a, b), t1 = _mm_unpackhi_ps(a, b);
@@ -119,7 +100,7 @@ void pack_a_avx512(const float* src, int64_t lda, int64_t kc, float* dst) {
   for (; k + 8 <= kc; k += 8) {
     __m256 v[8];
     for (int r = 0; r < 8; ++r) v[r] = _mm256_loadu_ps(src + r * lda + k);
-    transpose8(v);
+    transpose8x8(v);
     for (int j = 0; j < 8; ++j) _mm256_storeu_ps(dst + (k + j) * kMr, v[j]);
     for (int half = 0; half < 2; ++half) {
       __m128 a = _mm_loadu_ps(src + 8 * lda + k + 4 * half), b = _mm_loadu_ps(src + 9 * lda + k + 4 * half);
