@@ -309,6 +309,16 @@ void pool_2d_float(const PoolPlan& p, const float* x, float* y, ThreadPool& pool
   }
   const float* dh = div_h.data();
   const float* dw = div_w.data();
+  // every window counting the same power of two taps (2x2 windows without padding): a product with its
+  // reciprocal is exactly the quotient
+  float uniform_inv = 0.f;
+  if (!kMax && !div_h.empty() && !div_w.empty()) {
+    const float c = div_h[0] * div_w[0];
+    int exp2 = 0;
+    const bool uniform = std::all_of(div_h.begin(), div_h.end(), [&](float v) { return v == div_h[0]; }) &&
+                         std::all_of(div_w.begin(), div_w.end(), [&](float v) { return v == div_w[0]; });
+    if (uniform && c > 0.f && std::frexp(c, &exp2) == 0.5f) uniform_inv = 1.f / c;
+  }
 #if defined(__SSE2__)
   auto vcombine = [](__m128 v, __m128 acc) { return kMax ? _mm_max_ps(v, acc) : _mm_add_ps(acc, v); };
 #endif
@@ -378,8 +388,18 @@ void pool_2d_float(const PoolPlan& p, const float* x, float* y, ThreadPool& pool
         for (int64_t kw = 0; kw < KW; ++kw) acc = combine(r0[ow * sw + kw], acc);
         yr[ow] = acc;
       }
-      if (!kMax) {
-        for (int64_t o = 0; o < OW; ++o) {
+      if (!kMax) {  // the window sums divided by their tap counts (0 where a window has none)
+        int64_t o = 0;
+#if defined(__SSE2__)
+        const __m128 vh = _mm_set1_ps(dh[oh]), zero = _mm_setzero_ps(), vinv = _mm_set1_ps(uniform_inv);
+        if (uniform_inv != 0.f)
+          for (; o + 4 <= OW; o += 4) _mm_storeu_ps(yr + o, _mm_mul_ps(_mm_loadu_ps(yr + o), vinv));
+        for (; o + 4 <= OW; o += 4) {
+          const __m128 c = _mm_mul_ps(vh, _mm_loadu_ps(dw + o));
+          _mm_storeu_ps(yr + o, _mm_and_ps(_mm_div_ps(_mm_loadu_ps(yr + o), c), _mm_cmpgt_ps(c, zero)));
+        }
+#endif
+        for (; o < OW; ++o) {
           const float c = dh[oh] * dw[o];
           yr[o] = c > 0.f ? yr[o] / c : 0.f;
         }
