@@ -490,8 +490,8 @@ DEPTHWISE_BLOCK_CASES = [
     (20, (14, 14), (3, 3), (2, 2), (1, 1, 1, 1), (1, 1)),       # 2 blocks + 4 single channels
     (24, (9, 11), (5, 3), (1, 2), (2, 0, 1, 3), (1, 1)),        # asymmetric pads, rectangular window
     (8, (13, 13), (3, 3), (1, 1), (2, 2, 2, 2), (2, 2)),        # dilated
-    (32, (28, 30), (3, 3), (1, 1), (1, 1, 1, 1), (1, 1)),       # rows of 30: one 8-wide tail per row
-    (9, (5, 6), (1, 1), (1, 1), (0, 0, 0, 0), (1, 1)),          # 1x1 window, 30 positions
+    (32, (28, 30), (3, 3), (1, 1), (1, 1, 1, 1), (1, 1)),       # 30 wide: near the blocked path's limit
+    (9, (5, 6), (1, 1), (1, 1), (0, 0, 0, 0), (1, 1)),          # 1x1 window; 30 positions: a part group of 8
     (16, (56, 56), (3, 3), (2, 2), (0, 1, 1, 0), (1, 1)),       # stride 2 down to 28 x 28
 ]
 

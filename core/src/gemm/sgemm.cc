@@ -413,10 +413,14 @@ void gemm_driver(const SgemmKernel& kr, int64_t M, int64_t N, int64_t K, float a
   const int64_t a_panels = ceil_div(M, mr);  // pre-packed A: kc blocks of a_panels panels each
   const int64_t kcs = kc_step(A.packed ? packed_a_kc(kr) : kr.kc, K);
 
-  // One task = one M block x one share of the B panels, over the whole K: the only
-  // synchronisation is the end of the parallel loop. Each task packs its A block (per kc
-  // step, kept in L2) and each B panel right before using it (kept in L1); a B panel is
-  // thus packed once per M block, which costs ~1/(2*mc) of the arithmetic.
+  // B panel q over K steps [pc, pc + kc): in place when pre-packed, else made into dst.
+  auto b_panel = [&](int64_t q, int64_t pc, int64_t kc, float* dst) -> const float* {
+    if (B.packed) return B.packed->data.data() + (q * K + pc) * nr;
+    const int64_t j = q * nr;
+    if (B.source) B.source->fill(B.source->ctx, pc, kc, j, std::min(nr, N - j), static_cast<int>(nr), dst);
+    else pack_b(kr, B.trans, B.p, B.ld, pc, kc, 0, N, q, q + 1, dst, kc * nr);
+    return dst;
+  };
   // A depth of one K step (a pointwise Conv of few input channels): row panels outer over a stretch of
   // B panels packed once, so that each row of C (a Conv's output channel, a plane apart from the next)
   // is written, and the output stage reads its residual, as one sequential stretch: panels outer would
@@ -430,15 +434,8 @@ void gemm_driver(const SgemmKernel& kr, int64_t M, int64_t N, int64_t K, float a
     if (!A.packed) pack_a(kr, A.trans, A.p, A.ld, ic, mcb, 0, K, abuf, K * mr, ph);
     for (int64_t g0 = q0; g0 < q1; g0 += stretch) {
       const int64_t g1 = std::min(q1, g0 + stretch);
-      auto panel = [&](int64_t q) -> const float* {
-        if (B.packed) return B.packed->data.data() + q * K * nr;
-        return bbuf + (q - g0) * panel_floats;
-      };
-      for (int64_t q = g0; q < g1 && !B.packed; ++q) {
-        const int64_t j = q * nr, n = std::min(nr, N - j);
-        if (B.source) B.source->fill(B.source->ctx, 0, K, j, n, static_cast<int>(nr), bbuf + (q - g0) * panel_floats);
-        else pack_b(kr, B.trans, B.p, B.ld, 0, K, 0, N, q, q + 1, bbuf + (q - g0) * panel_floats, panel_floats);
-      }
+      auto panel = [&](int64_t q) { return B.packed ? b_panel(q, 0, K, nullptr) : bbuf + (q - g0) * panel_floats; };
+      for (int64_t q = g0; q < g1 && !B.packed; ++q) b_panel(q, 0, K, bbuf + (q - g0) * panel_floats);
       const int64_t j0 = g0 * nr, cols = std::min(N, g1 * nr) - j0;
       for (int64_t r = 0; r * ph < mcb; ++r) {
         const int64_t i = ic + r * ph, m = std::min(ph, ic + mcb - i);
@@ -456,6 +453,10 @@ void gemm_driver(const SgemmKernel& kr, int64_t M, int64_t N, int64_t K, float a
       }
     }
   };
+  // One task = one M block x one share of the B panels, over the whole K: the only
+  // synchronisation is the end of the parallel loop. Each task packs its A block (per kc
+  // step, kept in L2) and each B panel right before using it (kept in L1); a B panel is
+  // thus packed once per M block, which costs ~1/(2*mc) of the arithmetic.
   auto task = [&](int64_t t0, int64_t t1) {
     thread_local std::vector<float> a_scratch, b_scratch;
     float* abuf = A.packed ? nullptr : scratch(a_scratch, static_cast<size_t>(ceil_div(mc, mr) * mr * kcs));
@@ -485,16 +486,7 @@ void gemm_driver(const SgemmKernel& kr, int64_t M, int64_t N, int64_t K, float a
           for (int64_t q = g0; q < g1; ++q) {
             const int64_t j = q * nr;
             const int64_t n = std::min(nr, N - j);
-            const float* bp;
-            if (B.packed) {
-              bp = B.packed->data.data() + (q * K + pc) * nr;
-            } else if (B.source) {
-              B.source->fill(B.source->ctx, pc, kc, j, n, static_cast<int>(nr), own_b);
-              bp = own_b;
-            } else {
-              pack_b(kr, B.trans, B.p, B.ld, pc, kc, 0, N, q, q + 1, own_b, kc * nr);
-              bp = own_b;
-            }
+            const float* bp = b_panel(q, pc, kc, own_b);
             for (int64_t r = 0; r * ph < mcb; ++r) {
               const int64_t i = ic + r * ph;
               const int64_t m = std::min(ph, ic + mcb - i);

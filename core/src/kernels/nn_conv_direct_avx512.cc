@@ -136,36 +136,38 @@ void run(const DirectConv& g, const float* x, const float* wpacked, float* y, co
   // apart: one tile at a time for all blocks would scatter every store over R * blocks rows), while the
   // run's input stays in cache across the blocks.
   const int64_t runs = (tiles + kRunTiles - 1) / kRunTiles;
+  // one tile of the block's R output channels: computed into `out`, then stored as pieces of output rows
+  auto one_tile = [&](int64_t ti, int64_t mb, float* out) {
+    const int64_t q0 = ti * kTile, q1 = std::min(flat, q0 + kTile);
+    tile<R>(xp + q0, channel, g.C, offsets.data(), taps, wpacked + mb * g.C * taps * R,
+            g.bias ? bias_rows.data() + mb * R : nullptr, g.relu, out);
+    const int64_t m0 = mb * R, rows = std::min<int64_t>(R, g.M - m0);
+    for (int64_t q = q0; q < q1;) {
+      const int64_t oh = q / Wq, ow = q % Wq;
+      if (ow >= g.OW) {
+        q += Wq - ow;
+        continue;
+      }
+      const int64_t len = std::min(g.OW - ow, q1 - q), pos = oh * g.OW + ow;
+      float* dst = y + m0 * out_size + pos;
+      // (len <= kTile = 32: two masked stores per row instead of a memcpy call)
+      const __mmask16 lo = len >= 16 ? __mmask16(0xFFFF) : static_cast<__mmask16>((1u << len) - 1);
+      const __mmask16 hi = len > 16 ? static_cast<__mmask16>((1u << (len - 16)) - 1) : __mmask16(0);
+      for (int64_t r = 0; r < rows; ++r) {
+        const float* src = out + r * kTile + (q - q0);
+        float* d = dst + r * out_size;
+        _mm512_mask_storeu_ps(d, lo, _mm512_maskz_loadu_ps(lo, src));
+        if (hi) _mm512_mask_storeu_ps(d + 16, hi, _mm512_maskz_loadu_ps(hi, src + 16));
+      }
+      if (epi.apply) epi.apply(epi.ctx, m0, rows, pos, len, dst, out_size);
+      q += len;
+    }
+  };
   auto body = [&](int64_t b, int64_t e) {
     alignas(64) float out[R * kTile];
-    for (int64_t item = b; item < e; ++item)
-     for (int64_t ti = item / blocks * kRunTiles, mb = item % blocks,
-                  tend = std::min(tiles, ti + kRunTiles); ti < tend; ++ti) {
-      const int64_t q0 = ti * kTile, q1 = std::min(flat, q0 + kTile);
-      tile<R>(xp + q0, channel, g.C, offsets.data(), taps, wpacked + mb * g.C * taps * R,
-              g.bias ? bias_rows.data() + mb * R : nullptr, g.relu, out);
-      const int64_t m0 = mb * R, rows = std::min<int64_t>(R, g.M - m0);
-      // the tile's positions as pieces of output rows
-      for (int64_t q = q0; q < q1;) {
-        const int64_t oh = q / Wq, ow = q % Wq;
-        if (ow >= g.OW) {
-          q += Wq - ow;
-          continue;
-        }
-        const int64_t len = std::min(g.OW - ow, q1 - q), pos = oh * g.OW + ow;
-        float* dst = y + m0 * out_size + pos;
-        // (len <= kTile = 32: two masked stores per row instead of a memcpy call)
-        const __mmask16 lo = len >= 16 ? __mmask16(0xFFFF) : static_cast<__mmask16>((1u << len) - 1);
-        const __mmask16 hi = len > 16 ? static_cast<__mmask16>((1u << (len - 16)) - 1) : __mmask16(0);
-        for (int64_t r = 0; r < rows; ++r) {
-          const float* src = out + r * kTile + (q - q0);
-          float* d = dst + r * out_size;
-          _mm512_mask_storeu_ps(d, lo, _mm512_maskz_loadu_ps(lo, src));
-          if (hi) _mm512_mask_storeu_ps(d + 16, hi, _mm512_maskz_loadu_ps(hi, src + 16));
-        }
-        if (epi.apply) epi.apply(epi.ctx, m0, rows, pos, len, dst, out_size);
-        q += len;
-      }
+    for (int64_t item = b; item < e; ++item) {
+      const int64_t mb = item % blocks, t0 = item / blocks * kRunTiles;
+      for (int64_t ti = t0; ti < std::min(tiles, t0 + kRunTiles); ++ti) one_tile(ti, mb, out);
     }
   };
   const int64_t items = runs * blocks;
