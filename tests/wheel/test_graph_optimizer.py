@@ -527,6 +527,55 @@ def test_depthwise_channel_blocks_match_onnxruntime(case: tuple[Any, ...]) -> No
         np.testing.assert_allclose(sess.run(None, feed)[0], expected, rtol=1e-4, atol=1e-4)
 
 
+WINOGRAD_CASES = [
+    # 3x3 stride-1 convolutions with at least 32 input and 64 output channels on maps of more than 64 positions
+    # run by Winograd F(2x2, 3x3) in 2x2 output tiles: (in channels, out channels, (H, W), pads [t, l, b, r])
+    (32, 64, (14, 14), (1, 1, 1, 1)),
+    (48, 64, (13, 15), (1, 1, 1, 1)),     # odd output sizes: the last tile of each row and column is partial
+    (32, 96, (20, 9), (0, 0, 0, 0)),      # no padding
+    (40, 64, (11, 12), (2, 0, 1, 3)),     # asymmetric pads
+    (32, 64, (3, 40), (1, 1, 1, 1)),      # 2 tile rows, the second half empty
+    (64, 64, (56, 56), (1, 1, 1, 1)),     # 784 tiles: pieces of tiles, one thread each
+    (256, 256, (14, 14), (1, 1, 1, 1)),   # one piece: its steps split between the threads
+]
+
+
+@pytest.mark.parametrize("fused", ["residual_relu", "leaky_relu"])
+@pytest.mark.parametrize("case", WINOGRAD_CASES, ids=str)
+def test_winograd_convolutions_match_onnxruntime(case: tuple[Any, ...], fused: str) -> None:
+    # Batch 2, at 1 and 2 threads: with bias, a residual Add and Relu fused (the output stage runs on each
+    # finished piece of an output row), or without bias and with a fused LeakyRelu.
+    c, m, (h, w_), pads = case
+    import onnxruntime
+
+    rng = np.random.default_rng(c + m + h)
+    w = (rng.standard_normal((m, c, 3, 3)) / np.sqrt(9 * c)).astype(np.float32)
+    b = rng.standard_normal(m).astype(np.float32)
+    oh, ow = h + pads[0] + pads[2] - 2, w_ + pads[1] + pads[3] - 2
+    inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, c, h, w_])]
+    feed = {"x": _x((2, c, h, w_), seed=8)}
+    if fused == "residual_relu":
+        nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], pads=list(pads)),
+                 helper.make_node("Add", ["c", "z"], ["s"]), helper.make_node("Relu", ["s"], ["y"])]
+        inputs.append(helper.make_tensor_value_info("z", TensorProto.FLOAT, [2, m, oh, ow]))
+        feed["z"] = _x((2, m, oh, ow), seed=9)
+    else:
+        nodes = [helper.make_node("Conv", ["x", "w"], ["c"], pads=list(pads)),
+                 helper.make_node("LeakyRelu", ["c"], ["y"], alpha=0.2)]
+    graph = helper.make_graph(nodes, "wino", inputs, [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                              [_const("w", w), _const("b", b)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    expected = onnxruntime.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(
+        None, feed)[0]
+    assert expected.shape == (2, m, oh, ow)
+    for threads in (1, 2):
+        opts = mosaicrt.SessionOptions()
+        opts.intra_op_num_threads = threads
+        sess = mosaicrt.InferenceSession(model.SerializeToString(), sess_options=opts)
+        assert _ops(sess) == ["com.microsoft::FusedConv"]
+        np.testing.assert_allclose(sess.run(None, feed)[0], expected, rtol=1e-4, atol=1e-4)
+
+
 # --- QDQ: DequantizeLinear → Conv / MatMul → QuantizeLinear run as QLinearConv / QLinearMatMul -----------------
 
 

@@ -557,6 +557,10 @@ struct PackedFilters {
   // (see conv_few_positions); built on first use.
   std::vector<PackedB> transposed;
   std::once_flag transposed_once;
+  // The 16 transformed filter matrices of the Winograd path (see conv_uses_winograd), packed as the GEMMs'
+  // A; built on first use.
+  std::vector<PackedA> winograd;
+  std::once_flag winograd_once;
 };
 
 // Convolutions with few output positions (a 7x7 map: 49) and many output channels waste
@@ -569,9 +573,10 @@ bool conv_few_positions(int64_t positions, int64_t out_channels) {
   return positions <= kFewPositions && out_channels >= 64;
 }
 
-// Grow-only per-thread buffers of the transposed path: 0 = columns, 1 = transposed output.
+// Grow-only per-thread buffers: the transposed path's columns (0) and transposed output (1), the Winograd
+// path's transformed input (2) and GEMM products (3).
 float* few_positions_scratch(int which, int64_t n) {
-  thread_local std::vector<float> buf[2];
+  thread_local std::vector<float> buf[4];
   if (buf[which].size() < static_cast<size_t>(n)) buf[which].resize(static_cast<size_t>(n));
   return buf[which].data();
 }
@@ -717,6 +722,80 @@ bool conv_uses_direct(const ConvPlan& p) {
 }
 #endif
 
+// 3x3 convolutions with stride 1 and no dilation, on maps larger than the few-positions path's and with
+// enough channels on both sides for the 16 GEMMs to be efficient, go through Winograd F(2x2, 3x3)
+// (nn_winograd.cc): 16 multiplications per 2x2 output tile instead of 36.
+// The transforms cost about as much per input and per output channel as the GEMMs do per pair of them, so
+// both counts must be large: with 32 output channels (DenseNet's 128 -> 32) they were slower than the
+// direct kernel.
+constexpr int64_t kWinogradMinInputs = 32, kWinogradMinOutputs = 64;
+bool conv_uses_winograd(const ConvPlan& p) {
+  const Window& g = p.g;
+  return g.nsp == 2 && p.group == 1 && g.kernel[0] == 3 && g.kernel[1] == 3 && g.stride[0] == 1 &&
+         g.stride[1] == 1 && g.dilation[0] == 1 && g.dilation[1] == 1 && p.Cg >= kWinogradMinInputs &&
+         p.Mg >= kWinogradMinOutputs && !conv_few_positions(g.out[0] * g.out[1], p.Mg);
+}
+
+// The Winograd path's output stage on a finished piece of an output row: bias and epilogue, as on a GEMM tile.
+void winograd_output_stage(const void* ctx, int64_t m, int64_t at, int64_t n, float* y) {
+  conv_tile_stage(ctx, m, 1, at, n, y, static_cast<const ConvTileStage*>(ctx)->ldc);
+}
+
+// Tiles per piece of the Winograd path: its transformed input and products (16 x channels x tiles each) stay
+// in L2 while they are made and used, and the GEMMs' 32-wide column panels are filled.
+constexpr int64_t kWinogradPieceFloats = int64_t{512} << 10;
+
+void conv_winograd(const ConvPlan& p, const float* x, const float* bias, float* y, ThreadPool& pool,
+                   const PackedFilters& packed, const Epilogue* epi) {
+  const Window& g = p.g;
+  const nn::Winograd23 wg{p.C, g.in[0], g.in[1], p.M, g.pad_begin[0], g.pad_begin[1], g.out[0], g.out[1]};
+  const int64_t in_size = wg.H * wg.W, out_size = wg.OH * wg.OW, T = wg.tiles_h() * wg.tiles_w();
+  ConvTileStage stage;
+  stage.bias = bias;
+  stage.epi = epi;
+  stage.ldc = out_size;
+  nn::WinogradOutputStage out_stage;
+  if (bias || (epi && epi->active())) {
+    out_stage.apply = winograd_output_stage;
+    out_stage.ctx = &stage;
+  }
+  // pieces of whole 32-tile panels; several per thread when there are enough tiles, then each piece runs
+  // its three steps alone on one thread, otherwise each step is split between the threads
+  const int64_t most = std::max<int64_t>(32, kWinogradPieceFloats / (16 * (p.C + p.M)) / 32 * 32);
+  const int64_t pieces = (T + most - 1) / most, threads = pool.size();
+  const int64_t piece = ((T + pieces - 1) / pieces + 15) / 16 * 16;  // evened out
+  const bool by_piece = threads == 1 || pieces >= 2 * threads;
+  auto run_piece = [&](int64_t n, int64_t t0, ThreadPool* inner) {
+    const int64_t t1 = std::min(T, t0 + piece), nt = t1 - t0, ld = nt + nn::kWinogradPad;
+    float* v = few_positions_scratch(2, 16 * p.C * ld);
+    float* mt = few_positions_scratch(3, 16 * p.M * ld);
+    const float* xn = x + n * p.C * in_size;
+    float* yn = y + n * p.M * out_size;
+    ConvTileStage image_stage = stage;
+    image_stage.base = yn - y;
+    nn::WinogradOutputStage image_out = out_stage;
+    if (image_out.apply) image_out.ctx = &image_stage;
+    auto steps = [&](int64_t count, int64_t grain, const std::function<void(int64_t, int64_t)>& fn) {
+      if (inner) inner->parallel_for(count, grain, fn);
+      else fn(0, count);
+    };
+    steps(p.C, 8, [&](int64_t b, int64_t e) { nn::winograd23_input(wg, xn, b, e, t0, t1, v, ld); });
+    steps(16, 1, [&](int64_t b, int64_t e) {
+      for (int64_t xi = b; xi < e; ++xi)
+        sgemm_packed_a(packed.winograd[static_cast<size_t>(xi)], false, nt, 1.f, v + xi * ld, 16 * ld, 0.f,
+                       mt + xi * ld, 16 * ld, nullptr);
+    });
+    steps(p.M, 8, [&](int64_t b, int64_t e) { nn::winograd23_output(wg, mt, ld, b, e, t0, t1, yn, image_out); });
+  };
+  if (by_piece) {
+    pool.parallel_for(p.N * pieces, 1, [&](int64_t b, int64_t e) {
+      for (int64_t item = b; item < e; ++item) run_piece(item / pieces, item % pieces * piece, nullptr);
+    });
+  } else {
+    for (int64_t item = 0; item < p.N * pieces; ++item) run_piece(item / pieces, item % pieces * piece, &pool);
+  }
+}
+
 template <class T>
 void conv_run(const ConvPlan& p, const T* x, const T* w, const T* bias, T* y, ThreadPool& pool,
               const PackedFilters* packed, const Epilogue* epi = nullptr) {
@@ -726,6 +805,12 @@ void conv_run(const ConvPlan& p, const T* x, const T* w, const T* bias, T* y, Th
   if (conv_is_depthwise(p)) {
     conv_depthwise_2d(p, x, w, bias, y, pool, epi);
     return;
+  }
+  if constexpr (std::is_same<T, float>::value) {
+    if (packed && !packed->winograd.empty() && conv_uses_winograd(p)) {
+      conv_winograd(p, x, bias, y, pool, *packed, epi);
+      return;
+    }
   }
 #if defined(MOSAICRT_X86_SIMD)
   if constexpr (std::is_same<T, float>::value) {
@@ -888,8 +973,16 @@ void conv_compute(OpContext& ctx, const Epilogue* epi) {
       return pf;
     });
     const int64_t positions = shape_size(p.out_shape) / std::max<int64_t>(p.N * p.M, 1);
+    if (conv_uses_winograd(p)) {
+      std::call_once(packed->winograd_once, [&] {
+        std::vector<float> u(static_cast<size_t>(16 * p.M * p.C));
+        nn::winograd23_filters(W.data<float>(), p.M, p.C, u.data());
+        for (int64_t xi = 0; xi < 16; ++xi)
+          packed->winograd.push_back(sgemm_pack_a(false, p.M, p.C, u.data() + xi * p.M * p.C, p.C));
+      });
+    }
 #if defined(MOSAICRT_X86_SIMD)
-    if (conv_uses_direct(p)) {
+    if (conv_uses_direct(p) && !conv_uses_winograd(p)) {
       std::call_once(packed->direct_once, [&] {
         const int64_t taps = W.numel() / std::max<int64_t>(p.M * p.Cg, 1);
         for (int64_t grp = 0; grp < p.group; ++grp)

@@ -181,6 +181,35 @@ void conv_direct_avx512(const DirectConv& g, const float* x, const float* wpacke
                         ThreadPool* pool);
 #endif
 
+// A 3x3, stride-1, undilated convolution of one image and group by Winograd F(2x2, 3x3)
+// (nn_winograd.cc): the output in tiles of 2x2 positions, TH x TW of them (T = TH * TW).
+struct Winograd23 {
+  int64_t C, H, W;  // input channels and plane
+  int64_t M;        // output channels
+  int64_t pt, pl;   // padding at the top and left
+  int64_t OH, OW;
+  int64_t tiles_h() const { return (OH + 1) / 2; }
+  int64_t tiles_w() const { return (OW + 1) / 2; }
+};
+// u[16][M][C]: the transformed filters of w[M, C, 3, 3] (one M x C matrix per element of the 4x4 grid).
+void winograd23_filters(const float* w, int64_t M, int64_t C, float* u);
+// Columns past the last tile that the transforms' rows need (v's ldv and mt's ldm at least t1 - t0 + this).
+constexpr int64_t kWinogradPad = 4;
+// v[C][16][ldv]: the transformed input patches of the channels c0..c1 of x[C, H, W] and the tiles
+// t0..t1 (column t - t0).
+void winograd23_input(const Winograd23& g, const float* x, int64_t c0, int64_t c1, int64_t t0, int64_t t1, float* v,
+                      int64_t ldv);
+// Called on each finished piece of an output row (channel m, n values at offset `at` of its plane, at y)
+// while it is in cache: bias, residual, activation.
+struct WinogradOutputStage {
+  void (*apply)(const void* ctx, int64_t m, int64_t at, int64_t n, float* y) = nullptr;
+  const void* ctx = nullptr;
+};
+// The outputs of the tiles t0..t1 for the channels m0..m1 of y[M, OH, OW], from the 16 GEMM products
+// mt[M][16][ldm] (column t - t0).
+void winograd23_output(const Winograd23& g, const float* mt, int64_t ldm, int64_t m0, int64_t m1, int64_t t0,
+                       int64_t t1, float* y, const WinogradOutputStage& stage);
+
 // col2im accumulation over all sliding positions (defined in nn.cc): for every channel c,
 // img[c, pos * stride - pad_begin + k * dilation] += col[(c, k), pos], where g.in is the
 // image size and g.out the sliding-position grid (g.nsp >= 1; 2-D has a fast path).
