@@ -483,6 +483,17 @@ def test_clip_with_bounds_fed_at_run_time_is_not_fused() -> None:
                                np.maximum(x.sum(axis=1, keepdims=True).repeat(4, axis=1), 0.5), rtol=1e-6)
 
 
+def _check_fused_conv_at_1_and_2_threads(model: onnx.ModelProto, feed: dict[str, np.ndarray],
+                                         expected: np.ndarray) -> None:
+    """The model runs as one FusedConv and matches `expected` at 1 and at 2 threads."""
+    for threads in (1, 2):
+        opts = mosaicrt.SessionOptions()
+        opts.intra_op_num_threads = threads
+        sess = mosaicrt.InferenceSession(model.SerializeToString(), sess_options=opts)
+        assert _ops(sess) == ["com.microsoft::FusedConv"]
+        np.testing.assert_allclose(sess.run(None, feed)[0], expected, rtol=1e-4, atol=1e-4)
+
+
 DEPTHWISE_BLOCK_CASES = [
     # Outputs up to 32 wide run 8 channels at a time in the vector lanes (AVX2 CPUs), the channels past the last
     # block of 8 plane by plane: (channels, (H, W), (KH, KW), strides, pads [t, l, b, r], dilations)
@@ -519,12 +530,7 @@ def test_depthwise_channel_blocks_match_onnxruntime(case: tuple[Any, ...]) -> No
     feed = {"x": _x((2, c, h, w_), seed=6), "z": _x((2, c, oh, ow), seed=7)}
     expected = onnxruntime.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(
         None, feed)[0]
-    for threads in (1, 2):
-        opts = mosaicrt.SessionOptions()
-        opts.intra_op_num_threads = threads
-        sess = mosaicrt.InferenceSession(model.SerializeToString(), sess_options=opts)
-        assert _ops(sess) == ["com.microsoft::FusedConv"]
-        np.testing.assert_allclose(sess.run(None, feed)[0], expected, rtol=1e-4, atol=1e-4)
+    _check_fused_conv_at_1_and_2_threads(model, feed, expected)
 
 
 WINOGRAD_CASES = [
@@ -568,12 +574,7 @@ def test_winograd_convolutions_match_onnxruntime(case: tuple[Any, ...], fused: s
     expected = onnxruntime.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(
         None, feed)[0]
     assert expected.shape == (2, m, oh, ow)
-    for threads in (1, 2):
-        opts = mosaicrt.SessionOptions()
-        opts.intra_op_num_threads = threads
-        sess = mosaicrt.InferenceSession(model.SerializeToString(), sess_options=opts)
-        assert _ops(sess) == ["com.microsoft::FusedConv"]
-        np.testing.assert_allclose(sess.run(None, feed)[0], expected, rtol=1e-4, atol=1e-4)
+    _check_fused_conv_at_1_and_2_threads(model, feed, expected)
 
 
 # --- QDQ: DequantizeLinear → Conv / MatMul → QuantizeLinear run as QLinearConv / QLinearMatMul -----------------
