@@ -575,7 +575,7 @@ bool conv_few_positions(int64_t positions, int64_t out_channels) {
 
 // Grow-only per-thread buffers: the transposed path's columns (0) and transposed output (1), the Winograd
 // path's transformed input (2) and GEMM products (3).
-float* few_positions_scratch(int which, int64_t n) {
+float* conv_scratch(int which, int64_t n) {
   thread_local std::vector<float> buf[4];
   if (buf[which].size() < static_cast<size_t>(n)) buf[which].resize(static_cast<size_t>(n));
   return buf[which].data();
@@ -708,20 +708,6 @@ inline bool filter_gemm_image(const PackedFilters*, int64_t, const Window&, cons
 
 bool conv_is_depthwise(const ConvPlan& p) { return p.Cg == 1 && p.group > 1 && p.g.nsp == 2; }
 
-#if defined(MOSAICRT_X86_SIMD)
-// Convolutions computed by the direct kernel (conv_direct_avx512) instead of im2col + GEMM: 2-D, strides up
-// to 4, a window of more than one tap, at least 8 output channels per group, and an AVX-512 CPU. Maps of few
-// positions keep the transposed GEMM (conv_few_positions).
-bool conv_uses_direct(const ConvPlan& p) {
-  const Window& g = p.g;
-  if (g.nsp != 2 || g.stride[0] > 4 || g.stride[1] > 4 || g.kernel[0] * g.kernel[1] < 2 || p.Mg < 8 ||
-      conv_is_depthwise(p) || conv_few_positions(g.out[0] * g.out[1], p.Mg))
-    return false;
-  static const bool avx512 = (cpu_features() & kCpuAvx512) == kCpuAvx512;
-  return avx512;
-}
-#endif
-
 // 3x3 convolutions with stride 1 and no dilation, on maps larger than the few-positions path's and with
 // enough channels on both sides for the 16 GEMMs to be efficient, go through Winograd F(2x2, 3x3)
 // (nn_winograd.cc): 16 multiplications per 2x2 output tile instead of 36.
@@ -736,13 +722,27 @@ bool conv_uses_winograd(const ConvPlan& p) {
          p.Mg >= kWinogradMinOutputs && !conv_few_positions(g.out[0] * g.out[1], p.Mg);
 }
 
+#if defined(MOSAICRT_X86_SIMD)
+// Convolutions computed by the direct kernel (conv_direct_avx512) instead of im2col + GEMM: 2-D, strides up
+// to 4, a window of more than one tap, at least 8 output channels per group, and an AVX-512 CPU. Maps of few
+// positions keep the transposed GEMM (conv_few_positions), Winograd's convolutions their own path.
+bool conv_uses_direct(const ConvPlan& p) {
+  const Window& g = p.g;
+  if (g.nsp != 2 || g.stride[0] > 4 || g.stride[1] > 4 || g.kernel[0] * g.kernel[1] < 2 || p.Mg < 8 ||
+      conv_is_depthwise(p) || conv_few_positions(g.out[0] * g.out[1], p.Mg) || conv_uses_winograd(p))
+    return false;
+  static const bool avx512 = (cpu_features() & kCpuAvx512) == kCpuAvx512;
+  return avx512;
+}
+#endif
+
 // The Winograd path's output stage on a finished piece of an output row: bias and epilogue, as on a GEMM tile.
 void winograd_output_stage(const void* ctx, int64_t m, int64_t at, int64_t n, float* y) {
   conv_tile_stage(ctx, m, 1, at, n, y, static_cast<const ConvTileStage*>(ctx)->ldc);
 }
 
-// Tiles per piece of the Winograd path: its transformed input and products (16 x channels x tiles each) stay
-// in L2 while they are made and used, and the GEMMs' 32-wide column panels are filled.
+// Floats per piece of tiles of the Winograd path: its transformed input and products (16 x channels x tiles
+// each) stay near L2 while they are made and used.
 constexpr int64_t kWinogradPieceFloats = int64_t{512} << 10;
 
 void conv_winograd(const ConvPlan& p, const float* x, const float* bias, float* y, ThreadPool& pool,
@@ -759,16 +759,17 @@ void conv_winograd(const ConvPlan& p, const float* x, const float* bias, float* 
     out_stage.apply = winograd_output_stage;
     out_stage.ctx = &stage;
   }
-  // pieces of whole 32-tile panels; several per thread when there are enough tiles, then each piece runs
-  // its three steps alone on one thread, otherwise each step is split between the threads
+  // pieces of at least 32 tiles (a GEMM column panel), evened out to multiples of 16; several per thread when
+  // there are enough tiles, then each piece runs its three steps alone on one thread, otherwise each step is
+  // split between the threads
   const int64_t most = std::max<int64_t>(32, kWinogradPieceFloats / (16 * (p.C + p.M)) / 32 * 32);
   const int64_t pieces = (T + most - 1) / most, threads = pool.size();
   const int64_t piece = ((T + pieces - 1) / pieces + 15) / 16 * 16;  // evened out
   const bool by_piece = threads == 1 || pieces >= 2 * threads;
   auto run_piece = [&](int64_t n, int64_t t0, ThreadPool* inner) {
     const int64_t t1 = std::min(T, t0 + piece), nt = t1 - t0, ld = nt + nn::kWinogradPad;
-    float* v = few_positions_scratch(2, 16 * p.C * ld);
-    float* mt = few_positions_scratch(3, 16 * p.M * ld);
+    float* v = conv_scratch(2, 16 * p.C * ld);
+    float* mt = conv_scratch(3, 16 * p.M * ld);
     const float* xn = x + n * p.C * in_size;
     float* yn = y + n * p.M * out_size;
     ConvTileStage image_stage = stage;
@@ -898,12 +899,12 @@ void conv_run(const ConvPlan& p, const T* x, const T* w, const T* bias, T* y, Th
         const float* a = xg;  // A[position, k] = columns^T
         int64_t lda = in_size;
         if (!pointwise) {
-          float* cols_t = few_positions_scratch(0, K * out_size);
+          float* cols_t = conv_scratch(0, K * out_size);
           im2col(xg, p.Cg, g, 0, out_size, cols_t, out_size, gemm_pool);
           a = cols_t;
           lda = out_size;
         }
-        float* yt = few_positions_scratch(1, out_size * p.Mg);  // [position, channel]
+        float* yt = conv_scratch(1, out_size * p.Mg);  // [position, channel]
         FewPositionsStage stage{yg, out_size, bias ? bias + grp * p.Mg : nullptr, epi, yg - y};
         TileEpilogue tile;
         tile.apply = few_positions_stage;
@@ -982,7 +983,7 @@ void conv_compute(OpContext& ctx, const Epilogue* epi) {
       });
     }
 #if defined(MOSAICRT_X86_SIMD)
-    if (conv_uses_direct(p) && !conv_uses_winograd(p)) {
+    if (conv_uses_direct(p)) {
       std::call_once(packed->direct_once, [&] {
         const int64_t taps = W.numel() / std::max<int64_t>(p.M * p.Cg, 1);
         for (int64_t grp = 0; grp < p.group; ++grp)

@@ -54,23 +54,22 @@ RowSpan row_span(int64_t ty, int64_t TW, int64_t t0, int64_t t1) {
   return {std::max<int64_t>(0, t0 - ty * TW), std::min<int64_t>(TW, t1 - ty * TW)};
 }
 
-// dst_even[i] = row[2 (first + i) - pl], dst_odd[i] = the column after it, for i in [0, n): zero outside
-// the row's W columns.
-void split_columns(const float* row, int64_t W, int64_t pl, int64_t first, int64_t n, float* __restrict dst_even,
+// dst_even[i] = row[2i - pl], dst_odd[i] = the column after it, for i in [0, n): zero outside the row's W
+// columns.
+void split_columns(const float* row, int64_t W, int64_t pl, int64_t n, float* __restrict dst_even,
                    float* __restrict dst_odd) {
   // i in [lo, hi): both columns inside the row
-  const int64_t lo = std::min(n, std::max<int64_t>(0, (pl + 1) / 2 - first));
-  const int64_t hi = std::max(lo, std::min<int64_t>(n, (W + pl) / 2 - first));
+  const int64_t lo = std::min(n, (pl + 1) / 2);
+  const int64_t hi = std::max(lo, std::min<int64_t>(n, (W + pl) / 2));
   auto edge = [&](int64_t i) {
-    const int64_t ie = 2 * (first + i) - pl, io = ie + 1;
+    const int64_t ie = 2 * i - pl, io = ie + 1;
     dst_even[i] = ie >= 0 && ie < W ? row[ie] : 0.f;
     dst_odd[i] = io >= 0 && io < W ? row[io] : 0.f;
   };
   for (int64_t i = 0; i < lo; ++i) edge(i);
-  const int64_t at = 2 * first - pl;
   for (int64_t i = lo; i < hi; ++i) {
-    dst_even[i] = row[at + 2 * i];
-    dst_odd[i] = row[at + 2 * i + 1];
+    dst_even[i] = row[2 * i - pl];
+    dst_odd[i] = row[2 * i - pl + 1];
   }
   for (int64_t i = hi; i < n; ++i) edge(i);
 }
@@ -154,7 +153,7 @@ void winograd23_input(const Winograd23& g, const float* x, int64_t c0, int64_t c
         std::fill(even + r * stride, even + r * stride + half, 0.f);
         std::fill(odd + r * stride, odd + r * stride + half, 0.f);
       } else {
-        split_columns(plane + iy * g.W, g.W, g.pl, 0, half, even + r * stride, odd + r * stride);
+        split_columns(plane + iy * g.W, g.W, g.pl, half, even + r * stride, odd + r * stride);
       }
     }
     float* vc = v + c * 16 * ldv;
