@@ -141,11 +141,19 @@ DIRECT_CASES = [
     ((30, 28), (3, 3), (1, 1), (2, 3), (2, 3, 2, 3), 1, (6, 8)),  # dilated
     ((31, 33), (3, 3), (2, 1), (2, 1), (1, 0, 2, 1), 2, (12, 16)),  # groups, dilation with stride
     ((11, 50), (2, 5), (1, 2), (1, 1), (0, 0, 0, 0), 1, (5, 8)),
+    # blocks of 16, 32, 48 and 64 output channels, the last one partial; a deep 7x7 stage; chunks of positions
+    # that do not divide the plane; dilated rows with contiguous kernel-row runs, dilated columns with one run
+    # per tap of a channel count divisible by 4
+    ((9, 10), (3, 3), (1, 1), (1, 1), (1, 1, 1, 1), 1, (20, 100)),
+    ((7, 7), (3, 3), (1, 1), (1, 1), (1, 1, 1, 1), 1, (256, 96)),
+    ((10, 10), (3, 3), (1, 1), (1, 1), (1, 1, 1, 1), 1, (32, 136)),
+    ((15, 17), (3, 3), (1, 1), (2, 1), (2, 1, 2, 1), 1, (8, 32)),
+    ((12, 12), (3, 3), (1, 1), (2, 2), (2, 2, 2, 2), 1, (16, 64)),
 ]
 
 
 def _direct_model(op: str, x_type: int, x_shape: tuple[int, ...], w: np.ndarray, wz: np.ndarray | None, *,
-                  attrs: dict[str, object]) -> bytes:
+                  attrs: dict[str, object], y_scale: float = 0.25) -> bytes:
     inputs = [helper.make_tensor_value_info("x", x_type, x_shape), helper.make_tensor_value_info("xz", x_type, [])]
     inits = [helper.make_tensor("w", TensorProto.INT8, w.shape, w.tobytes(), raw=True)]
     if wz is not None:
@@ -159,7 +167,7 @@ def _direct_model(op: str, x_type: int, x_shape: tuple[int, ...], w: np.ndarray,
         out = helper.make_tensor_value_info("y", TensorProto.UINT8, None)
         inits += [helper.make_tensor("xs", TensorProto.FLOAT, [], [0.05]),
                   helper.make_tensor("ws", TensorProto.FLOAT, [], [0.02]),
-                  helper.make_tensor("ys", TensorProto.FLOAT, [], [0.25]),
+                  helper.make_tensor("ys", TensorProto.FLOAT, [], [y_scale]),
                   helper.make_tensor("yz", TensorProto.UINT8, [], [128])]
         if wz is None:  # QLinearConv's w_zero_point is not optional before opset 10's optional-input rules
             inits.append(helper.make_tensor("wz", TensorProto.INT8, [], [0]))
@@ -200,6 +208,23 @@ def test_constant_int8_weights(case: tuple, x_type: type, op: str) -> None:
             wz_text = "zeros" if wz is not None else "absent"
             np.testing.assert_array_equal(got.astype(want.dtype), want,
                                           err_msg=f"{threads} threads, w_zero_point {wz_text}")
+
+
+@pytest.mark.parametrize("y_scale", [0.002, 0.0005], ids=["multiplier-0.5", "multiplier-2"])
+def test_qlinear_conv_multipliers_of_half_and_above(y_scale: float) -> None:
+    """Multipliers of 1/2 and above round in double throughout (the int32 shortcut needs smaller ones): exact,
+    saturated values included."""
+    rng = np.random.default_rng(11)
+    x = (100 + rng.integers(-6, 6, (1, 24, 13, 14), endpoint=True)).astype(np.uint8)
+    w = rng.integers(-4, 4, (40, 24, 3, 3), endpoint=True).astype(np.int8)
+    attrs = {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1]}
+    model = _direct_model("QLinearConv", TensorProto.UINT8, x.shape, w, None, attrs=attrs, y_scale=y_scale)
+    (got,) = mosaicrt.InferenceSession(model).run(None, {"x": x, "xz": np.array(100, np.uint8)})
+    acc = _reference(x, w, 100, np.zeros(40, np.int64), strides=[1, 1], dil=[1, 1], pads=[1, 1, 1, 1], group=1)
+    scale = np.float64(np.float32(np.float32(0.05) * np.float32(0.02))) / np.float64(np.float32(y_scale))
+    want = np.clip(np.round(acc * np.float64(np.float32(scale))) + 128, 0, 255).astype(np.uint8)
+    assert 0 < np.count_nonzero(want == 255) < want.size // 2  # some saturate, most do not
+    np.testing.assert_array_equal(got, want)
 
 
 def test_constant_weights_with_nonzero_zero_points() -> None:

@@ -165,12 +165,14 @@ void igemm8(int64_t M, const void* A, bool a_is_s8, int64_t lda, int64_t K, cons
 // y[M, OH * OW] = conv(x - xz, w) for int8 weights whose zero points are all 0; no column matrix.
 struct DirectConv8 {
   int64_t C = 0, H = 0, W = 0, M = 0, OH = 0, OW = 0, KH = 0, KW = 0;
-  int64_t sh = 1, sw = 1, dh = 1, dw = 1, pt = 0, pl = 0;  // strides (at most 4), dilations, leading pads
+  int64_t sh = 1, sw = 1, dh = 1, dw = 1, pt = 0, pl = 0;  // strides, dilations, leading pads
 };
-// The weights (M x C x taps int8) in the kernel's order, made once per constant weight tensor.
+// The weights (M x C x KH x KW int8) in the kernel's order, made once per constant weight tensor.
 struct DirectWeights8 {
-  int64_t M = 0, C = 0, taps = 0;
-  std::vector<int8_t> data;    // blocks of 8 output channels: per (channel quad, tap), 8 x 4 bytes
+  int64_t M = 0, C = 0, KH = 0, KW = 0;
+  bool per_tap = false;        // one run of C bytes per tap (dilated columns), else one of KW x C per kernel row
+  int nz = 4;                  // output channels per block: 16 x nz
+  std::vector<int8_t> data;    // per block of 16 x nz channels, per run and quad of its bytes: nz x 64 bytes
   std::vector<int32_t> wsum;   // per output channel: the sum of its weights
 };
 // QLinearConv's requantization applied by the direct kernel to each finished tile (no int32 output):
@@ -182,7 +184,7 @@ struct DirectRequant8 {
   uint8_t* y = nullptr;                // M x OH * OW bytes
 };
 #if defined(MOSAICRT_X86_SIMD)
-DirectWeights8 prepare_direct_weights8(const int8_t* w, int64_t M, int64_t C, int64_t taps);
+DirectWeights8 prepare_direct_weights8(const int8_t* w, int64_t M, int64_t C, int64_t KH, int64_t KW, bool per_tap);
 // y: int32 output (ConvInteger), or nullptr with rq: requantized bytes (QLinearConv).
 void conv8_direct_vnni(const DirectConv8& g, const uint8_t* x, bool x_signed, int32_t xzp, const DirectWeights8& w,
                        int32_t* y, const DirectRequant8* rq, ThreadPool* pool);

@@ -278,18 +278,16 @@ struct Weights8 {
   std::vector<quant::DirectWeights8> direct;
 };
 
-// The direct 2-D kernel (quant_conv_direct_avx512.cc) needs AVX512-VNNI, int8 weights with zero points 0
-// and strides up to 4; it pays off with 8 or more output channels per group (its tile height), 3 or more
-// input channels (its channels go in quads) and a window of more than one tap or a stride.
+// The direct 2-D kernel (quant_conv_direct_avx512.cc) needs AVX512-VNNI and int8 weights with zero points 0;
+// it pays off with 8 or more output channels per group (its blocks are 16 wide), 3 or more input channels
+// and a window of more than one tap or a stride.
 bool direct8_applies(const quant::Igemm8Kernel& k8, const ConvGeom& g, const Tensor& W,
                      const std::vector<int32_t>& wzp) {
 #if defined(MOSAICRT_X86_SIMD)
   if (std::strcmp(k8.name, "avx512vnni") != 0 || g.in.size() != 2 || W.dtype() != DType::kInt8) return false;
   if (g.M / g.group < 8 || g.C / g.group < 3) return false;
-  for (size_t d = 0; d < 2; ++d)
-    if (g.stride[d] > 4) return false;
-  // a 1x1 convolution of stride 1 packs its columns straight from the image (pack_conv_columns), faster than
-  // staging the image into channel quads (ResNet-50's 256 -> 64 on 56x56: 0.38 against 0.52 ms)
+  // a 1x1 convolution of stride 1 packs its columns straight from the image (pack_conv_columns), at least as
+  // fast as staging the image channels-last (ResNet-50's 256 -> 64 on 56x56: 0.36 against 0.38 ms)
   if (g.kernel_size == 1 && g.stride[0] == 1 && g.stride[1] == 1) return false;
   return std::all_of(wzp.begin(), wzp.end(), [](int32_t z) { return z == 0; });
 #else
@@ -350,7 +348,7 @@ bool integer_conv(OpContext& ctx, const ConvGeom& g, size_t x_in, size_t xz_in, 
 #if defined(MOSAICRT_X86_SIMD)
           if (direct) {
             out->direct.push_back(quant::prepare_direct_weights8(reinterpret_cast<const int8_t*>(w) + gi * Mg * Kc,
-                                                                 Mg, Cg, g.kernel_size));
+                                                                 Mg, Cg, g.kernel[0], g.kernel[1], g.dil[1] != 1));
             continue;
           }
 #endif
