@@ -296,8 +296,10 @@ DIRECT_CASES = [
     # 2-D windows with >= 8 output channels per group run on the direct kernel on AVX-512 CPUs:
     # (in channels, out channels, (H, W), (KH, KW), strides, pads [t, l, b, r], dilations, group, auto_pad)
     (128, 32, (56, 57), (3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 1, "NOTSET"),  # DenseNet's growth layer
-    (5, 9, (13, 20), (5, 3), (1, 1), (2, 0, 1, 3), (1, 2), 1, "NOTSET"),     # 9 channels: a padded block of 12
-    (6, 20, (9, 31), (2, 4), (1, 1), (0, 0, 0, 0), (2, 1), 1, "NOTSET"),     # 20 = 12 + 8, no padding
+    (5, 9, (13, 20), (5, 3), (1, 1), (2, 0, 1, 3), (1, 2), 1, "NOTSET"),     # 9 channels: a padded block of 16
+    (6, 20, (9, 31), (2, 4), (1, 1), (0, 0, 0, 0), (2, 1), 1, "NOTSET"),     # 20: a padded block of 32
+    (24, 100, (9, 10), (3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 1, "NOTSET"),   # 100: blocks of 16, the last partial
+    (40, 48, (7, 7), (3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 1, "NOTSET"),     # 49 positions: tiles of 7, 48 lanes
     (16, 32, (17, 15), (3, 3), (1, 1), (0, 0, 0, 0), (1, 1), 2, "SAME_UPPER"),
     (3, 44, (40, 6), (7, 1), (1, 1), (3, 0, 3, 0), (1, 1), 1, "NOTSET"),      # one-column kernel, narrow plane
     (8, 8, (3, 70), (3, 3), (1, 1), (4, 4, 4, 4), (1, 1), 1, "NOTSET"),      # pads wider than the window reach

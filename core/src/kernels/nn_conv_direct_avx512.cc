@@ -1,20 +1,24 @@
-// Direct 2-D convolution on AVX-512, in the NCHW layout, without im2col.
+// Direct 2-D convolution on AVX-512, in the NCHW layout, without im2col: an implicit GEMM with output
+// positions as rows and output channels as vector lanes.
 //
 // The input planes are copied once into zero-padded planes. With stride 1, in a padded plane of width
 // Wp the output position (oh, ow) reads the input at oh * Wp + ow + kh * dh * Wp + kw * dw: every kernel
-// tap is a fixed offset of the flat position. A stride s is brought back to that case by splitting each
+// tap is a fixed offset from the position's base. A stride s is brought back to that case by splitting each
 // padded plane into s_h x s_w phase planes (rows i * s_h + a, columns j * s_w + b): tap (kh, kw) reads
 // phase ((kh * dh) % s_h, (kw * dw) % s_w) at the offset ((kh * dh) / s_h) * Wq + (kw * dw) / s_w.
-// So the convolution is computed over flat positions q = oh * Wq + ow (those with ow >= OW are computed
-// and dropped), 32 at a time, for blocks of R output channels: two vector loads of the input per
-// (channel, tap) feed 2R fused multiply-adds with the R filter values broadcast. The input is read
-// straight from cache and each loaded vector serves R output channels: no column matrix is written or
-// read, which is what the im2col + GEMM path costs when the layer has few output channels (DenseNet's
-// 32) or few input channels (every network's first layer).
+// A tile is R output positions (any R of them, each with its base pointer) by 16 x NZ output channels: per
+// (channel, tap) step, R input values are broadcast against NZ vectors of filter values, R x NZ fused
+// multiply-adds. Every lane is a real output whatever the plane's width (a 7x7 map wastes nothing), and no
+// column matrix is written or read, which is what the im2col + GEMM path costs when the layer has few output
+// channels (DenseNet's 32) or few input channels (every network's first layer).
+// The tiles of a chunk of positions write rows [position][channel] to a small buffer, transposed 16 x 16 into
+// the output planes, where the rest of the output stage runs on the chunk while it is in cache.
 #include <immintrin.h>
 
 #include <algorithm>
+#include <array>
 #include <cstring>
+#include <utility>
 #include <vector>
 
 #include "../gemm/sgemm.h"
@@ -32,55 +36,135 @@ namespace mrt {
 namespace nn {
 namespace {
 
-constexpr int64_t kTile = 32;  // flat positions per tile (two zmm)
-constexpr int64_t kRunTiles = 8;  // tiles per work item (256 positions)
+constexpr int64_t kChunk = 64;  // output positions per work item
+constexpr int kMaxLanes = 64;   // output channels per block at most (NZ = 4)
 
-template <int R>
-void tile(const float* x, int64_t channel, int64_t C, const int64_t* offsets, int64_t taps, const float* w,
-          const float* bias /* R values or null */, bool relu, float* out /* R x kTile */) {
-  __m512 a0[R], a1[R];
+// positions per tile at most: the accumulators (R x NZ zmm), the NZ filter vectors and the broadcast stay
+// within the 32 registers, the R base pointers within the general registers
+constexpr int max_rows(int nz) { return nz == 4 ? 6 : 8; }
+
+// acc[r] = position r's sums for 16 x NZ channels over `steps` (channel, tap) steps; rows[r]: position r's
+// base in the staged planes, offs: each step's offset from a base, w: the block's filters (per step, NZ x 16
+// values), then + bias (16 x NZ values, or null) and Relu, stored as row r of `out`.
+// (not inlined, and the zeroing loops not turned into memsets of a stack copy by GCC: both cost cycles per
+// tile, and a tile of a thin layer is short)
+template <int R, int NZ>
+#if defined(__GNUC__) && !defined(__clang__)
+__attribute__((noinline, optimize("no-tree-loop-distribute-patterns")))
+#elif defined(__clang__)
+__attribute__((noinline))
+#endif
+void tile(const float* const* rows, const int64_t* offs, int64_t steps, const float* w, const float* bias, bool relu,
+          float* out, int64_t ldo) {
+  static_assert(NZ >= 1 && NZ <= 4 && R >= 1 && R <= max_rows(NZ), "tile shape");
+  // one named array per vector column: GCC keeps these in registers (a 2-D array was spilled)
+  __m512 a0[R], a1[R], a2[R], a3[R];
   for (int r = 0; r < R; ++r) {
     a0[r] = _mm512_setzero_ps();
-    a1[r] = _mm512_setzero_ps();
+    if constexpr (NZ > 1) a1[r] = _mm512_setzero_ps();
+    if constexpr (NZ > 2) a2[r] = _mm512_setzero_ps();
+    if constexpr (NZ > 3) a3[r] = _mm512_setzero_ps();
   }
-  for (int64_t c = 0; c < C; ++c) {
-    const float* xc = x + c * channel;
-    const float* wc = w + c * taps * R;
-    for (int64_t t = 0; t < taps; ++t) {
-      const float* xt = xc + offsets[t];
-      const __m512 x0 = _mm512_loadu_ps(xt), x1 = _mm512_loadu_ps(xt + 16);
-      const float* wt = wc + t * R;
-      for (int r = 0; r < R; ++r) {
-        const __m512 wv = _mm512_set1_ps(wt[r]);
-        a0[r] = _mm512_fmadd_ps(wv, x0, a0[r]);
-        a1[r] = _mm512_fmadd_ps(wv, x1, a1[r]);
-      }
+  const float* p[R];
+  for (int r = 0; r < R; ++r) p[r] = rows[r];
+  for (int64_t s = 0; s < steps; ++s, w += NZ * 16) {
+    const int64_t o = offs[s];
+    const __m512 b0 = _mm512_loadu_ps(w);
+    __m512 b1 = b0, b2 = b0, b3 = b0;
+    if constexpr (NZ > 1) b1 = _mm512_loadu_ps(w + 16);
+    if constexpr (NZ > 2) b2 = _mm512_loadu_ps(w + 32);
+    if constexpr (NZ > 3) b3 = _mm512_loadu_ps(w + 48);
+    for (int r = 0; r < R; ++r) {
+      const __m512 a = _mm512_set1_ps(p[r][o]);
+      a0[r] = _mm512_fmadd_ps(a, b0, a0[r]);
+      if constexpr (NZ > 1) a1[r] = _mm512_fmadd_ps(a, b1, a1[r]);
+      if constexpr (NZ > 2) a2[r] = _mm512_fmadd_ps(a, b2, a2[r]);
+      if constexpr (NZ > 3) a3[r] = _mm512_fmadd_ps(a, b3, a3[r]);
     }
   }
   const __m512 zero = _mm512_setzero_ps();
+  // + bias, then max(x, 0) with the operands in the order of the epilogue's Relu (same result for a NaN)
+  auto finish = [&](__m512 v, int z) {
+    if (bias) v = _mm512_add_ps(v, _mm512_loadu_ps(bias + 16 * z));
+    return relu ? _mm512_max_ps(v, zero) : v;
+  };
   for (int r = 0; r < R; ++r) {
-    if (bias) {
-      const __m512 b = _mm512_set1_ps(bias[r]);
-      a0[r] = _mm512_add_ps(a0[r], b);
-      a1[r] = _mm512_add_ps(a1[r], b);
-    }
-    if (relu) {  // max(x, 0), operands in the order of the epilogue's Relu (same result for a NaN)
-      a0[r] = _mm512_max_ps(a0[r], zero);
-      a1[r] = _mm512_max_ps(a1[r], zero);
-    }
-    _mm512_storeu_ps(out + r * kTile, a0[r]);
-    _mm512_storeu_ps(out + r * kTile + 16, a1[r]);
+    float* o = out + r * ldo;
+    _mm512_storeu_ps(o, finish(a0[r], 0));
+    if constexpr (NZ > 1) _mm512_storeu_ps(o + 16, finish(a1[r], 1));
+    if constexpr (NZ > 2) _mm512_storeu_ps(o + 32, finish(a2[r], 2));
+    if constexpr (NZ > 3) _mm512_storeu_ps(o + 48, finish(a3[r], 3));
   }
 }
 
-template <int R>
-void run(const DirectConv& g, const float* x, const float* wpacked, float* y, const TileEpilogue& epi,
-         ThreadPool* pool) {
+using TileFn = void (*)(const float* const*, const int64_t*, int64_t, const float*, const float*, bool, float*,
+                        int64_t);
+
+template <int NZ, size_t... I>
+constexpr std::array<TileFn, 8> tiles_for(std::index_sequence<I...>) {
+  return {{&tile<(int(I) + 1 < max_rows(NZ) ? int(I) + 1 : max_rows(NZ)), NZ>...}};
+}
+
+// kTiles[NZ - 1][R - 1]
+constexpr std::array<std::array<TileFn, 8>, 4> kTiles = {
+    tiles_for<1>(std::make_index_sequence<8>()), tiles_for<2>(std::make_index_sequence<8>()),
+    tiles_for<3>(std::make_index_sequence<8>()), tiles_for<4>(std::make_index_sequence<8>())};
+
+// v[i] = row i of a 16 x 16 matrix, transposed in place: pairs of rows interleaved, then quads (within each
+// 128-bit lane), then the lanes gathered across the four quads.
+inline void transpose16(__m512 (&v)[16]) {
+  __m512 t[16], u[16];
+  for (int i = 0; i < 8; ++i) {  // t[2i], t[2i+1]: rows 2i and 2i+1 interleaved, columns 4L+0..1 and 4L+2..3
+    t[2 * i] = _mm512_unpacklo_ps(v[2 * i], v[2 * i + 1]);
+    t[2 * i + 1] = _mm512_unpackhi_ps(v[2 * i], v[2 * i + 1]);
+  }
+  for (int i = 0; i < 4; ++i) {  // u[4i + k]: column 4L + k of rows 4i..4i+3, in lane L
+    u[4 * i + 0] = _mm512_shuffle_ps(t[4 * i], t[4 * i + 2], 0x44);
+    u[4 * i + 1] = _mm512_shuffle_ps(t[4 * i], t[4 * i + 2], 0xEE);
+    u[4 * i + 2] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0x44);
+    u[4 * i + 3] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0xEE);
+  }
+  for (int k = 0; k < 4; ++k) {
+    const __m512 e0 = _mm512_shuffle_f32x4(u[k], u[4 + k], 0x88), o0 = _mm512_shuffle_f32x4(u[k], u[4 + k], 0xDD);
+    const __m512 e1 = _mm512_shuffle_f32x4(u[8 + k], u[12 + k], 0x88), o1 = _mm512_shuffle_f32x4(u[8 + k], u[12 + k], 0xDD);
+    v[k] = _mm512_shuffle_f32x4(e0, e1, 0x88);
+    v[k + 8] = _mm512_shuffle_f32x4(e0, e1, 0xDD);
+    v[k + 4] = _mm512_shuffle_f32x4(o0, o1, 0x88);
+    v[k + 12] = _mm512_shuffle_f32x4(o0, o1, 0xDD);
+  }
+}
+
+inline __mmask16 first16(int64_t n) { return n >= 16 ? __mmask16(0xFFFF) : static_cast<__mmask16>((1u << n) - 1); }
+
+}  // namespace
+
+int direct_conv_lanes(int64_t M) {
+  // the block width (16 x NZ) that pads the fewest channels, the wider on ties (fewer broadcasts per product)
+  int best = 4;
+  int64_t best_pad = (M + 63) / 64 * 64 - M;
+  for (int nz = 3; nz >= 1; --nz) {
+    const int64_t pad = (M + 16 * nz - 1) / (16 * nz) * (16 * nz) - M;
+    if (pad < best_pad) best = nz, best_pad = pad;
+  }
+  return 16 * best;
+}
+
+std::vector<float> pack_direct_filters(const float* w, int64_t M, int64_t C, int64_t taps) {
+  const int64_t lanes = direct_conv_lanes(M), blocks = (M + lanes - 1) / lanes;
+  std::vector<float> out(static_cast<size_t>(blocks * C * taps * lanes), 0.f);
+  for (int64_t m = 0; m < M; ++m)
+    for (int64_t c = 0; c < C; ++c)
+      for (int64_t t = 0; t < taps; ++t)
+        out[static_cast<size_t>((((m / lanes) * C + c) * taps + t) * lanes + m % lanes)] = w[(m * C + c) * taps + t];
+  return out;
+}
+
+void conv_direct_avx512(const DirectConv& g, const float* x, const float* wpacked, float* y,
+                        const TileEpilogue& epi, ThreadPool* pool) {
   const int64_t sh = g.sh, sw = g.sw, phases = sh * sw;
   // each phase plane: the rows and columns the outputs reach
   const int64_t Hq = g.OH + (g.KH - 1) * g.dh / sh, Wq = g.OW + (g.KW - 1) * g.dw / sw;
-  // plane stride: the phase plane, then zeros for the reads of the last tile past the plane's end
-  const int64_t plane = (Hq * Wq + (g.KW - 1) * g.dw / sw + kTile + 15) / 16 * 16, channel = phases * plane;
+  const int64_t plane = (Hq * Wq + 15) / 16 * 16, channel = phases * plane;
   static thread_local std::vector<float> staging;
   if (staging.size() < static_cast<size_t>(g.C * channel)) staging.resize(static_cast<size_t>(g.C * channel));
   float* xp = staging.data();
@@ -104,6 +188,20 @@ void run(const DirectConv& g, const float* x, const float* wpacked, float* y, co
           const float* src = s + ih * g.W + j0 * sw + b - g.pl;
           if (sw == 1) {
             std::memcpy(row + j0, src, static_cast<size_t>(j1 - j0) * sizeof(float));
+          } else if (sw == 2) {  // every other float, 16 at a time from 32 (loads masked to the row's last read)
+            const __m512i even = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
+            const int64_t m = j1 - j0, last = 2 * (m - 1);  // the last float read
+            for (int64_t t = 0; t < m; t += 16) {
+              const int64_t avail = last - 2 * t + 1;  // floats from src + 2t on that are read
+              const __mmask16 m0 = avail >= 16 ? __mmask16(0xFFFF) : static_cast<__mmask16>((1u << avail) - 1);
+              const __mmask16 m1 = avail >= 32 ? __mmask16(0xFFFF)
+                                   : avail <= 16 ? __mmask16(0)
+                                                 : static_cast<__mmask16>((1u << (avail - 16)) - 1);
+              const __m512 v = _mm512_permutex2var_ps(_mm512_maskz_loadu_ps(m0, src + 2 * t), even,
+                                                      _mm512_maskz_loadu_ps(m1, src + 2 * t + 16));
+              const int64_t n = std::min<int64_t>(16, m - t);
+              _mm512_mask_storeu_ps(row + j0 + t, n >= 16 ? __mmask16(0xFFFF) : static_cast<__mmask16>((1u << n) - 1), v);
+            }
           } else {
             for (int64_t j = j0; j < j1; ++j) row[j] = src[(j - j0) * sw];
           }
@@ -116,90 +214,67 @@ void run(const DirectConv& g, const float* x, const float* wpacked, float* y, co
   if (pool && g.C * channel >= (int64_t{1} << 16)) pool->parallel_for(g.C, 1, stage);
   else stage(0, g.C);
 
-  std::vector<int64_t> offsets(static_cast<size_t>(g.KH * g.KW));
-  for (int64_t kh = 0; kh < g.KH; ++kh)
-    for (int64_t kw = 0; kw < g.KW; ++kw) {
-      const int64_t r = kh * g.dh, q = kw * g.dw;
-      offsets[static_cast<size_t>(kh * g.KW + kw)] = ((r % sh) * sw + q % sw) * plane + (r / sh) * Wq + q / sw;
-    }
-  const int64_t taps = g.KH * g.KW;
-  const int64_t flat = g.OH * Wq, tiles = (flat + kTile - 1) / kTile, blocks = (g.M + R - 1) / R;
-  const int64_t out_size = g.OH * g.OW;
-  // the bias of the padded rows of the last block: 0
-  std::vector<float> bias_rows;
+  const int64_t taps = g.KH * g.KW, steps = g.C * taps;
+  std::vector<int64_t> offs(static_cast<size_t>(steps));  // offset of each (channel, tap) step from a base
+  for (int64_t c = 0; c < g.C; ++c)
+    for (int64_t kh = 0; kh < g.KH; ++kh)
+      for (int64_t kw = 0; kw < g.KW; ++kw) {
+        const int64_t r = kh * g.dh, q = kw * g.dw;
+        offs[static_cast<size_t>((c * g.KH + kh) * g.KW + kw)] =
+            c * channel + ((r % sh) * sw + q % sw) * plane + (r / sh) * Wq + q / sw;
+      }
+  const int64_t lanes = direct_conv_lanes(g.M), nz = lanes / 16, blocks = (g.M + lanes - 1) / lanes;
+  const int rmax = max_rows(static_cast<int>(nz));
+  const int64_t P = g.OH * g.OW, chunks = (P + kChunk - 1) / kChunk;
+  // the bias of the padded channels of the last block: 0
+  std::vector<float> bias_lanes;
   if (g.bias) {
-    bias_rows.assign(static_cast<size_t>((g.M + R - 1) / R * R), 0.f);
-    std::copy(g.bias, g.bias + g.M, bias_rows.begin());
+    bias_lanes.assign(static_cast<size_t>(blocks * lanes), 0.f);
+    std::copy(g.bias, g.bias + g.M, bias_lanes.begin());
   }
-  // Work items: a run of kRunTiles tiles for one block of channels; runs outer, blocks inner. Within a
-  // run, each of the block's R output rows is written as one sequential stretch (the rows are a plane
-  // apart: one tile at a time for all blocks would scatter every store over R * blocks rows), while the
-  // run's input stays in cache across the blocks.
-  const int64_t runs = (tiles + kRunTiles - 1) / kRunTiles;
-  // one tile of the block's R output channels: computed into `out`, then stored as pieces of output rows
-  auto one_tile = [&](int64_t ti, int64_t mb, float* out) {
-    const int64_t q0 = ti * kTile, q1 = std::min(flat, q0 + kTile);
-    tile<R>(xp + q0, channel, g.C, offsets.data(), taps, wpacked + mb * g.C * taps * R,
-            g.bias ? bias_rows.data() + mb * R : nullptr, g.relu, out);
-    const int64_t m0 = mb * R, rows = std::min<int64_t>(R, g.M - m0);
-    for (int64_t q = q0; q < q1;) {
-      const int64_t oh = q / Wq, ow = q % Wq;
-      if (ow >= g.OW) {
-        q += Wq - ow;
-        continue;
-      }
-      const int64_t len = std::min(g.OW - ow, q1 - q), pos = oh * g.OW + ow;
-      float* dst = y + m0 * out_size + pos;
-      // (len <= kTile = 32: two masked stores per row instead of a memcpy call)
-      const __mmask16 lo = len >= 16 ? __mmask16(0xFFFF) : static_cast<__mmask16>((1u << len) - 1);
-      const __mmask16 hi = len > 16 ? static_cast<__mmask16>((1u << (len - 16)) - 1) : __mmask16(0);
-      for (int64_t r = 0; r < rows; ++r) {
-        const float* src = out + r * kTile + (q - q0);
-        float* d = dst + r * out_size;
-        _mm512_mask_storeu_ps(d, lo, _mm512_maskz_loadu_ps(lo, src));
-        if (hi) _mm512_mask_storeu_ps(d + 16, hi, _mm512_maskz_loadu_ps(hi, src + 16));
-      }
-      if (epi.apply) epi.apply(epi.ctx, m0, rows, pos, len, dst, out_size);
-      q += len;
-    }
-  };
+  // Work items: one chunk of positions for one block of channels; chunks outer, blocks inner, so a chunk's
+  // input rows stay in cache across the blocks.
   auto body = [&](int64_t b, int64_t e) {
-    alignas(64) float out[R * kTile];
+    alignas(64) float acc[kChunk * kMaxLanes];
+    const float* rows[8];
     for (int64_t item = b; item < e; ++item) {
-      const int64_t mb = item % blocks, t0 = item / blocks * kRunTiles;
-      for (int64_t ti = t0; ti < std::min(tiles, t0 + kRunTiles); ++ti) one_tile(ti, mb, out);
+      const int64_t mb = item % blocks, p0 = item / blocks * kChunk, n = std::min(kChunk, P - p0);
+      const int64_t m0 = mb * lanes, valid = std::min(lanes, g.M - m0);
+      // the chunk's positions in tiles of evened-out height
+      const int64_t count = (n + rmax - 1) / rmax;
+      for (int64_t t = 0, r0 = 0; t < count; ++t) {
+        const int64_t R = (n - r0) / (count - t);
+        for (int64_t r = 0; r < R; ++r) {
+          const int64_t pos = p0 + r0 + r;
+          rows[r] = xp + (pos / g.OW) * Wq + pos % g.OW;
+        }
+        kTiles[static_cast<size_t>(nz - 1)][static_cast<size_t>(R - 1)](
+            rows, offs.data(), steps, wpacked + mb * steps * lanes, g.bias ? bias_lanes.data() + m0 : nullptr, g.relu,
+            acc + r0 * lanes, lanes);
+        r0 += R;
+      }
+      // into the planes 16 positions x 16 channels at a time
+      float* dst = y + m0 * P + p0;
+      for (int64_t l0 = 0; l0 < valid; l0 += 16) {
+        const int64_t nl = std::min<int64_t>(16, valid - l0);
+        for (int64_t i0 = 0; i0 < n; i0 += 16) {
+          const int64_t ni = std::min<int64_t>(16, n - i0);
+          __m512 v[16];
+          for (int64_t i = 0; i < 16; ++i)
+            v[i] = i < ni ? _mm512_loadu_ps(acc + (i0 + i) * lanes + l0) : _mm512_setzero_ps();
+          transpose16(v);
+          const __mmask16 keep = first16(ni);
+          for (int64_t l = 0; l < nl; ++l) _mm512_mask_storeu_ps(dst + (l0 + l) * P + i0, keep, v[l]);
+        }
+      }
+      if (epi.apply) epi.apply(epi.ctx, m0, valid, p0, n, dst, P);
     }
   };
-  const int64_t items = runs * blocks;
+  const int64_t items = chunks * blocks;
   if (pool && pool->size() > 1 && items > 1) pool->parallel_for(items, 1, body);
   else body(0, items);
   // kept between runs while small; a large layer's staging is not held by the thread afterwards
   if (staging.capacity() * sizeof(float) > (size_t{64} << 20)) std::vector<float>().swap(staging);
-}
-
-}  // namespace
-
-int direct_conv_rows(int64_t M) {
-  // the block height that wastes fewer padded output channels (12 on ties: fewer input reloads)
-  const int64_t waste12 = (M + 11) / 12 * 12 - M, waste8 = (M + 7) / 8 * 8 - M;
-  return waste12 <= waste8 ? 12 : 8;
-}
-
-std::vector<float> pack_direct_filters(const float* w, int64_t M, int64_t C, int64_t taps) {
-  const int R = direct_conv_rows(M);
-  const int64_t blocks = (M + R - 1) / R;
-  std::vector<float> out(static_cast<size_t>(blocks * C * taps * R), 0.f);
-  for (int64_t m = 0; m < M; ++m)
-    for (int64_t c = 0; c < C; ++c)
-      for (int64_t t = 0; t < taps; ++t)
-        out[static_cast<size_t>((((m / R) * C + c) * taps + t) * R + m % R)] = w[(m * C + c) * taps + t];
-  return out;
-}
-
-void conv_direct_avx512(const DirectConv& g, const float* x, const float* wpacked, float* y,
-                        const TileEpilogue& epi, ThreadPool* pool) {
-  if (direct_conv_rows(g.M) == 12) run<12>(g, x, wpacked, y, epi, pool);
-  else run<8>(g, x, wpacked, y, epi, pool);
 }
 
 }  // namespace nn

@@ -171,12 +171,12 @@ struct DirectConv {
   const float* bias = nullptr;
   bool relu = false;
 };
-// Output channels per block of the direct kernel (12 or 8, whichever pads M less).
-int direct_conv_rows(int64_t M);
-// w[M, C, taps] in the kernel's layout: blocks of direct_conv_rows(M) channels, for each (c, tap) the
+// Output channels per block of the direct kernel (16, 32, 48 or 64, whichever pads M least).
+int direct_conv_lanes(int64_t M);
+// w[M, C, taps] in the kernel's layout: blocks of direct_conv_lanes(M) channels, for each (c, tap) the
 // block's values contiguous, the last block zero padded.
 std::vector<float> pack_direct_filters(const float* w, int64_t M, int64_t C, int64_t taps);
-// y[M, OH * OW] = conv(x[C, H, W]); `epi` (if set) is applied to each finished piece of output rows.
+// y[M, OH * OW] = conv(x[C, H, W]); `epi` (if set) is applied to each finished chunk of positions.
 void conv_direct_avx512(const DirectConv& g, const float* x, const float* wpacked, float* y, const TileEpilogue& epi,
                         ThreadPool* pool);
 #endif
