@@ -49,26 +49,39 @@ bool is_float_vector(const Tensor* t, int64_t n) {
   return t && t->dtype() == DType::kFloat && t->rank() == 1 && t->dim(0) == n;
 }
 
-// Conv(W, B?) → BatchNormalization: returns true when folded.
-bool fold_batchnorm(Graph& g, GraphIndex& idx, Node& conv, Node& bn) {
-  // Inference form only: one output, the training statistics outputs absent.
+// The constant parameters of a BatchNormalization in inference form over `channels` channels (one output, the
+// training statistics outputs absent, float vectors): false when it is not one.
+struct BatchNormParams {
+  const Tensor *scale = nullptr, *bias = nullptr, *mean = nullptr, *var = nullptr;
+  float eps = 1e-5f;
+};
+bool inference_batchnorm(const Node& bn, const GraphIndex& idx, int64_t channels, BatchNormParams& out) {
   if (bn.outputs.empty() || bn.outputs[0].empty() ||
       !std::all_of(bn.outputs.begin() + 1, bn.outputs.end(), [](const std::string& s) { return s.empty(); }))
     return false;
-  if (bn.attr_int("training_mode", 0) != 0 || bn.inputs.size() != 5 || conv.inputs.size() < 2) return false;
+  if (bn.attr_int("training_mode", 0) != 0 || bn.inputs.size() != 5) return false;
   if (bn.has_attr("spatial") && bn.attr_int("spatial", 1) != 1) return false;
+  out.scale = idx.constant(bn.inputs[1]);
+  out.bias = idx.constant(bn.inputs[2]);
+  out.mean = idx.constant(bn.inputs[3]);
+  out.var = idx.constant(bn.inputs[4]);
+  out.eps = bn.attr_float("epsilon", 1e-5f);
+  return is_float_vector(out.scale, channels) && is_float_vector(out.bias, channels) &&
+         is_float_vector(out.mean, channels) && is_float_vector(out.var, channels);
+}
+
+// Conv(W, B?) → BatchNormalization: returns true when folded.
+bool fold_batchnorm(Graph& g, GraphIndex& idx, Node& conv, Node& bn) {
+  if (conv.inputs.size() < 2) return false;
   const Tensor* W = idx.constant(conv.inputs[1]);
   if (!W || W->dtype() != DType::kFloat || W->rank() < 3) return false;
   int64_t M = W->dim(0);
   const Tensor* B = conv.inputs.size() > 2 && !conv.inputs[2].empty() ? idx.constant(conv.inputs[2]) : nullptr;
   if (conv.inputs.size() > 2 && !conv.inputs[2].empty() && !is_float_vector(B, M)) return false;
-  const Tensor* scale = idx.constant(bn.inputs[1]);
-  const Tensor* bias = idx.constant(bn.inputs[2]);
-  const Tensor* mean = idx.constant(bn.inputs[3]);
-  const Tensor* var = idx.constant(bn.inputs[4]);
-  if (!is_float_vector(scale, M) || !is_float_vector(bias, M) || !is_float_vector(mean, M) || !is_float_vector(var, M))
-    return false;
-  float eps = bn.attr_float("epsilon", 1e-5f);
+  BatchNormParams bp;
+  if (!inference_batchnorm(bn, idx, M, bp)) return false;
+  const Tensor *scale = bp.scale, *bias = bp.bias, *mean = bp.mean, *var = bp.var;
+  const float eps = bp.eps;
   auto W2 = std::make_shared<Tensor>(DType::kFloat, W->shape());
   auto B2 = std::make_shared<Tensor>(DType::kFloat, Shape{M});
   int64_t per = W->numel() / M;
@@ -593,6 +606,71 @@ int fuse_gelu(Graph& g, GraphIndex& idx, std::vector<bool>& removed,
 
 }  // namespace
 
+// ---- Pre-activation: BatchNormalization → Relu → Conv (DenseNet's layers, pre-activation ResNets) ----
+// The BN's per-channel scale and shift and the Relu move into the Conv as its input stage: an ai.mosaicrt
+// FusedConv (com.microsoft FusedConv's inputs and epilogue, plus inputs 4 and 5, a scale and a shift per input
+// channel) reads relu(x * scale + shift) where the Conv read the Relu's output. The two passes over the
+// activations and the tensor between them go; a 1x1 convolution applies the stage while it packs its input.
+int fuse_preactivation(Graph& g, GraphIndex& idx, std::vector<bool>& removed,
+                       const std::function<Node*(const std::string&)>& single_consumer) {
+  const std::map<std::string, size_t> producer = producers(g, removed);
+  auto made_by = [&](const std::string& value, const char* op) -> Node* {
+    auto it = producer.find(value);
+    if (it == producer.end()) return nullptr;
+    Node& n = g.nodes[it->second];
+    return n.domain.empty() && n.op_type == op && n.outputs.size() >= 1 && n.outputs[0] == value ? &n : nullptr;
+  };
+  int fused = 0;
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    Node& conv = g.nodes[i];
+    const bool plain = conv.domain.empty() && conv.op_type == "Conv";
+    if (removed[i] || conv.inputs.size() < 2 || conv.inputs.size() > 4 ||
+        !(plain || (conv.domain == "com.microsoft" && conv.op_type == "FusedConv")))
+      continue;
+    const Tensor* W = idx.constant(conv.inputs[1]);
+    if (!W || W->dtype() != DType::kFloat || W->rank() < 3) continue;
+    Node* relu = made_by(conv.inputs[0], "Relu");
+    if (!relu || relu->inputs.empty() || single_consumer(relu->outputs[0]) != &conv) continue;
+    Node* bn = made_by(relu->inputs[0], "BatchNormalization");
+    if (!bn || bn->inputs.empty() || single_consumer(bn->outputs[0]) != relu) continue;
+    const int64_t C = W->dim(1) * conv.attr_int("group", 1);
+    BatchNormParams bp;
+    if (!inference_batchnorm(*bn, idx, C, bp)) continue;
+    // the BatchNormalization kernel's own arithmetic: a = scale / sqrt(var + eps), b = bias - mean * a
+    std::vector<float> a(static_cast<size_t>(C)), b(static_cast<size_t>(C));
+    for (int64_t c = 0; c < C; ++c) {
+      const double inv = 1.0 / std::sqrt(static_cast<double>(bp.var->data<float>()[c]) + static_cast<double>(bp.eps));
+      const double sc = bp.scale->data<float>()[c];
+      a[static_cast<size_t>(c)] = static_cast<float>(sc * inv);
+      b[static_cast<size_t>(c)] = static_cast<float>(bp.bias->data<float>()[c] - bp.mean->data<float>()[c] * sc * inv);
+    }
+    const std::string base = conv.name.empty() ? std::string("conv") : conv.name;
+    const std::string an = idx.fresh(base + "/input_scale"), bn_name = idx.fresh(base + "/input_shift");
+    for (const auto& [name, v] : {std::make_pair(an, &a), std::make_pair(bn_name, &b)}) {
+      auto t = float_vector(*v);
+      g.initializers.emplace_back(name, t);
+      idx.constants[name] = t;
+    }
+    conv.inputs[0] = bn->inputs[0];
+    conv.inputs.resize(4);
+    conv.inputs.push_back(an);
+    conv.inputs.push_back(bn_name);
+    if (plain) {
+      Attribute act;
+      act.name = "activation";
+      act.type = AttrType::kString;
+      act.s = "Identity";
+      conv.attributes.push_back(act);
+    }
+    conv.domain = "ai.mosaicrt";
+    conv.op_type = "FusedConv";
+    removed[static_cast<size_t>(bn - g.nodes.data())] = true;
+    removed[static_cast<size_t>(relu - g.nodes.data())] = true;
+    ++fused;
+  }
+  return fused;
+}
+
 int optimization_level(const std::map<std::string, std::string>& config) {
   auto it = config.find("session.graph_optimization_level");
   if (it == config.end()) return kOptAll;
@@ -740,10 +818,11 @@ GraphOptimizerStats optimize_graph(Model& model, int level, ThreadPool& pool) {
     stats.qdq_groups_fused = fuse_qdq(g, idx, removed, single_consumer, qdq_contrib_ops);
     stats.dynamic_matmuls_fused = fuse_dynamic_quant_matmul(g, idx, removed, single_consumer);
     stats.gelus_fused = fuse_gelu(g, idx, removed, single_consumer);
+    stats.preactivations_fused = fuse_preactivation(g, idx, removed, single_consumer);
     qdq_contrib_ops = qdq_contrib_ops || stats.dynamic_matmuls_fused > 0 || stats.gelus_fused > 0;
   }
   if (stats.batchnorms_folded + stats.activations_fused + stats.residual_adds_fused + stats.affines_folded +
-          stats.qdq_groups_fused + stats.dynamic_matmuls_fused + stats.gelus_fused !=
+          stats.qdq_groups_fused + stats.dynamic_matmuls_fused + stats.gelus_fused + stats.preactivations_fused !=
       0) {
     std::vector<Node> kept;
     for (size_t i = 0; i < g.nodes.size(); ++i)
@@ -753,6 +832,7 @@ GraphOptimizerStats optimize_graph(Model& model, int level, ThreadPool& pool) {
       auto it = model.opsets.find("com.microsoft");
       if (it == model.opsets.end()) model.opsets["com.microsoft"] = 1;
     }
+    if (stats.preactivations_fused && !model.opsets.count("ai.mosaicrt")) model.opsets["ai.mosaicrt"] = 1;
   }
   // What stays of the quantized patterns: constant weights dequantized once, not per run.
   if (std::any_of(g.nodes.begin(), g.nodes.end(), [](const Node& n) {

@@ -17,6 +17,7 @@ struct GraphOptimizerStats {
   int qdq_groups_fused = 0;  // DequantizeLinear → Conv/MatMul → QuantizeLinear run as QLinearConv/QLinearMatMul
   int dynamic_matmuls_fused = 0;  // DynamicQuantizeLinear → MatMulInteger → Cast → Mul (→ Add) as one node
   int gelus_fused = 0;  // x * 0.5 * (1 + erf(x / sqrt 2)) written out, as com.microsoft Gelu
+  int preactivations_fused = 0;  // BatchNormalization → Relu → Conv as an ai.mosaicrt FusedConv
 };
 
 // onnxruntime's GraphOptimizationLevel values, read from the session config entry
@@ -37,7 +38,9 @@ int optimization_level(const std::map<std::string, std::string>& config);
 //    is used once: one com.microsoft FusedConv node with the residual input Z, so the
 //    sum and the activation run while the output is still in cache;
 //  - DequantizeLinear → Conv / MatMul → QuantizeLinear (onnxruntime's QDQ format) with constant
-//    scales: one QLinearConv / QLinearMatMul that computes in integers.
+//    scales: one QLinearConv / QLinearMatMul that computes in integers;
+//  - BatchNormalization → Relu → Conv (pre-activation), each value used once: one ai.mosaicrt FusedConv
+//    that applies the BN and the Relu to its input as it reads it.
 // Only constant initializers (not overridable by a graph input) are folded.
 GraphOptimizerStats optimize_graph(Model& model, int level, ThreadPool& pool);
 

@@ -85,7 +85,7 @@ std::vector<int64_t> axes_of(const Node& n, size_t input, const Lookup& constant
 bool infer(const Node& n, const std::vector<const Shape*>& in, const Lookup& constant, Shape& out) {
   const std::string& op = n.op_type;
   auto have = [&](size_t i) { return i < in.size() && in[i]; };
-  if (n.domain == "com.microsoft" && op == "FusedConv") return have(0) && have(1) && window_shape(n, *in[0], in[1], out);
+  if ((n.domain == "com.microsoft" || n.domain == "ai.mosaicrt") && op == "FusedConv") return have(0) && have(1) && window_shape(n, *in[0], in[1], out);
   if (!n.domain.empty() || in.empty()) return false;
   if (same_shape_ops().count(op)) {
     if (!have(0)) return false;

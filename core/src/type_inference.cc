@@ -102,7 +102,8 @@ Inferred infer_node(const Node& n, const std::vector<ValueInfo>& in) {
   if (n.outputs.empty()) return r;
   const std::string& op = n.op_type;
   DType t0 = input(0).elem_type;
-  if (n.domain == "com.microsoft" && (op == "FusedConv" || op == "FusedGemm")) {
+  if ((n.domain == "com.microsoft" && (op == "FusedConv" || op == "FusedGemm")) ||
+      (n.domain == "ai.mosaicrt" && op == "FusedConv")) {
     r.outs[0] = with_type(unknown(), t0);  // the graph optimizer's fused nodes keep the input type
     return r;
   }

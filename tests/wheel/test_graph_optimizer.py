@@ -882,3 +882,89 @@ def test_dynamic_quantize_matmul_node_with_bias(k: int) -> None:
         want = (acc.astype(np.float32) * np.float32(scale * ws) + bias).astype(np.float32)
         assert got.shape == want.shape
         np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
+
+
+PREACTIVATION_CASES = [
+    # (in channels, out channels, (H, W), kernel, strides, pads, group, what follows the Conv)
+    (96, 128, (14, 15), 1, 1, 0, 1, ""),           # 1x1: the stage applied while the input is packed
+    (40, 24, (9, 11), 3, 1, 1, 1, ""),             # 3x3, padded: the staged input's padding stays 0
+    (256, 64, (7, 7), 1, 1, 0, 1, "Relu"),         # few positions (the transposed GEMM), a trailing Relu
+    (32, 48, (12, 10), 3, 2, 1, 2, "BatchNormalization+Relu"),  # grouped, strided, BN and Relu folded after
+    (24, 16, (10, 10), 1, 1, 0, 1, "Add"),         # a residual after
+]
+
+
+@pytest.mark.parametrize("case", PREACTIVATION_CASES, ids=lambda c: f"c{c[0]}m{c[1]}-k{c[3]}s{c[4]}g{c[6]}-{c[7] or 'bare'}")
+@pytest.mark.parametrize("threads", [1, 2])
+def test_preactivation_batchnorm_relu_moves_into_the_conv(case: tuple, threads: int, tmp_path: Any) -> None:
+    """BatchNormalization → Relu → Conv (DenseNet's layers) runs as one ai.mosaicrt FusedConv whose input stage
+    applies the BN and the Relu: same results as the graph without the rewrite, and the optimized model
+    (saved with the op) loads and runs again."""
+    c, m, (h, w_), k, s, pad, group, after = case
+    rng = np.random.default_rng(c + m)
+    inits = [_const("w", rng.standard_normal((m, c // group, k, k)).astype(np.float32) * 0.2),
+             _const("b", rng.standard_normal(m).astype(np.float32)),
+             _const("s", rng.uniform(0.5, 1.5, c).astype(np.float32)),
+             _const("sh", rng.standard_normal(c).astype(np.float32)),
+             _const("mu", rng.standard_normal(c).astype(np.float32)),
+             _const("var", rng.uniform(0.5, 1.5, c).astype(np.float32))]
+    nodes = [helper.make_node("BatchNormalization", ["x", "s", "sh", "mu", "var"], ["n"], epsilon=1e-3),
+             helper.make_node("Relu", ["n"], ["r"]),
+             helper.make_node("Conv", ["r", "w", "b"], ["c"], kernel_shape=[k, k], strides=[s, s], pads=[pad] * 4,
+                              group=group)]
+    inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, c, h, w_])]
+    oh, ow = (h + 2 * pad - k) // s + 1, (w_ + 2 * pad - k) // s + 1
+    feed = {"x": rng.standard_normal((2, c, h, w_)).astype(np.float32)}
+    last = "c"
+    for op in after.split("+") if after else []:
+        if op == "BatchNormalization":
+            inits += [_const(f"{op}_{p}", rng.uniform(0.5, 1.5, m).astype(np.float32)) for p in ("s", "b", "m", "v")]
+            nodes.append(helper.make_node(op, [last] + [f"{op}_{p}" for p in ("s", "b", "m", "v")], ["after_bn"]))
+            last = "after_bn"
+        elif op == "Relu":
+            nodes.append(helper.make_node("Relu", [last], ["after_relu"]))
+            last = "after_relu"
+        else:
+            inputs.append(helper.make_tensor_value_info("z", TensorProto.FLOAT, [2, m, oh, ow]))
+            feed["z"] = rng.standard_normal((2, m, oh, ow)).astype(np.float32)
+            nodes.append(helper.make_node("Add", [last, "z"], ["after_add"]))
+            last = "after_add"
+    graph = helper.make_graph(nodes, "preact", inputs, [helper.make_tensor_value_info(last, TensorProto.FLOAT, None)],
+                              inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 15)]).SerializeToString()
+
+    def session(level: Any, path: str = "") -> mosaicrt.InferenceSession:
+        opts = mosaicrt.SessionOptions()
+        opts.intra_op_num_threads = threads
+        opts.graph_optimization_level = level
+        opts.optimized_model_filepath = path
+        return mosaicrt.InferenceSession(model, sess_options=opts)
+
+    saved = str(tmp_path / "optimized.onnx")
+    fused = session(mosaicrt.GraphOptimizationLevel.ORT_ENABLE_ALL, saved)
+    ops = _ops(fused)
+    assert ops == ["ai.mosaicrt::FusedConv"], ops
+    want = session(mosaicrt.GraphOptimizationLevel.ORT_DISABLE_ALL).run(None, feed)[0]
+    got = fused.run(None, feed)[0]
+    assert got.shape == (2, m, oh, ow)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    reloaded = mosaicrt.InferenceSession(saved)
+    np.testing.assert_allclose(reloaded.run(None, feed)[0], want, rtol=1e-5, atol=1e-5)
+
+
+def test_preactivation_stays_when_the_batchnorm_output_is_read_twice() -> None:
+    """The BN's output also feeding another node keeps BN and Relu as they are (the Conv alone cannot
+    absorb them)."""
+    rng = np.random.default_rng(5)
+    inits = [_const("w", rng.standard_normal((8, 4, 1, 1)).astype(np.float32)),
+             _const("s", np.ones(4, np.float32)), _const("sh", np.zeros(4, np.float32)),
+             _const("mu", np.zeros(4, np.float32)), _const("var", np.ones(4, np.float32))]
+    nodes = [helper.make_node("BatchNormalization", ["x", "s", "sh", "mu", "var"], ["n"]),
+             helper.make_node("Relu", ["n"], ["r"]),
+             helper.make_node("Conv", ["r", "w"], ["y"]),
+             helper.make_node("Identity", ["n"], ["n_out"])]
+    graph = helper.make_graph(nodes, "twice", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 5, 5])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None),
+                               helper.make_tensor_value_info("n_out", TensorProto.FLOAT, None)], inits)
+    sess = mosaicrt.InferenceSession(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 15)]).SerializeToString())
+    assert "ai.mosaicrt::FusedConv" not in _ops(sess) and "BatchNormalization" in _ops(sess)

@@ -797,12 +797,83 @@ void conv_winograd(const ConvPlan& p, const float* x, const float* bias, float* 
   }
 }
 
+// ai.mosaicrt FusedConv's input stage: the convolution reads relu(x * scale[c] + shift[c]) (float only).
+struct InputStage {
+  const float* scale;  // per input channel
+  const float* shift;
+};
+
+// A pointwise convolution's B panels with the input stage applied on the way in: rows k of x (input
+// channels, row stride ldx), scale and shift from channel k on.
+struct InputStagePanels {
+  const float* x;
+  int64_t ldx;
+  const float* scale;
+  const float* shift;
+};
+
+// relu(x * scale[k] + shift[k]) on `rows` rows of n values into rows of ld (zeros past n)
+void input_stage_rows(const float* x, int64_t ldx, const float* scale, const float* shift, int64_t rows, int64_t n,
+                      int64_t ld, float* dst) {
+#if defined(MOSAICRT_X86_SIMD)
+  if (cpu_has_avx2()) {
+    nn::input_stage_rows_avx2(x, ldx, scale, shift, rows, n, ld, dst);
+    return;
+  }
+#endif
+  for (int64_t k = 0; k < rows; ++k) {
+    const float* __restrict src = x + k * ldx;
+    float* __restrict d = dst + k * ld;
+    const float a = scale[k], b = shift[k];
+    for (int64_t j = 0; j < n; ++j) {
+      const float v = src[j] * a + b;
+      d[j] = v > 0.f ? v : 0.f;
+    }
+    for (int64_t j = n; j < ld; ++j) d[j] = 0.f;
+  }
+}
+
+void input_stage_fill_panel(const void* ctx, int64_t k0, int64_t kc, int64_t j0, int64_t n, int nr, float* dst) {
+  const InputStagePanels& s = *static_cast<const InputStagePanels*>(ctx);
+  input_stage_rows(s.x + k0 * s.ldx + j0, s.ldx, s.scale + k0, s.shift + k0, kc, n, nr, dst);
+}
+
+// The input with the stage applied, for the convolutions that do not pack their input as it is (a per-thread
+// buffer, released after use when large).
+const float* staged_input(const InputStage& in, const float* x, int64_t N, int64_t C, int64_t plane, ThreadPool& pool,
+                          std::vector<float>& buf) {
+  buf.resize(static_cast<size_t>(N * C * plane));
+  float* t = buf.data();
+  pool.parallel_for(N * C, std::max<int64_t>(1, 16384 / std::max<int64_t>(1, plane)), [&](int64_t b, int64_t e) {
+    for (int64_t nc = b; nc < e; ++nc)
+      input_stage_rows(x + nc * plane, plane, in.scale + nc % C, in.shift + nc % C, 1, plane, plane, t + nc * plane);
+  });
+  return t;
+}
+
+bool is_pointwise(const Window& g) {
+  for (size_t d = 0; d < g.nsp; ++d)
+    if (g.kernel[d] != 1 || g.stride[d] != 1 || g.pad_begin[d] != 0 || g.pad_end[d] != 0) return false;
+  return true;
+}
+
 template <class T>
 void conv_run(const ConvPlan& p, const T* x, const T* w, const T* bias, T* y, ThreadPool& pool,
-              const PackedFilters* packed, const Epilogue* epi = nullptr) {
+              const PackedFilters* packed, const Epilogue* epi = nullptr, const InputStage* in = nullptr) {
   const Window& g = p.g;
   const int64_t in_size = prod(g.in), out_size = prod(g.out), ksize = prod(g.kernel);
   if (out_size == 0 || p.N == 0 || p.M == 0) return;
+  const bool pointwise = is_pointwise(g);
+  if constexpr (std::is_same<T, float>::value) {
+    // the input stage: applied while packing a pointwise convolution's input (below), else once up front
+    if (in && !(pointwise && packed && !conv_few_positions(out_size, p.Mg))) {
+      static thread_local std::vector<float> buf;
+      const float* staged = staged_input(*in, x, p.N, p.C, in_size, pool, buf);
+      conv_run<T>(p, staged, w, bias, y, pool, packed, epi);
+      if (buf.capacity() * sizeof(float) > (size_t{64} << 20)) std::vector<float>().swap(buf);
+      return;
+    }
+  }
   if (conv_is_depthwise(p)) {
     conv_depthwise_2d(p, x, w, bias, y, pool, epi);
     return;
@@ -844,9 +915,6 @@ void conv_run(const ConvPlan& p, const T* x, const T* w, const T* bias, T* y, Th
     }
   }
 #endif
-  bool pointwise = true;
-  for (size_t d = 0; d < g.nsp; ++d)
-    pointwise = pointwise && g.kernel[d] == 1 && g.stride[d] == 1 && g.pad_begin[d] == 0 && g.pad_end[d] == 0;
   const int64_t K = p.Cg * ksize;  // GEMM depth
   const int64_t tasks = p.N * p.group;
   const int64_t threads = pool.size();
@@ -933,7 +1001,16 @@ void conv_run(const ConvPlan& p, const T* x, const T* w, const T* bias, T* y, Th
       for (int64_t m = 0; m < p.Mg; ++m) std::fill(yg + m * out_size, yg + m * out_size + cols, bias[grp * p.Mg + m]);
       beta = T(1);
     }
-    if (pointwise) {
+    if (pointwise && in) {
+      if constexpr (std::is_same<T, float>::value) {
+        const InputStagePanels src{xg + p0, in_size, in->scale + grp * p.Cg, in->shift + grp * p.Cg};
+        PanelSourceB source;
+        source.fill = input_stage_fill_panel;
+        source.ctx = &src;
+        sgemm_packed_a_source(packed->groups[static_cast<size_t>(grp)], cols, 1.f, source, beta, yg, out_size,
+                              gemm_pool, tile_stage);
+      }
+    } else if (pointwise) {
       filter_gemm(packed, grp, false, p.Mg, cols, K, wg, K, xg + p0, in_size, beta, yg, out_size, gemm_pool,
                   tile_stage);
     } else if (direct && filter_gemm_image(packed, grp, g, xg, p0, cols, beta, yg, out_size, gemm_pool, tile_stage)) {
@@ -958,7 +1035,7 @@ void conv_run(const ConvPlan& p, const T* x, const T* w, const T* bias, T* y, Th
   }
 }
 
-void conv_compute(OpContext& ctx, const Epilogue* epi) {
+void conv_compute(OpContext& ctx, const Epilogue* epi, const InputStage* in = nullptr) {
   const Tensor& X = ctx.input(0);
   const Tensor& W = ctx.input(1);
   const Tensor* B = ctx.optional_input(2);
@@ -1010,14 +1087,14 @@ void conv_compute(OpContext& ctx, const Epilogue* epi) {
   }
   MRT_DISPATCH_FLOATING(X.dtype(), "Conv", {
     conv_run<T>(p, X.data<T>(), W.data<T>(), B ? B->data<T>() : nullptr, Y.data<T>(), ctx.threads(), packed.get(),
-                epi);
+                epi, in);
   });
 }
 
 void conv_kernel(OpContext& ctx) { conv_compute(ctx, nullptr); }
 
-// com.microsoft FusedConv: Conv + optional residual input Z + activation.
-void fused_conv_kernel(OpContext& ctx) {
+// FusedConv's output stage from its attributes (activation, activation_params) and its residual input Z.
+Epilogue fused_conv_epilogue(OpContext& ctx) {
   const Node& node = ctx.node();
   Epilogue e;
   const std::string act = node.attr_string("activation", "");
@@ -1054,7 +1131,31 @@ void fused_conv_kernel(OpContext& ctx) {
                   " must have the output's type and shape ", shape_str(p.out_shape));
     e.z = Z->raw();
   }
+  return e;
+}
+
+// com.microsoft FusedConv: Conv + optional residual input Z + activation.
+void fused_conv_kernel(OpContext& ctx) {
+  const Epilogue e = fused_conv_epilogue(ctx);
   conv_compute(ctx, &e);
+}
+
+// ai.mosaicrt FusedConv (the graph optimizer's BatchNormalization → Relu → Conv): com.microsoft FusedConv
+// whose input goes through relu(x * scale[c] + shift[c]) first, scale and shift its inputs 4 and 5.
+void preactivated_conv_kernel(OpContext& ctx) {
+  const Tensor& X = ctx.input(0);
+  MRT_CHECK_IMPL(X.dtype() == DType::kFloat, "FusedConv (ai.mosaicrt): element type ", dtype_name(X.dtype()),
+                 " is not supported (float)");
+  MRT_CHECK_ARG(X.rank() >= 3, "FusedConv (ai.mosaicrt): input X must have rank >= 3, got ", X.describe());
+  const Tensor& scale = ctx.input(4);
+  const Tensor& shift = ctx.input(5);
+  for (const Tensor* t : {&scale, &shift})
+    MRT_CHECK_ARG(t->dtype() == DType::kFloat && t->rank() == 1 && t->dim(0) == X.dim(1),
+                  "FusedConv (ai.mosaicrt): the input scale and shift must be float vectors of the ", X.dim(1),
+                  " input channels, got ", t->describe());
+  const Epilogue e = fused_conv_epilogue(ctx);
+  const InputStage in{scale.data<float>(), shift.data<float>()};
+  conv_compute(ctx, &e, &in);
 }
 
 void fused_conv_check(const Node& node, int64_t) {
@@ -1233,6 +1334,7 @@ void col2im_double(const double* col, int64_t channels, const Window& g, double*
 void register_nn_kernels(KernelRegistry& r) {
   r.add("Conv", 1, conv_kernel, conv_check);
   r.add_domain("com.microsoft", "FusedConv", 1, fused_conv_kernel, fused_conv_check);
+  r.add_domain("ai.mosaicrt", "FusedConv", 1, preactivated_conv_kernel, fused_conv_check);
   r.add("ConvTranspose", 1, conv_transpose_kernel, conv_check);
   register_nn_pool_kernels(r);
   register_nn_deform_kernels(r);

@@ -1,4 +1,4 @@
-// Conv's fused output stage on one row of a finished GEMM block, with AVX2: the kernels
+// Conv's fused output stage on one row of a finished GEMM block, and ai.mosaicrt FusedConv's input stage, with AVX2: the kernels
 // file is compiled with -mavx2 -mfma for x86-64 targets only; nn.cc calls it when the CPU
 // has those features.
 #include <immintrin.h>
@@ -24,6 +24,29 @@ void conv_stage_row_avx2(float* y, const float* z, float bias, int64_t n, bool r
     if (z) v += z[i];
     if (relu) v = v > 0.f ? v : 0.f;
     y[i] = v;
+  }
+}
+
+void input_stage_rows_avx2(const float* x, int64_t ldx, const float* scale, const float* shift, int64_t rows,
+                           int64_t n, int64_t ld, float* dst) {
+  const __m256 zero = _mm256_setzero_ps();
+  for (int64_t k = 0; k < rows; ++k) {
+    const float* src = x + k * ldx;
+    float* d = dst + k * ld;
+    const float a = scale[k], b = shift[k];
+    const __m256 va = _mm256_set1_ps(a), vb = _mm256_set1_ps(b);
+    // the row's next stretch, asked for a panel ahead: a panel reads a short piece of each of its rows, which
+    // lie a plane apart, more streams than the hardware prefetchers follow
+    _mm_prefetch(reinterpret_cast<const char*>(src + ld), _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(src + ld + 16), _MM_HINT_T0);
+    int64_t j = 0;
+    for (; j + 8 <= n; j += 8)  // a product, then a sum (no fused multiply-add): BatchNormalization's rounding
+      _mm256_storeu_ps(d + j, _mm256_max_ps(_mm256_add_ps(_mm256_mul_ps(_mm256_loadu_ps(src + j), va), vb), zero));
+    for (; j < n; ++j) {
+      const float v = src[j] * a + b;
+      d[j] = v > 0.f ? v : 0.f;
+    }
+    for (; j < ld; ++j) d[j] = 0.f;
   }
 }
 

@@ -157,6 +157,10 @@ void depthwise_block8_avx2(const float* x, const float* w, const float* bias, fl
 // Conv's output stage on one row: y[i] = y[i] + bias (+ z[i] when z), then Relu when relu
 // (nn_conv_stage_avx2.cc).
 void conv_stage_row_avx2(float* y, const float* z, float bias, int64_t n, bool relu);
+// ai.mosaicrt FusedConv's input stage on `rows` rows of n values: dst[k * ld + j] = relu(x[k * ldx + j] *
+// scale[k] + shift[k]) for j < n, 0 for n <= j < ld (nn_conv_stage_avx2.cc).
+void input_stage_rows_avx2(const float* x, int64_t ldx, const float* scale, const float* shift, int64_t rows,
+                           int64_t n, int64_t ld, float* dst);
 
 // One group of a 2-D convolution (any kernel, stride, dilation and padding), computed directly
 // (nn_conv_direct_avx512.cc; needs AVX-512 F).
