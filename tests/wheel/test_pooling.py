@@ -1,5 +1,5 @@
 """2-D MaxPool over many geometries (kernels, strides, pads, ceil_mode, auto_pad, planes narrower than a
-vector step), checked exactly against a numpy reference, and against the same node with its indices
+vector step), of float and 8-bit planes, checked exactly against a numpy reference, and against the same node with its indices
 output (a separate kernel)."""
 
 from __future__ import annotations
@@ -35,12 +35,17 @@ CASES = [
     ((13, 11), (4, 2), (3, 1), (2, 0, 1, 1), 1),
     ((5, 3), (3, 3), (1, 2), (1, 1, 1, 1), 0),  # narrower than a vector step
     ((8, 40), (1, 7), (1, 3), (0, 3, 0, 3), 0),
+    ((6, 150), (3, 3), (1, 1), (1, 1, 1, 1), 0),  # rows of several 64-byte vectors
 ]
+
+
+_TYPES = {np.float32: TensorProto.FLOAT, np.uint8: TensorProto.UINT8, np.int8: TensorProto.INT8}
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: f"{c[0][0]}x{c[0][1]}-k{c[1][0]}{c[1][1]}-s{c[2][0]}{c[2][1]}")
 @pytest.mark.parametrize("threads", [1, 2])
-def test_max_pool_2d_geometries(case: tuple, threads: int) -> None:
+@pytest.mark.parametrize("dtype", [np.float32, np.uint8, np.int8], ids=["float", "uint8", "int8"])
+def test_max_pool_2d_geometries(case: tuple, threads: int, dtype: type) -> None:
     (h, w), k, s, pads, ceil = case
     out = []
     for d, size in enumerate((h, w)):
@@ -49,17 +54,22 @@ def test_max_pool_2d_geometries(case: tuple, threads: int) -> None:
         if ceil and (o - 1) * s[d] >= size + pads[d]:  # a window may not start in the end padding
             o -= 1
         out.append(o)
-    x = np.random.default_rng(h * w).standard_normal((2, 3, h, w)).astype(np.float32)
-    want = _reference(x, k, s, pads, (out[0], out[1]))
+    rng = np.random.default_rng(h * w)
+    if dtype == np.float32:
+        x = rng.standard_normal((2, 3, h, w)).astype(np.float32)
+    else:  # 8-bit planes (what the QDQ rewrite leaves): every byte value, the extremes included
+        info = np.iinfo(dtype)
+        x = rng.integers(info.min, info.max, (2, 3, h, w), endpoint=True).astype(dtype)
+    want = _reference(x.astype(np.float32), k, s, pads, (out[0], out[1])).astype(dtype)
     attrs = {"kernel_shape": list(k), "strides": list(s), "pads": list(pads), "ceil_mode": ceil}
     results = []
     for with_indices in (False, True):
         outs = ["y", "i"] if with_indices else ["y"]
         node = helper.make_node("MaxPool", ["x"], outs, **attrs)
-        value_infos = [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)]
+        value_infos = [helper.make_tensor_value_info("y", _TYPES[dtype], None)]
         if with_indices:
             value_infos.append(helper.make_tensor_value_info("i", TensorProto.INT64, None))
-        graph = helper.make_graph([node], "pool", [helper.make_tensor_value_info("x", TensorProto.FLOAT, x.shape)],
+        graph = helper.make_graph([node], "pool", [helper.make_tensor_value_info("x", _TYPES[dtype], x.shape)],
                                   value_infos)
         model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 12)], ir_version=8)
         opts = mosaicrt.SessionOptions()

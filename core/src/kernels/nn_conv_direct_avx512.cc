@@ -263,8 +263,12 @@ void conv_direct_avx512(const DirectConv& g, const float* x, const float* wpacke
           for (int64_t i = 0; i < 16; ++i)
             v[i] = i < ni ? _mm512_loadu_ps(acc + (i0 + i) * lanes + l0) : _mm512_setzero_ps();
           transpose16(v);
-          const __mmask16 keep = first16(ni);
-          for (int64_t l = 0; l < nl; ++l) _mm512_mask_storeu_ps(dst + (l0 + l) * P + i0, keep, v[l]);
+          if (ni == 16) {  // (a plain store where the whole vector goes: cheaper than a masked one)
+            for (int64_t l = 0; l < nl; ++l) _mm512_storeu_ps(dst + (l0 + l) * P + i0, v[l]);
+          } else {
+            const __mmask16 keep = first16(ni);
+            for (int64_t l = 0; l < nl; ++l) _mm512_mask_storeu_ps(dst + (l0 + l) * P + i0, keep, v[l]);
+          }
         }
       }
       if (epi.apply) epi.apply(epi.ctx, m0, valid, p0, n, dst, P);

@@ -162,6 +162,15 @@ void conv_stage_row_avx2(float* y, const float* z, float bias, int64_t n, bool r
 void input_stage_rows_avx2(const float* x, int64_t ldx, const float* scale, const float* shift, int64_t rows,
                            int64_t n, int64_t ld, float* dst);
 
+// 2-D MaxPool without dilation or Indices (nn_pool_avx512.cc; needs AVX-512 F + BW): `planes` planes of H x W
+// into OH x OW, windows KH x KW with strides sh, sw from the padding pt (top) and pl (left).
+struct MaxPool2d {
+  int64_t planes, H, W, OH, OW, KH, KW, sh, sw, pt, pl;
+};
+void max_pool_2d_float_avx512(const MaxPool2d& g, const float* x, float* y, ThreadPool& pool);
+// 8-bit planes: uint8, or int8 (is_signed) as their bytes.
+void max_pool_2d_bytes_avx512(const MaxPool2d& g, const uint8_t* x, bool is_signed, uint8_t* y, ThreadPool& pool);
+
 // One group of a 2-D convolution (any kernel, stride, dilation and padding), computed directly
 // (nn_conv_direct_avx512.cc; needs AVX-512 F).
 struct DirectConv {

@@ -14,6 +14,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "../gemm/backend_registry.h"
 #include "nn_geometry.h"
 
 #if defined(__SSE2__)
@@ -311,7 +312,7 @@ void pool_2d_float(const PoolPlan& p, const float* x, float* y, ThreadPool& pool
   const float* dw = div_w.data();
   // every window counting the same power of two taps (2x2 windows without padding): a product with its
   // reciprocal is exactly the quotient
-  float uniform_inv = 0.f;
+  [[maybe_unused]] float uniform_inv = 0.f;  // (read by the SSE2 loop only)
   if (!kMax && !div_h.empty() && !div_w.empty()) {
     const float c = div_h[0] * div_w[0];
     int exp2 = 0;
@@ -410,6 +411,23 @@ void pool_2d_float(const PoolPlan& p, const float* x, float* y, ThreadPool& pool
 
 template <class T>
 void max_pool_dispatch(const PoolPlan& p, const T* x, T* y, int64_t* indices, ThreadPool& pool) {
+#if defined(MOSAICRT_X86_SIMD)
+  if constexpr (std::is_same<T, float>::value || sizeof(T) == 1) {
+    const Window& g = p.g;
+    static const bool avx512 = (cpu_features() & kCpuAvx512) == kCpuAvx512;
+    if (avx512 && !indices && g.in[0] == 1 && g.out[0] == 1 && g.kernel[0] == 1 && g.dilation[1] == 1 &&
+        g.dilation[2] == 1) {
+      const nn::MaxPool2d m{p.planes,    g.in[1],     g.in[2],     g.out[1],      g.out[2],     g.kernel[1],
+                            g.kernel[2], g.stride[1], g.stride[2], g.pad_begin[1], g.pad_begin[2]};
+      if constexpr (std::is_same<T, float>::value)
+        nn::max_pool_2d_float_avx512(m, x, y, pool);
+      else
+        nn::max_pool_2d_bytes_avx512(m, reinterpret_cast<const uint8_t*>(x), std::is_signed<T>::value,
+                                     reinterpret_cast<uint8_t*>(y), pool);
+      return;
+    }
+  }
+#endif
   if constexpr (std::is_same<T, float>::value) {
     const Window& g = p.g;
     if (!indices && g.in[0] == 1 && g.out[0] == 1 && g.kernel[0] == 1 && g.dilation[1] == 1 && g.dilation[2] == 1) {

@@ -350,8 +350,13 @@ void conv8_direct_vnni(const DirectConv8& g, const uint8_t* x, bool x_signed, in
           for (int64_t i = 0; i < 16; ++i)
             v[i] = i < ni ? rqv(_mm512_loadu_si512(acc + (i0 + i) * lanes + l0)) : _mm_setzero_si128();
           transpose16(v);
-          const __mmask16 keep = first16(ni);
-          for (int64_t l = 0; l < nl; ++l) _mm_mask_storeu_epi8(rq->y + (m0 + l0 + l) * P + p0 + i0, keep, v[l]);
+          uint8_t* dst = rq->y + (m0 + l0) * P + p0 + i0;
+          if (ni == 16) {  // (a plain store where the whole vector goes: cheaper than a masked one)
+            for (int64_t l = 0; l < nl; ++l) _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + l * P), v[l]);
+          } else {
+            const __mmask16 keep = first16(ni);
+            for (int64_t l = 0; l < nl; ++l) _mm_mask_storeu_epi8(dst + l * P, keep, v[l]);
+          }
         }
       }
     }

@@ -1,0 +1,136 @@
+// 2-D MaxPool without dilation or Indices on AVX-512 (F + BW), for float and 8-bit planes.
+//
+// One output row at a time: the window's input rows are reduced to one row by vertical maxima (whole vectors
+// along W), written into a buffer whose padding columns hold the identity (the lowest value), and the row's
+// outputs are then maxima of KW shifted reads of that buffer: consecutive reads with stride 1, the even
+// elements of two (a permute) with stride 2, a scalar loop otherwise. 8-bit planes run in the unsigned domain
+// (int8 with its top bit flipped), 64 bytes a vector.
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "../threadpool.h"
+#include "nn_geometry.h"
+
+// GCC 12 warns inside its own headers that the pass-through operand of the masked builtins may be
+// uninitialized (unused by design).
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+
+namespace mrt {
+namespace nn {
+namespace {
+
+inline __mmask16 first16(int64_t n) { return n >= 16 ? __mmask16(0xFFFF) : static_cast<__mmask16>((1u << n) - 1); }
+inline __mmask64 first64(int64_t n) { return n >= 64 ? ~__mmask64(0) : (__mmask64(1) << n) - 1; }
+
+// Work items: (plane, output row), grouped so an item reads at least a few KiB.
+int64_t rows_per_item(const MaxPool2d& g) { return std::max<int64_t>(1, 4096 / std::max<int64_t>(1, g.KH * g.W)); }
+
+}  // namespace
+
+void max_pool_2d_float_avx512(const MaxPool2d& g, const float* x, float* y, ThreadPool& pool) {
+  const float ident = -std::numeric_limits<float>::infinity();
+  // the buffer: pl identity columns, the W reduced columns, identity up to the last read plus a vector
+  const int64_t width = std::max(g.pl + g.W, (g.OW - 1) * g.sw + g.KW) + 48;
+  pool.parallel_for(g.planes * g.OH, rows_per_item(g), [&](int64_t b, int64_t e) {
+    std::vector<float> buf(static_cast<size_t>(width), ident);
+    float* row = buf.data() + g.pl;  // row[w] for w in [-pl, width - pl)
+    const __m512i even = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
+    for (int64_t item = b; item < e; ++item) {
+      const int64_t plane = item / g.OH, oh = item % g.OH;
+      const float* xp = x + plane * g.H * g.W;
+      float* yr = y + plane * g.OH * g.OW + oh * g.OW;
+      const int64_t h0 = oh * g.sh - g.pt, ih0 = std::max<int64_t>(0, h0), ih1 = std::min(g.H, h0 + g.KH);
+      for (int64_t w = 0; w < g.W; w += 16) {
+        const __mmask16 m = first16(g.W - w);
+        __m512 acc = _mm512_set1_ps(ident);
+        for (int64_t ih = ih0; ih < ih1; ++ih) acc = _mm512_max_ps(_mm512_maskz_loadu_ps(m, xp + ih * g.W + w), acc);
+        _mm512_mask_storeu_ps(row + w, m, acc);
+      }
+      const float* r0 = buf.data();  // output ow reads r0[ow * sw + kw]
+      if (g.sw == 1 || g.sw == 2) {
+        for (int64_t ow = 0; ow < g.OW; ow += 16) {
+          __m512 acc = _mm512_set1_ps(ident);
+          for (int64_t kw = 0; kw < g.KW; ++kw) {
+            const float* s = r0 + ow * g.sw + kw;
+            const __m512 v = g.sw == 1 ? _mm512_loadu_ps(s)
+                                       : _mm512_permutex2var_ps(_mm512_loadu_ps(s), even, _mm512_loadu_ps(s + 16));
+            acc = _mm512_max_ps(v, acc);
+          }
+          _mm512_mask_storeu_ps(yr + ow, first16(g.OW - ow), acc);
+        }
+      } else {
+        for (int64_t ow = 0; ow < g.OW; ++ow) {
+          float acc = ident;
+          for (int64_t kw = 0; kw < g.KW; ++kw) {
+            const float v = r0[ow * g.sw + kw];
+            acc = v > acc ? v : acc;
+          }
+          yr[ow] = acc;
+        }
+      }
+    }
+  });
+}
+
+void max_pool_2d_bytes_avx512(const MaxPool2d& g, const uint8_t* x, bool is_signed, uint8_t* y, ThreadPool& pool) {
+  const __m512i flip = _mm512_set1_epi8(is_signed ? static_cast<char>(0x80) : 0);
+  const int64_t width = std::max(g.pl + g.W, (g.OW - 1) * g.sw + g.KW) + 192;
+  pool.parallel_for(g.planes * g.OH, rows_per_item(g), [&](int64_t b, int64_t e) {
+    std::vector<uint8_t> buf(static_cast<size_t>(width), 0);  // 0: the identity in the unsigned domain
+    uint8_t* row = buf.data() + g.pl;
+    const __m512i low_bytes = _mm512_set1_epi16(0x00FF);
+    for (int64_t item = b; item < e; ++item) {
+      const int64_t plane = item / g.OH, oh = item % g.OH;
+      const uint8_t* xp = x + plane * g.H * g.W;
+      uint8_t* yr = y + plane * g.OH * g.OW + oh * g.OW;
+      const int64_t h0 = oh * g.sh - g.pt, ih0 = std::max<int64_t>(0, h0), ih1 = std::min(g.H, h0 + g.KH);
+      for (int64_t w = 0; w < g.W; w += 64) {
+        const __mmask64 m = first64(g.W - w);
+        __m512i acc = _mm512_setzero_si512();
+        for (int64_t ih = ih0; ih < ih1; ++ih)
+          acc = _mm512_max_epu8(acc, _mm512_xor_si512(_mm512_maskz_loadu_epi8(m, xp + ih * g.W + w), flip));
+        _mm512_mask_storeu_epi8(row + w, m, acc);
+      }
+      const uint8_t* r0 = buf.data();
+      if (g.sw == 1) {
+        for (int64_t ow = 0; ow < g.OW; ow += 64) {
+          __m512i acc = _mm512_setzero_si512();
+          for (int64_t kw = 0; kw < g.KW; ++kw) acc = _mm512_max_epu8(acc, _mm512_loadu_si512(r0 + ow + kw));
+          _mm512_mask_storeu_epi8(yr + ow, first64(g.OW - ow), _mm512_xor_si512(acc, flip));
+        }
+      } else if (g.sw == 2) {  // 32 outputs a step: the even bytes of 64 (the low byte of each 16-bit pair)
+        for (int64_t ow = 0; ow < g.OW; ow += 32) {
+          __m256i acc = _mm256_setzero_si256();
+          for (int64_t kw = 0; kw < g.KW; ++kw) {
+            const __m512i v = _mm512_and_si512(_mm512_loadu_si512(r0 + 2 * ow + kw), low_bytes);
+            acc = _mm256_max_epu8(acc, _mm512_cvtepi16_epi8(v));
+          }
+          const int64_t n = std::min<int64_t>(32, g.OW - ow);
+          _mm256_mask_storeu_epi8(yr + ow, n >= 32 ? ~__mmask32(0) : (__mmask32(1) << n) - 1,
+                                  _mm256_xor_si256(acc, _mm512_castsi512_si256(flip)));
+        }
+      } else {
+        const uint8_t f = is_signed ? 0x80 : 0;
+        for (int64_t ow = 0; ow < g.OW; ++ow) {
+          uint8_t acc = 0;
+          for (int64_t kw = 0; kw < g.KW; ++kw) acc = std::max(acc, r0[ow * g.sw + kw]);
+          yr[ow] = static_cast<uint8_t>(acc ^ f);
+        }
+      }
+    }
+  });
+}
+
+}  // namespace nn
+}  // namespace mrt
+
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
