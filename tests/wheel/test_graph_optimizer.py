@@ -894,7 +894,8 @@ PREACTIVATION_CASES = [
 ]
 
 
-@pytest.mark.parametrize("case", PREACTIVATION_CASES, ids=lambda c: f"c{c[0]}m{c[1]}-k{c[3]}s{c[4]}g{c[6]}-{c[7] or 'bare'}")
+@pytest.mark.parametrize("case", PREACTIVATION_CASES,
+                         ids=lambda c: f"c{c[0]}m{c[1]}-k{c[3]}s{c[4]}g{c[6]}-{c[7] or 'bare'}")
 @pytest.mark.parametrize("threads", [1, 2])
 def test_preactivation_batchnorm_relu_moves_into_the_conv(case: tuple, threads: int, tmp_path: Any) -> None:
     """BatchNormalization → Relu → Conv (DenseNet's layers) runs as one ai.mosaicrt FusedConv whose input stage
@@ -966,5 +967,6 @@ def test_preactivation_stays_when_the_batchnorm_output_is_read_twice() -> None:
     graph = helper.make_graph(nodes, "twice", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 5, 5])],
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, None),
                                helper.make_tensor_value_info("n_out", TensorProto.FLOAT, None)], inits)
-    sess = mosaicrt.InferenceSession(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 15)]).SerializeToString())
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 15)])
+    sess = mosaicrt.InferenceSession(model.SerializeToString())
     assert "ai.mosaicrt::FusedConv" not in _ops(sess) and "BatchNormalization" in _ops(sess)

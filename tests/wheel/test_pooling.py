@@ -1,6 +1,6 @@
 """2-D MaxPool over many geometries (kernels, strides, pads, ceil_mode, auto_pad, planes narrower than a
-vector step), of float and 8-bit planes, checked exactly against a numpy reference, and against the same node with its indices
-output (a separate kernel)."""
+vector step), of float and 8-bit planes, checked exactly against a numpy reference, and against the same node
+with its indices output (a separate kernel)."""
 
 from __future__ import annotations
 
