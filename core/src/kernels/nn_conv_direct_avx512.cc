@@ -23,6 +23,7 @@
 
 #include "../gemm/sgemm.h"
 #include "../threadpool.h"
+#include "direct_tiles.h"
 #include "nn_geometry.h"
 
 // GCC 12 warns inside its own headers that the pass-through operand of the masked builtin behind
@@ -39,10 +40,6 @@ namespace {
 constexpr int64_t kChunk = 64;  // output positions per work item
 constexpr int kMaxLanes = 64;   // output channels per block at most (NZ = 4)
 
-// positions per tile at most: the accumulators (R x NZ zmm), the NZ filter vectors and the broadcast stay
-// within the 32 registers, the R base pointers within the general registers
-constexpr int max_rows(int nz) { return nz == 4 ? 6 : 8; }
-
 // acc[r] = position r's sums for 16 x NZ channels over `steps` (channel, tap) steps; rows[r]: position r's
 // base in the staged planes, offs: each step's offset from a base, w: the block's filters (per step, NZ x 16
 // values), then + bias (16 x NZ values, or null) and Relu, stored as row r of `out`.
@@ -56,7 +53,7 @@ __attribute__((noinline))
 #endif
 void tile(const float* const* rows, const int64_t* offs, int64_t steps, const float* w, const float* bias, bool relu,
           float* out, int64_t ldo) {
-  static_assert(NZ >= 1 && NZ <= 4 && R >= 1 && R <= max_rows(NZ), "tile shape");
+  static_assert(NZ >= 1 && NZ <= 4 && R >= 1 && R <= direct::max_rows(NZ), "tile shape");
   // one named array per vector column: GCC keeps these in registers (a 2-D array was spilled)
   __m512 a0[R], a1[R], a2[R], a3[R];
   for (int r = 0; r < R; ++r) {
@@ -102,7 +99,7 @@ using TileFn = void (*)(const float* const*, const int64_t*, int64_t, const floa
 
 template <int NZ, size_t... I>
 constexpr std::array<TileFn, 8> tiles_for(std::index_sequence<I...>) {
-  return {{&tile<(int(I) + 1 < max_rows(NZ) ? int(I) + 1 : max_rows(NZ)), NZ>...}};
+  return {{&tile<(int(I) + 1 < direct::max_rows(NZ) ? int(I) + 1 : direct::max_rows(NZ)), NZ>...}};
 }
 
 // kTiles[NZ - 1][R - 1]
@@ -134,20 +131,9 @@ inline void transpose16(__m512 (&v)[16]) {
   }
 }
 
-inline __mmask16 first16(int64_t n) { return n >= 16 ? __mmask16(0xFFFF) : static_cast<__mmask16>((1u << n) - 1); }
-
 }  // namespace
 
-int direct_conv_lanes(int64_t M) {
-  // the block width (16 x NZ) that pads the fewest channels, the wider on ties (fewer broadcasts per product)
-  int best = 4;
-  int64_t best_pad = (M + 63) / 64 * 64 - M;
-  for (int nz = 3; nz >= 1; --nz) {
-    const int64_t pad = (M + 16 * nz - 1) / (16 * nz) * (16 * nz) - M;
-    if (pad < best_pad) best = nz, best_pad = pad;
-  }
-  return 16 * best;
-}
+int direct_conv_lanes(int64_t M) { return 16 * direct::block_vectors(M); }
 
 std::vector<float> pack_direct_filters(const float* w, int64_t M, int64_t C, int64_t taps) {
   const int64_t lanes = direct_conv_lanes(M), blocks = (M + lanes - 1) / lanes;
@@ -224,7 +210,7 @@ void conv_direct_avx512(const DirectConv& g, const float* x, const float* wpacke
             c * channel + ((r % sh) * sw + q % sw) * plane + (r / sh) * Wq + q / sw;
       }
   const int64_t lanes = direct_conv_lanes(g.M), nz = lanes / 16, blocks = (g.M + lanes - 1) / lanes;
-  const int rmax = max_rows(static_cast<int>(nz));
+  const int rmax = direct::max_rows(static_cast<int>(nz));
   const int64_t P = g.OH * g.OW, chunks = (P + kChunk - 1) / kChunk;
   // the bias of the padded channels of the last block: 0
   std::vector<float> bias_lanes;
@@ -240,10 +226,7 @@ void conv_direct_avx512(const DirectConv& g, const float* x, const float* wpacke
     for (int64_t item = b; item < e; ++item) {
       const int64_t mb = item % blocks, p0 = item / blocks * kChunk, n = std::min(kChunk, P - p0);
       const int64_t m0 = mb * lanes, valid = std::min(lanes, g.M - m0);
-      // the chunk's positions in tiles of evened-out height
-      const int64_t count = (n + rmax - 1) / rmax;
-      for (int64_t t = 0, r0 = 0; t < count; ++t) {
-        const int64_t R = (n - r0) / (count - t);
+      direct::for_each_tile(n, rmax, [&](int64_t r0, int64_t R) {
         for (int64_t r = 0; r < R; ++r) {
           const int64_t pos = p0 + r0 + r;
           rows[r] = xp + (pos / g.OW) * Wq + pos % g.OW;
@@ -251,8 +234,7 @@ void conv_direct_avx512(const DirectConv& g, const float* x, const float* wpacke
         kTiles[static_cast<size_t>(nz - 1)][static_cast<size_t>(R - 1)](
             rows, offs.data(), steps, wpacked + mb * steps * lanes, g.bias ? bias_lanes.data() + m0 : nullptr, g.relu,
             acc + r0 * lanes, lanes);
-        r0 += R;
-      }
+      });
       // into the planes 16 positions x 16 channels at a time
       float* dst = y + m0 * P + p0;
       for (int64_t l0 = 0; l0 < valid; l0 += 16) {
@@ -266,7 +248,7 @@ void conv_direct_avx512(const DirectConv& g, const float* x, const float* wpacke
           if (ni == 16) {  // (a plain store where the whole vector goes: cheaper than a masked one)
             for (int64_t l = 0; l < nl; ++l) _mm512_storeu_ps(dst + (l0 + l) * P + i0, v[l]);
           } else {
-            const __mmask16 keep = first16(ni);
+            const __mmask16 keep = direct::first16(ni);
             for (int64_t l = 0; l < nl; ++l) _mm512_mask_storeu_ps(dst + (l0 + l) * P + i0, keep, v[l]);
           }
         }

@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "../threadpool.h"
+#include "direct_tiles.h"
 #include "quant_common.h"
 
 #if defined(__GNUC__) && !defined(__clang__)
@@ -52,10 +53,6 @@ namespace {
 constexpr int64_t kChunk = 64;  // positions per work item
 constexpr int kMaxLanes = 64;   // output channels per block at most (NZ = 4)
 
-// positions per tile at most: the accumulators (R x NZ zmm) plus the NZ weight vectors and the broadcast
-// stay within the 32 registers
-constexpr int max_rows(int nz) { return nz == 4 ? 6 : 8; }
-
 // acc[r] = the R positions' sums for 16*NZ channels over `runs` runs of run_quads quads each; rows[r]: the
 // base of position r's first run in the staged image, run_off: each run's byte offset from a base, w: the
 // block's weights (per run and quad: NZ x 64 bytes), corr: per channel, added on the way out.
@@ -69,7 +66,7 @@ __attribute__((noinline))
 #endif
 void tile(const uint8_t* const* rows, const int64_t* run_off, int64_t runs, int64_t run_quads, const int8_t* w,
           const int32_t* corr, int32_t* out, int64_t ldo) {
-  static_assert(NZ >= 1 && NZ <= 4 && R >= 1 && R <= max_rows(NZ), "tile shape");
+  static_assert(NZ >= 1 && NZ <= 4 && R >= 1 && R <= direct::max_rows(NZ), "tile shape");
   // one named array per vector column: GCC keeps these in registers (a 2-D array was spilled)
   __m512i a0[R], a1[R], a2[R], a3[R];
   for (int r = 0; r < R; ++r) {
@@ -112,7 +109,7 @@ using TileFn = void (*)(const uint8_t* const*, const int64_t*, int64_t, int64_t,
 
 template <int NZ, size_t... I>
 constexpr std::array<TileFn, 8> tiles_for(std::index_sequence<I...>) {
-  return {{&tile<(int(I) + 1 < max_rows(NZ) ? int(I) + 1 : max_rows(NZ)), NZ>...}};
+  return {{&tile<(int(I) + 1 < direct::max_rows(NZ) ? int(I) + 1 : direct::max_rows(NZ)), NZ>...}};
 }
 
 // kTiles[NZ - 1][R - 1]
@@ -146,8 +143,6 @@ inline void transpose16(__m128i (&v)[16]) {
   }
 }
 
-inline __mmask16 first16(int64_t n) { return n >= 16 ? __mmask16(0xFFFF) : static_cast<__mmask16>((1u << n) - 1); }
-
 // How an image is staged and read; the weights are prepared for the same runs.
 struct Runs {
   bool per_tap = false;  // dilated columns: one run per tap, else one per kernel row
@@ -162,17 +157,6 @@ Runs runs_for(int64_t C, int64_t KH, int64_t KW, bool per_tap) {
   r.count = per_tap ? KH * KW : KH;
   r.quads = ((per_tap ? C : KW * C) + 3) / 4;
   return r;
-}
-
-int lanes_per_block(int64_t M) {
-  // the block width (16 x NZ) that pads the fewest channels, the wider on ties (fewer broadcasts)
-  int best = 4;
-  int64_t best_pad = (M + 63) / 64 * 64 - M;
-  for (int nz = 3; nz >= 1; --nz) {
-    const int64_t pad = (M + 16 * nz - 1) / (16 * nz) * (16 * nz) - M;
-    if (pad < best_pad) best = nz, best_pad = pad;
-  }
-  return best;
 }
 
 // Staged rows [i0, i1): pixel (i, j) holds channels 0..C-1 of input pixel (i - pt, j - pl), the zero point's
@@ -192,10 +176,10 @@ void stage_rows(const DirectConv8& g, const Runs& rn, int64_t Wp, const uint8_t*
     std::memset(row, fill, static_cast<size_t>(j_lo * Cp));
     std::memset(row + j_hi * Cp, fill, static_cast<size_t>((Wp - j_hi) * Cp));
     for (int64_t c0 = 0; c0 < Cp; c0 += 16) {
-      const __mmask16 keep = first16(Cp - c0);
+      const __mmask16 keep = direct::first16(Cp - c0);
       for (int64_t j0 = j_lo; j0 < j_hi; j0 += 16) {
         const int64_t nj = std::min<int64_t>(16, j_hi - j0);
-        const __mmask16 in = first16(nj);
+        const __mmask16 in = direct::first16(nj);
         const uint8_t* src = x + ih * g.W + (j0 - g.pl);
         __m128i v[16];
         for (int c = 0; c < 16; ++c)
@@ -242,7 +226,7 @@ struct LaneRequant {
 DirectWeights8 prepare_direct_weights8(const int8_t* w, int64_t M, int64_t C, int64_t KH, int64_t KW, bool per_tap) {
   DirectWeights8 out;
   out.M = M, out.C = C, out.KH = KH, out.KW = KW, out.per_tap = per_tap;
-  out.nz = lanes_per_block(M);
+  out.nz = direct::block_vectors(M);
   const Runs rn = runs_for(C, KH, KW, per_tap);
   const int64_t lanes = 16 * out.nz, blocks = (M + lanes - 1) / lanes, steps = rn.count * rn.quads;
   out.data.assign(static_cast<size_t>(blocks * steps * lanes * 4), 0);
@@ -289,7 +273,7 @@ void conv8_direct_vnni(const DirectConv8& g, const uint8_t* x, bool x_signed, in
 
   const int nz = w.nz;
   const int64_t lanes = 16 * nz, blocks = (g.M + lanes - 1) / lanes, steps = rn.count * rn.quads;
-  const int rmax = max_rows(nz);
+  const int rmax = direct::max_rows(nz);
   // per padded channel: -xz * (the sum of its weights), and for requantization the bias and multiplier
   const size_t padded = static_cast<size_t>(blocks * lanes);
   std::vector<int32_t> corr(padded, 0), bias(padded, 0);
@@ -318,18 +302,14 @@ void conv8_direct_vnni(const DirectConv8& g, const uint8_t* x, bool x_signed, in
       const int64_t mb = item / chunks, p0 = (item % chunks) * kChunk, n = std::min(kChunk, P - p0);
       const int64_t m0 = mb * lanes, valid = std::min(lanes, g.M - m0);
       const int8_t* wb = w.data.data() + mb * steps * lanes * 4;
-      // the chunk's positions in tiles of evened-out height
-      const int64_t count = (n + rmax - 1) / rmax;
-      for (int64_t t = 0, r0 = 0; t < count; ++t) {
-        const int64_t R = (n - r0) / (count - t);
+      direct::for_each_tile(n, rmax, [&](int64_t r0, int64_t R) {
         for (int64_t r = 0; r < R; ++r) {
           const int64_t p = p0 + r0 + r, oh = p / g.OW, ow = p % g.OW;
           rows[r] = img + (oh * g.sh * Wp + ow * g.sw) * Cp;
         }
         kTiles[static_cast<size_t>(nz - 1)][static_cast<size_t>(R - 1)](rows, run_off.data(), rn.count, rn.quads, wb,
                                                                         corr.data() + m0, acc + r0 * lanes, lanes);
-        r0 += R;
-      }
+      });
       if (!rq) {
         for (int64_t l = 0; l < valid; ++l) {
           int32_t* dst = y + (m0 + l) * P + p0;
@@ -354,7 +334,7 @@ void conv8_direct_vnni(const DirectConv8& g, const uint8_t* x, bool x_signed, in
           if (ni == 16) {  // (a plain store where the whole vector goes: cheaper than a masked one)
             for (int64_t l = 0; l < nl; ++l) _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + l * P), v[l]);
           } else {
-            const __mmask16 keep = first16(ni);
+            const __mmask16 keep = direct::first16(ni);
             for (int64_t l = 0; l < nl; ++l) _mm_mask_storeu_epi8(dst + l * P, keep, v[l]);
           }
         }
