@@ -804,12 +804,11 @@ struct InputStage {
 };
 
 // A pointwise convolution's B panels with the input stage applied on the way in: rows k of x (input
-// channels, row stride ldx), scale and shift from channel k on.
+// channels, row stride ldx), the stage's scale and shift from the group's first channel on.
 struct InputStagePanels {
   const float* x;
   int64_t ldx;
-  const float* scale;
-  const float* shift;
+  InputStage stage;
 };
 
 // relu(x * scale[k] + shift[k]) on `rows` rows of n values into rows of ld (zeros past n)
@@ -835,7 +834,7 @@ void input_stage_rows(const float* x, int64_t ldx, const float* scale, const flo
 
 void input_stage_fill_panel(const void* ctx, int64_t k0, int64_t kc, int64_t j0, int64_t n, int nr, float* dst) {
   const InputStagePanels& s = *static_cast<const InputStagePanels*>(ctx);
-  input_stage_rows(s.x + k0 * s.ldx + j0, s.ldx, s.scale + k0, s.shift + k0, kc, n, nr, dst);
+  input_stage_rows(s.x + k0 * s.ldx + j0, s.ldx, s.stage.scale + k0, s.stage.shift + k0, kc, n, nr, dst);
 }
 
 // The input with the stage applied, for the convolutions that do not pack their input as it is (a per-thread
@@ -1003,7 +1002,7 @@ void conv_run(const ConvPlan& p, const T* x, const T* w, const T* bias, T* y, Th
     }
     if (pointwise && in) {
       if constexpr (std::is_same<T, float>::value) {
-        const InputStagePanels src{xg + p0, in_size, in->scale + grp * p.Cg, in->shift + grp * p.Cg};
+        const InputStagePanels src{xg + p0, in_size, {in->scale + grp * p.Cg, in->shift + grp * p.Cg}};
         PanelSourceB source;
         source.fill = input_stage_fill_panel;
         source.ctx = &src;

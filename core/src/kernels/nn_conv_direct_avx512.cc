@@ -37,22 +37,12 @@ namespace mrt {
 namespace nn {
 namespace {
 
-constexpr int64_t kChunk = 64;  // output positions per work item
-constexpr int kMaxLanes = 64;   // output channels per block at most (NZ = 4)
-
 // acc[r] = position r's sums for 16 x NZ channels over `steps` (channel, tap) steps; rows[r]: position r's
 // base in the staged planes, offs: each step's offset from a base, w: the block's filters (per step, NZ x 16
 // values), then + bias (16 x NZ values, or null) and Relu, stored as row r of `out`.
-// (not inlined, and the zeroing loops not turned into memsets of a stack copy by GCC: both cost cycles per
-// tile, and a tile of a thin layer is short)
 template <int R, int NZ>
-#if defined(__GNUC__) && !defined(__clang__)
-__attribute__((noinline, optimize("no-tree-loop-distribute-patterns")))
-#elif defined(__clang__)
-__attribute__((noinline))
-#endif
-void tile(const float* const* rows, const int64_t* offs, int64_t steps, const float* w, const float* bias, bool relu,
-          float* out, int64_t ldo) {
+MRT_DIRECT_TILE void tile(const float* const* rows, const int64_t* offs, int64_t steps, const float* w,
+                          const float* bias, bool relu, float* out, int64_t ldo) {
   static_assert(NZ >= 1 && NZ <= 4 && R >= 1 && R <= direct::max_rows(NZ), "tile shape");
   // one named array per vector column: GCC keeps these in registers (a 2-D array was spilled)
   __m512 a0[R], a1[R], a2[R], a3[R];
@@ -211,7 +201,7 @@ void conv_direct_avx512(const DirectConv& g, const float* x, const float* wpacke
       }
   const int64_t lanes = direct_conv_lanes(g.M), nz = lanes / 16, blocks = (g.M + lanes - 1) / lanes;
   const int rmax = direct::max_rows(static_cast<int>(nz));
-  const int64_t P = g.OH * g.OW, chunks = (P + kChunk - 1) / kChunk;
+  const int64_t P = g.OH * g.OW, chunks = (P + direct::kChunk - 1) / direct::kChunk;
   // the bias of the padded channels of the last block: 0
   std::vector<float> bias_lanes;
   if (g.bias) {
@@ -221,10 +211,11 @@ void conv_direct_avx512(const DirectConv& g, const float* x, const float* wpacke
   // Work items: one chunk of positions for one block of channels; chunks outer, blocks inner, so a chunk's
   // input rows stay in cache across the blocks.
   auto body = [&](int64_t b, int64_t e) {
-    alignas(64) float acc[kChunk * kMaxLanes];
+    alignas(64) float acc[direct::kChunk * direct::kMaxLanes];
     const float* rows[8];
     for (int64_t item = b; item < e; ++item) {
-      const int64_t mb = item % blocks, p0 = item / blocks * kChunk, n = std::min(kChunk, P - p0);
+      const int64_t mb = item % blocks, p0 = item / blocks * direct::kChunk;
+      const int64_t n = std::min(direct::kChunk, P - p0);
       const int64_t m0 = mb * lanes, valid = std::min(lanes, g.M - m0);
       direct::for_each_tile(n, rmax, [&](int64_t r0, int64_t R) {
         for (int64_t r = 0; r < R; ++r) {
@@ -245,12 +236,8 @@ void conv_direct_avx512(const DirectConv& g, const float* x, const float* wpacke
           for (int64_t i = 0; i < 16; ++i)
             v[i] = i < ni ? _mm512_loadu_ps(acc + (i0 + i) * lanes + l0) : _mm512_setzero_ps();
           transpose16(v);
-          if (ni == 16) {  // (a plain store where the whole vector goes: cheaper than a masked one)
-            for (int64_t l = 0; l < nl; ++l) _mm512_storeu_ps(dst + (l0 + l) * P + i0, v[l]);
-          } else {
-            const __mmask16 keep = direct::first16(ni);
-            for (int64_t l = 0; l < nl; ++l) _mm512_mask_storeu_ps(dst + (l0 + l) * P + i0, keep, v[l]);
-          }
+          const __mmask16 keep = direct::first16(ni);
+          for (int64_t l = 0; l < nl; ++l) _mm512_mask_storeu_ps(dst + (l0 + l) * P + i0, keep, v[l]);
         }
       }
       if (epi.apply) epi.apply(epi.ctx, m0, valid, p0, n, dst, P);

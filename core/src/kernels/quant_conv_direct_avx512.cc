@@ -50,22 +50,12 @@ namespace mrt {
 namespace quant {
 namespace {
 
-constexpr int64_t kChunk = 64;  // positions per work item
-constexpr int kMaxLanes = 64;   // output channels per block at most (NZ = 4)
-
 // acc[r] = the R positions' sums for 16*NZ channels over `runs` runs of run_quads quads each; rows[r]: the
 // base of position r's first run in the staged image, run_off: each run's byte offset from a base, w: the
 // block's weights (per run and quad: NZ x 64 bytes), corr: per channel, added on the way out.
-// (not inlined: inside the item loop GCC copied the accumulators between registers on every step; and GCC
-// must not turn the zeroing loop into memsets of a stack copy, which costs ~40 cycles per array and tile)
 template <int R, int NZ>
-#if defined(__GNUC__) && !defined(__clang__)
-__attribute__((noinline, optimize("no-tree-loop-distribute-patterns")))
-#elif defined(__clang__)
-__attribute__((noinline))
-#endif
-void tile(const uint8_t* const* rows, const int64_t* run_off, int64_t runs, int64_t run_quads, const int8_t* w,
-          const int32_t* corr, int32_t* out, int64_t ldo) {
+MRT_DIRECT_TILE void tile(const uint8_t* const* rows, const int64_t* run_off, int64_t runs, int64_t run_quads,
+                          const int8_t* w, const int32_t* corr, int32_t* out, int64_t ldo) {
   static_assert(NZ >= 1 && NZ <= 4 && R >= 1 && R <= direct::max_rows(NZ), "tile shape");
   // one named array per vector column: GCC keeps these in registers (a 2-D array was spilled)
   __m512i a0[R], a1[R], a2[R], a3[R];
@@ -294,12 +284,13 @@ void conv8_direct_vnni(const DirectConv8& g, const uint8_t* x, bool x_signed, in
     base.izp = _mm512_set1_epi32(static_cast<int32_t>(rq->zp));
     base.ilo = _mm512_set1_epi32(static_cast<int32_t>(rq->lo)), base.ihi = _mm512_set1_epi32(static_cast<int32_t>(rq->hi));
   }
-  const int64_t chunks = (P + kChunk - 1) / kChunk;
+  const int64_t chunks = (P + direct::kChunk - 1) / direct::kChunk;
   auto body = [&](int64_t b, int64_t e) {
-    alignas(64) int32_t acc[kChunk * kMaxLanes];
+    alignas(64) int32_t acc[direct::kChunk * direct::kMaxLanes];
     const uint8_t* rows[8];
     for (int64_t item = b; item < e; ++item) {
-      const int64_t mb = item / chunks, p0 = (item % chunks) * kChunk, n = std::min(kChunk, P - p0);
+      const int64_t mb = item / chunks, p0 = (item % chunks) * direct::kChunk;
+      const int64_t n = std::min(direct::kChunk, P - p0);
       const int64_t m0 = mb * lanes, valid = std::min(lanes, g.M - m0);
       const int8_t* wb = w.data.data() + mb * steps * lanes * 4;
       direct::for_each_tile(n, rmax, [&](int64_t r0, int64_t R) {
@@ -331,12 +322,8 @@ void conv8_direct_vnni(const DirectConv8& g, const uint8_t* x, bool x_signed, in
             v[i] = i < ni ? rqv(_mm512_loadu_si512(acc + (i0 + i) * lanes + l0)) : _mm_setzero_si128();
           transpose16(v);
           uint8_t* dst = rq->y + (m0 + l0) * P + p0 + i0;
-          if (ni == 16) {  // (a plain store where the whole vector goes: cheaper than a masked one)
-            for (int64_t l = 0; l < nl; ++l) _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + l * P), v[l]);
-          } else {
-            const __mmask16 keep = direct::first16(ni);
-            for (int64_t l = 0; l < nl; ++l) _mm_mask_storeu_epi8(dst + l * P, keep, v[l]);
-          }
+          const __mmask16 keep = direct::first16(ni);
+          for (int64_t l = 0; l < nl; ++l) _mm_mask_storeu_epi8(dst + l * P, keep, v[l]);
         }
       }
     }
