@@ -4,7 +4,10 @@
 #pragma once
 #include <immintrin.h>
 
+#include <array>
+#include <cstddef>
 #include <cstdint>
+#include <utility>
 
 // A tile function: not inlined (inside the item loop GCC copied the accumulators between registers on every
 // step), and with GCC its zeroing loops are not turned into memsets of a stack copy (about 40 cycles per
@@ -49,6 +52,18 @@ void for_each_tile(int64_t n, int rmax, Fn&& fn) {
     fn(r0, count);
     r0 += count;
   }
+}
+
+// The tile functions of every shape, table[NZ - 1][R - 1], from Tile<R, NZ>::fn (a kernel's tile function
+// template wrapped in a class template: R past max_rows(NZ) maps to the largest, never called).
+template <template <int, int> class Tile, int NZ, size_t... I>
+constexpr auto tile_row(std::index_sequence<I...>) {
+  return std::array{Tile<(int(I) + 1 < max_rows(NZ) ? int(I) + 1 : max_rows(NZ)), NZ>::fn...};
+}
+template <template <int, int> class Tile>
+constexpr auto tile_table() {
+  return std::array{tile_row<Tile, 1>(std::make_index_sequence<8>()), tile_row<Tile, 2>(std::make_index_sequence<8>()),
+                    tile_row<Tile, 3>(std::make_index_sequence<8>()), tile_row<Tile, 4>(std::make_index_sequence<8>())};
 }
 
 inline __mmask16 first16(int64_t n) { return n >= 16 ? __mmask16(0xFFFF) : static_cast<__mmask16>((1u << n) - 1); }

@@ -84,18 +84,11 @@ MRT_DIRECT_TILE void tile(const float* const* rows, const int64_t* offs, int64_t
   }
 }
 
-using TileFn = void (*)(const float* const*, const int64_t*, int64_t, const float*, const float*, bool, float*,
-                        int64_t);
-
-template <int NZ, size_t... I>
-constexpr std::array<TileFn, 8> tiles_for(std::index_sequence<I...>) {
-  return {{&tile<(int(I) + 1 < direct::max_rows(NZ) ? int(I) + 1 : direct::max_rows(NZ)), NZ>...}};
-}
-
-// kTiles[NZ - 1][R - 1]
-constexpr std::array<std::array<TileFn, 8>, 4> kTiles = {
-    tiles_for<1>(std::make_index_sequence<8>()), tiles_for<2>(std::make_index_sequence<8>()),
-    tiles_for<3>(std::make_index_sequence<8>()), tiles_for<4>(std::make_index_sequence<8>())};
+template <int R, int NZ>
+struct Tile {
+  static constexpr auto fn = &tile<R, NZ>;
+};
+constexpr auto kTiles = direct::tile_table<Tile>();  // kTiles[NZ - 1][R - 1]
 
 // v[i] = row i of a 16 x 16 matrix, transposed in place: pairs of rows interleaved, then quads (within each
 // 128-bit lane), then the lanes gathered across the four quads.
