@@ -135,8 +135,18 @@ void ThreadPool::end_run() { impl_->active_runs.fetch_sub(1, std::memory_order_r
 void ThreadPool::parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn) {
   if (n <= 0) return;
   grain = std::max<int64_t>(grain, 1);
-  int64_t max_chunks = (n + grain - 1) / grain;
-  if (threads_ <= 1 || max_chunks <= 1 || t_in_parallel) {
+  const int64_t max_chunks = (n + grain - 1) / grain;
+  const int64_t target_chunks = std::min<int64_t>(max_chunks, static_cast<int64_t>(threads_) * 4);
+  run_chunked(n, (n + target_chunks - 1) / target_chunks, fn);
+}
+
+void ThreadPool::parallel_tasks(int64_t n, const std::function<void(int64_t, int64_t)>& fn) {
+  if (n <= 0) return;
+  run_chunked(n, 1, fn);
+}
+
+void ThreadPool::run_chunked(int64_t n, int64_t chunk, const std::function<void(int64_t, int64_t)>& fn) {
+  if (threads_ <= 1 || chunk >= n || t_in_parallel) {
     fn(0, n);
     return;
   }
@@ -146,8 +156,7 @@ void ThreadPool::parallel_for(int64_t n, int64_t grain, const std::function<void
   // A worker still inside from an earlier job (it woke late and found nothing to do)
   // leaves before the fields change.
   while (im.inside.load(std::memory_order_acquire) != 0) std::this_thread::yield();
-  int64_t target_chunks = std::min<int64_t>(max_chunks, static_cast<int64_t>(threads_) * 4);
-  im.chunk = (n + target_chunks - 1) / target_chunks;
+  im.chunk = chunk;
   im.chunks = (n + im.chunk - 1) / im.chunk;
   im.n = n;
   im.fn = &fn;

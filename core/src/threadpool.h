@@ -20,6 +20,10 @@ class ThreadPool {
   // `grain` items (except the last). Blocks until all chunks ran. Exceptions thrown by
   // fn are rethrown here (the first one). Nested calls run inline.
   void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn);
+  // Calls fn(i, i + 1) for each i in [0, n), handed out in order to whichever thread is free: for work
+  // already cut into tasks whose split was chosen by cost (parallel_for would merge them into at most
+  // 4 chunks per thread, unevenly: 7 chunks of 4 tasks from 28). Blocks and rethrows as parallel_for.
+  void parallel_tasks(int64_t n, const std::function<void(int64_t, int64_t)>& fn);
 
   // While a run is active (between begin_run and end_run; runs may overlap), idle workers keep spinning
   // between parallel regions instead of going to sleep after a short spin: a run's sequential stretches
@@ -40,6 +44,8 @@ class ThreadPool {
   };
 
  private:
+  void run_chunked(int64_t n, int64_t chunk, const std::function<void(int64_t, int64_t)>& fn);
+
   struct Impl;
   std::unique_ptr<Impl> impl_;
   std::mutex job_mutex_;

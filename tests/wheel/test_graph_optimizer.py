@@ -251,18 +251,17 @@ CONV_CASES = [
     (4, 300, 7, 3, 1, 1, 1, 1),  # more output channels than one GEMM M block
     (16, 24, 10, 1, 1, 0, 1, 1),
     (16, 128, 6, 1, 1, 0, 1, 2),  # few positions, many channels: computed transposed (pointwise, groups)
-    (32, 96, 13, 3, 2, 1, 1, 1),  # few positions after a stride (transposed, with im2col)
-    (24, 100, 7, 3, 1, 1, 1, 1),  # 49 positions in evened-out row panels; 100 channels end in a part panel
+    (32, 96, 13, 3, 2, 1, 1, 1),  # few positions after a stride (direct on AVX-512, else transposed with im2col)
+    (24, 100, 7, 3, 1, 1, 1, 1),  # 49 positions (direct on AVX-512, else evened-out row panels); 100 channels
 ]
 
 
 @pytest.mark.parametrize("case", CONV_CASES)
 @pytest.mark.parametrize("threads", [1, 2])
 def test_conv_with_constant_filters_matches_fed_filters(case: tuple[int, ...], threads: int) -> None:
-    # Constant filters take the packed paths (im2col inside the GEMM panels, bias/residual/Relu per GEMM
-    # block; outputs of few positions computed transposed); filters fed at run time take the plain
-    # im2col + GEMM path. Both must agree, with and
-    # without the fused residual Add and Relu.
+    # Constant filters take the packed paths (im2col inside the GEMM panels or the direct kernel, bias/residual/
+    # Relu per GEMM block; pointwise outputs of few positions computed transposed); filters fed at run time take
+    # the plain im2col + GEMM path. Both must agree, with and without the fused residual Add and Relu.
     c, m, size, k, stride, pad, dilation, group = case
     rng = np.random.default_rng(sum(case))
     w = rng.standard_normal((m, c // group, k, k)).astype(np.float32)

@@ -517,7 +517,7 @@ void gemm_driver(const SgemmKernel& kr, int64_t M, int64_t N, int64_t K, float a
     }
   };
   if (parallel && ntasks > 1) {
-    pool->parallel_for(ntasks, 1, task);
+    pool->parallel_tasks(ntasks, task);
   } else {
     task(0, ntasks);
   }
