@@ -1,7 +1,7 @@
 // Native check of the intra-op thread pool: every index of every job runs exactly once,
 // jobs back to back (late workers must not run a finished job's function or miss a new
-// one), two pools driven at once from two threads (oversubscribed cores), nested calls
-// inline, and exceptions reaching the caller.
+// one), two pools driven at once from two threads (oversubscribed cores), parallel_tasks one
+// index per call, nested calls inline, and exceptions reaching the caller.
 #include <atomic>
 #include <cstdio>
 #include <stdexcept>
@@ -48,6 +48,22 @@ int main() {
   fb = hammer(b, 3000, 11);
   t.join();
   failures += fa + fb;
+  // parallel_tasks: every index once, each in a call of its own (not merged into chunks).
+  for (int64_t n : {1, 2, 7, 28, 1000}) {
+    std::vector<std::atomic<int>> hits(static_cast<size_t>(n));
+    std::atomic<int> wide{0};
+    a.parallel_tasks(n, [&](int64_t b0, int64_t e0) {
+      if (e0 != b0 + 1) wide.fetch_add(1);
+      for (int64_t i = b0; i < e0; ++i) hits[static_cast<size_t>(i)].fetch_add(1);
+    });
+    for (int64_t i = 0; i < n; ++i)
+      if (hits[static_cast<size_t>(i)].load() != 1 || wide.load() != 0) {
+        std::printf("FAIL parallel_tasks n=%lld: index %lld ran %d times, %d calls of several tasks\n", (long long)n,
+                    (long long)i, hits[static_cast<size_t>(i)].load(), wide.load());
+        ++failures;
+        break;
+      }
+  }
   // Nested parallel_for runs inline; exceptions propagate to the caller.
   std::atomic<int64_t> sum{0};
   a.parallel_for(64, 1, [&](int64_t b0, int64_t e0) {
