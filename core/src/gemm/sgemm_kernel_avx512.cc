@@ -75,6 +75,7 @@ void micro_avx512(int64_t kc, const float* a, const float* b, float* c, int64_t 
     micro_avx512_half<M>(kc, a, b, c, ldc, n, alpha, beta);
     return;
   }
+  constexpr int kB = M <= 4 ? 64 : 8;
   __m512 acc0[M], acc1[M];
 #pragma GCC unroll 16
   for (int i = 0; i < M; ++i) {
@@ -84,7 +85,10 @@ void micro_avx512(int64_t kc, const float* a, const float* b, float* c, int64_t 
   for (int64_t k = 0; k < kc; ++k) {
     const __m512 b0 = _mm512_loadu_ps(b);
     const __m512 b1 = _mm512_loadu_ps(b + 16);
-    _mm_prefetch(reinterpret_cast<const char*>(b + 8 * kNr), _MM_HINT_T0);
+    // B's two lines of the step kB steps ahead: with few rows a step takes a few cycles, and the panel
+    // streams from L3 or memory (a constant MatMul weight at batch 1)
+    _mm_prefetch(reinterpret_cast<const char*>(b + kB * kNr), _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(b + kB * kNr + 16), _MM_HINT_T0);
     // A 32 steps ahead: a layer's packed filters come from memory on their first panel when the model's
     // weights exceed the cache (a chain of 1x1 convolutions, 40 MB of filters: 3 % faster)
     _mm_prefetch(reinterpret_cast<const char*>(a + 32 * kMr), _MM_HINT_T0);

@@ -82,7 +82,7 @@ void matmul_float(OpContext& ctx, const MatMulPlan& p, const float* A, const flo
   // fold the batch into M (a single large GEMM), with B packed once when constant.
   if (p.b_matrices == 1 && p.a_matrices == p.batch) {
     const int64_t rows = p.batch * M;
-    if (ctx.input_is_constant(1) && rows > 1 && N > 1) {
+    if (ctx.input_is_constant(1) && N > 1) {
       auto packed = ctx.node_cache<PackedB>([&] { return std::make_shared<PackedB>(sgemm_pack_b(false, K, N, B, N)); });
       sgemm_packed_b(false, rows, 1.f, A, K, *packed, 0.f, Y, N, &ctx.threads());
     } else {
