@@ -404,6 +404,10 @@ def benchmark_models() -> dict[str, ModelSpec]:
         "shufflenet": ModelSpec("shufflenet", lambda: shufflenet(224), image_feed(224)),
         "transformer": ModelSpec("transformer", lambda: transformer(d_model=256, heads=4, d_ff=1024, layers=4),
                                  sequence_feed(128, 256)),
+        # the same block on 4 tokens: weight-bound matrix products of 4 rows (a decoding step's shape)
+        "transformer_4tok": ModelSpec("transformer_4tok",
+                                      lambda: transformer(d_model=256, heads=4, d_ff=1024, layers=4),
+                                      sequence_feed(4, 256)),
         "qmlp_u8": ModelSpec("qmlp_u8", lambda: quantized_mlp("QUInt8"), vector_feed(256)),
         "qmlp_s8": ModelSpec("qmlp_s8", lambda: quantized_mlp("QInt8"), vector_feed(256)),
         "qdq_resnet18": ModelSpec("qdq_resnet18", lambda: qdq_resnet(224), image_feed(224)),

@@ -75,7 +75,7 @@ void micro_avx512(int64_t kc, const float* a, const float* b, float* c, int64_t 
     micro_avx512_half<M>(kc, a, b, c, ldc, n, alpha, beta);
     return;
   }
-  constexpr int kB = M <= 4 ? 64 : 8;
+  constexpr int kB = M <= 4 ? 128 : 8;
   __m512 acc0[M], acc1[M];
 #pragma GCC unroll 16
   for (int i = 0; i < M; ++i) {
