@@ -902,7 +902,7 @@ void conv_run(const ConvPlan& p, const T* x, const T* w, const T* bias, T* y, Th
       // bias and a lone Relu are applied by the kernel in its registers; a residual or another
       // activation goes through the output stage on each finished piece
       const bool in_kernel = !epi || (!epi->z && (epi->act == Epilogue::kNone || epi->act == Epilogue::kRelu));
-      for (int64_t t = 0; t < p.N * p.group; ++t) {
+      auto run_task = [&](int64_t t, ThreadPool* inner) {
         const int64_t n = t / p.group, grp = t % p.group;
         float* yg = y + (n * p.M + grp * p.Mg) * out_size;
         ConvTileStage stage;
@@ -910,15 +910,26 @@ void conv_run(const ConvPlan& p, const T* x, const T* w, const T* bias, T* y, Th
         stage.epi = epi;
         stage.base = yg - y;
         TileEpilogue tile;
+        nn::DirectConv tg = dc;
         if (in_kernel) {
-          dc.bias = stage.bias;
-          dc.relu = epi && epi->act == Epilogue::kRelu;
+          tg.bias = stage.bias;
+          tg.relu = epi && epi->act == Epilogue::kRelu;
         } else if (bias || epi) {
           tile.apply = conv_tile_stage;
           tile.ctx = &stage;
         }
-        nn::conv_direct_avx512(dc, x + (n * p.C + grp * p.Cg) * in_size, packed->direct[static_cast<size_t>(grp)].data(),
-                               yg, tile, &pool);
+        nn::conv_direct_avx512(tg, x + (n * p.C + grp * p.Cg) * in_size, packed->direct[static_cast<size_t>(grp)].data(),
+                               yg, tile, inner);
+      };
+      // Images and groups that share out evenly run side by side, each on one thread (a grouped layer on a
+      // 7x7 map is a single work item per group); otherwise one after the other, each split inside.
+      const int64_t tasks = p.N * p.group, threads = pool.size();
+      if (threads > 1 && tasks > 1 && (tasks % threads == 0 || tasks >= 4 * threads)) {
+        pool.parallel_tasks(tasks, [&](int64_t b, int64_t e) {
+          for (int64_t t = b; t < e; ++t) run_task(t, nullptr);
+        });
+      } else {
+        for (int64_t t = 0; t < tasks; ++t) run_task(t, &pool);
       }
       return;
     }
