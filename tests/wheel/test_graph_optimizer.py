@@ -502,7 +502,8 @@ def _check_fused_conv_at_1_and_2_threads(model: onnx.ModelProto, feed: dict[str,
 
 DEPTHWISE_BLOCK_CASES = [
     # Outputs up to 32 wide run 8 channels at a time in the vector lanes (AVX2 CPUs), the channels past the last
-    # block of 8 plane by plane: (channels, (H, W), (KH, KW), strides, pads [t, l, b, r], dilations)
+    # block of 8 plane by plane; on AVX-512 CPUs 3x3 windows of stride 1 or 2 more than 8 wide run plane by plane,
+    # 16 columns a vector read in place: (channels, (H, W), (KH, KW), strides, pads [t, l, b, r], dilations)
     (16, (7, 7), (3, 3), (1, 1), (1, 1, 1, 1), (1, 1)),
     (20, (14, 14), (3, 3), (2, 2), (1, 1, 1, 1), (1, 1)),       # 2 blocks + 4 single channels
     (24, (9, 11), (5, 3), (1, 2), (2, 0, 1, 3), (1, 1)),        # asymmetric pads, rectangular window
@@ -510,6 +511,10 @@ DEPTHWISE_BLOCK_CASES = [
     (32, (28, 30), (3, 3), (1, 1), (1, 1, 1, 1), (1, 1)),       # 30 wide: near the blocked path's limit
     (9, (5, 6), (1, 1), (1, 1), (0, 0, 0, 0), (1, 1)),          # 1x1 window; 30 positions: a part group of 8
     (16, (56, 56), (3, 3), (2, 2), (0, 1, 1, 0), (1, 1)),       # stride 2 down to 28 x 28
+    (12, (17, 33), (3, 3), (1, 1), (1, 1, 1, 1), (1, 1)),       # 33 wide: 16 + 16 + 1 columns
+    (10, (29, 35), (3, 3), (2, 2), (0, 1, 1, 0), (1, 1)),       # stride 2, 18 wide, asymmetric pads
+    (9, (11, 10), (3, 3), (1, 1), (2, 2, 2, 2), (1, 1)),        # pads past the window: rows and columns of 0 only
+    (8, (40, 47), (3, 3), (2, 2), (1, 1, 1, 1), (1, 1)),        # stride 2, 24 wide: a third vector of columns
 ]
 
 

@@ -3,6 +3,7 @@
 // has those features.
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cstdint>
 
 #include "nn_geometry.h"
@@ -24,6 +25,22 @@ void conv_stage_row_avx2(float* y, const float* z, float bias, int64_t n, bool r
     if (z) v += z[i];
     if (relu) v = v > 0.f ? v : 0.f;
     y[i] = v;
+  }
+}
+
+void conv_stage_row_clip_avx2(float* y, const float* z, float bias, int64_t n, float lo, float hi) {
+  const __m256 vb = _mm256_set1_ps(bias), vlo = _mm256_set1_ps(lo), vhi = _mm256_set1_ps(hi);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    __m256 v = _mm256_add_ps(_mm256_loadu_ps(y + i), vb);
+    if (z) v = _mm256_add_ps(v, _mm256_loadu_ps(z + i));
+    // max(lo, v) then min(hi, .): the epilogue's std::min(std::max(v, lo), hi) on every input, -0 and NaN too
+    _mm256_storeu_ps(y + i, _mm256_min_ps(vhi, _mm256_max_ps(vlo, v)));
+  }
+  for (; i < n; ++i) {
+    float v = y[i] + bias;
+    if (z) v += z[i];
+    y[i] = std::min(std::max(v, lo), hi);
   }
 }
 

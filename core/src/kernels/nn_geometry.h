@@ -150,6 +150,10 @@ struct DepthwisePlane {
 #if defined(MOSAICRT_X86_SIMD)
 // y[OH, OW] = bias + conv(x[H, W], w[KH, KW]) (nn_depthwise_avx2.cc; needs AVX2 + FMA).
 void depthwise_plane_avx2(const float* x, const float* w, float bias, float* y, const DepthwisePlane& g);
+// The same on AVX-512 (nn_depthwise_avx512.cc) for the windows depthwise3x3_avx512_applies accepts: 3x3,
+// stride 1 or 2 in both directions, no dilation. Reads the plane in place (no padded copy).
+bool depthwise3x3_avx512_applies(const DepthwisePlane& g);
+void depthwise3x3_plane_avx512(const float* x, const float* w, float bias, float* y, const DepthwisePlane& g);
 // The same for 8 consecutive channels at once (planes x[c * H * W], filters w[c * KH * KW], bias[c] or
 // null, outputs y[c * OH * OW]), the channels in the vector lanes: for small outputs, where a plane's rows
 // are too short for vectors along them.
@@ -157,6 +161,8 @@ void depthwise_block8_avx2(const float* x, const float* w, const float* bias, fl
 // Conv's output stage on one row: y[i] = y[i] + bias (+ z[i] when z), then Relu when relu
 // (nn_conv_stage_avx2.cc).
 void conv_stage_row_avx2(float* y, const float* z, float bias, int64_t n, bool relu);
+// The same with Clip(lo, hi) (Relu6 and other bounds) instead of Relu.
+void conv_stage_row_clip_avx2(float* y, const float* z, float bias, int64_t n, float lo, float hi);
 // ai.mosaicrt FusedConv's input stage on `rows` rows of n values: dst[k * ld + j] = relu(x[k * ldx + j] *
 // scale[k] + shift[k]) for j < n, 0 for n <= j < ld (nn_conv_stage_avx2.cc).
 void input_stage_rows_avx2(const float* x, int64_t ldx, const float* scale, const float* shift, int64_t rows,
