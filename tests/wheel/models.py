@@ -145,6 +145,35 @@ def resnet(size: int = 224, *, batch: int | str = "N", widths: Sequence[int] = (
     return g.model("resnet", [_image_input(batch, 3, size)], [("logits", [batch, classes])])
 
 
+# --- MobileNetV2 ----------------------------------------------------------------------------------------------
+
+
+def mobilenet_v2(size: int = 224, *, batch: int | str = "N", classes: int = 1000, seed: int = 8) -> onnx.ModelProto:
+    """MobileNetV2 (width 1.0): a 3x3/2 stem, 17 inverted residual blocks (1x1 expansion by 6, depthwise 3x3,
+    linear 1x1 projection, the residual Add where the shape allows), a 1x1 to 1280, the classifier. Conv + BN +
+    Relu6 (Clip 0..6) as exported by torch."""
+    g = GraphBuilder(seed)
+    lo, hi = g.const("clip_lo", np.array(0, np.float32)), g.const("clip_hi", np.array(6, np.float32))
+
+    def conv_bn_relu6(x: str, c_in: int, c_out: int, k: int, *, stride: int = 1, group: int = 1) -> str:
+        return g.op("Clip", [g.bn(g.conv(x, c_in, c_out, k, stride=stride, group=group), c_out), lo, hi])
+
+    x, c = conv_bn_relu6("input", 3, 32, 3, stride=2), 32
+    for expand, width, count, first_stride in ((1, 16, 1, 1), (6, 24, 2, 2), (6, 32, 3, 2), (6, 64, 4, 2),
+                                               (6, 96, 3, 1), (6, 160, 3, 2), (6, 320, 1, 1)):
+        for i in range(count):
+            stride = first_stride if i == 0 else 1
+            h = x if expand == 1 else conv_bn_relu6(x, c, c * expand, 1)
+            h = conv_bn_relu6(h, c * expand, c * expand, 3, stride=stride, group=c * expand)
+            h = g.bn(g.conv(h, c * expand, width, 1), width)
+            x = g.op("Add", [x, h]) if stride == 1 and c == width else h
+            c = width
+    x = conv_bn_relu6(x, c, 1280, 1)
+    out = g.classifier(x, 1280, classes)
+    _rename_output(g, out, "logits")
+    return g.model("mobilenet_v2", [_image_input(batch, 3, size)], [("logits", [batch, classes])])
+
+
 # --- Inception ------------------------------------------------------------------------------------------------
 
 
@@ -402,6 +431,7 @@ def benchmark_models() -> dict[str, ModelSpec]:
         "inception": ModelSpec("inception", lambda: inception(224), image_feed(224)),
         "densenet": ModelSpec("densenet", lambda: densenet(224), image_feed(224)),
         "shufflenet": ModelSpec("shufflenet", lambda: shufflenet(224), image_feed(224)),
+        "mobilenet_v2": ModelSpec("mobilenet_v2", lambda: mobilenet_v2(224), image_feed(224)),
         "transformer": ModelSpec("transformer", lambda: transformer(d_model=256, heads=4, d_ff=1024, layers=4),
                                  sequence_feed(128, 256)),
         # the same block on 4 tokens: weight-bound matrix products of 4 rows (a decoding step's shape)

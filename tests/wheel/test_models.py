@@ -33,6 +33,7 @@ def _float_models() -> dict[str, tuple[Callable[[], onnx.ModelProto], Callable[[
         "inception": (lambda: models.inception(64), models.image_feed(64)),
         "densenet": (lambda: models.densenet(64, layers=(4, 6, 4)), models.image_feed(64)),
         "shufflenet": (lambda: models.shufflenet(64), models.image_feed(64)),
+        "mobilenet_v2": (lambda: models.mobilenet_v2(64), models.image_feed(64)),
         "transformer_erf": (lambda: models.transformer(d_model=128, heads=4, d_ff=512, layers=2, gelu="erf"),
                             models.sequence_feed(24, 128)),
         "transformer_gelu": (lambda: models.transformer(d_model=128, heads=4, d_ff=512, layers=2, gelu="op"),
@@ -43,6 +44,7 @@ def _float_models() -> dict[str, tuple[Callable[[], onnx.ModelProto], Callable[[
         "inception_odd": (lambda: models.inception(45, classes=10), models.image_feed(45)),
         "shufflenet_odd": (lambda: models.shufflenet(51, stages=((48, 2), (96, 2)), classes=10),
                            models.image_feed(51)),
+        "mobilenet_v2_odd": (lambda: models.mobilenet_v2(61, classes=10), models.image_feed(61)),
     }
 
 
