@@ -6,13 +6,6 @@
 
 #include "quant_common.h"
 
-// GCC 12 warns inside its own headers that the pass-through operand of the masked builtins behind the
-// conversions may be uninitialized (unused by design).
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
-
 namespace mrt {
 namespace quant {
 namespace {
@@ -56,7 +49,3 @@ void qlinear_binary_avx512(bool mul, bool is_signed, const void* a, const void* 
 
 }  // namespace quant
 }  // namespace mrt
-
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic pop
-#endif

@@ -26,13 +26,6 @@
 #include "direct_tiles.h"
 #include "nn_geometry.h"
 
-// GCC 12 warns inside its own headers that the pass-through operand of the masked builtin behind
-// _mm512_max_ps may be uninitialized (unused by design).
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
-
 namespace mrt {
 namespace nn {
 namespace {
@@ -260,7 +253,3 @@ void conv_direct_avx512(const DirectConv& g, const float* x, const float* wpacke
 
 }  // namespace nn
 }  // namespace mrt
-
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic pop
-#endif

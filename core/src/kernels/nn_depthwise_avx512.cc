@@ -14,13 +14,6 @@
 
 #include "nn_geometry.h"
 
-// GCC 12 warns inside its own headers that the pass-through operand of the masked builtin behind
-// _mm512_maskz_loadu_ps may be uninitialized (unused by design).
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
-
 namespace mrt {
 namespace nn {
 namespace {
@@ -84,7 +77,3 @@ void depthwise3x3_plane_avx512(const float* x, const float* w, float bias, float
 
 }  // namespace nn
 }  // namespace mrt
-
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic pop
-#endif

@@ -15,13 +15,6 @@
 #include "../threadpool.h"
 #include "nn_geometry.h"
 
-// GCC 12 warns inside its own headers that the pass-through operand of the masked builtins may be
-// uninitialized (unused by design).
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
-
 namespace mrt {
 namespace nn {
 namespace {
@@ -130,7 +123,3 @@ void max_pool_2d_bytes_avx512(const MaxPool2d& g, const uint8_t* x, bool is_sign
 
 }  // namespace nn
 }  // namespace mrt
-
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic pop
-#endif

@@ -39,13 +39,6 @@
 
 #include "quant_vnni.h"  // after the target pragma: dpbusd is compiled for AVX512-VNNI
 
-// GCC 12 warns inside its own headers that the "undefined" pass-through operand of the masked builtins
-// behind the conversions and masked loads may be uninitialized (it is unused by design).
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
-
 namespace mrt {
 namespace quant {
 namespace {
@@ -329,9 +322,6 @@ void conv8_direct_vnni(const DirectConv8& g, const uint8_t* x, bool x_signed, in
 }  // namespace quant
 }  // namespace mrt
 
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic pop
-#endif
 #if defined(__clang__)
 #pragma clang attribute pop
 #endif

@@ -86,12 +86,6 @@ const Igemm8Kernel kVnni = {"avx512vnni", false, true, 4, 4, 32, 8, vnni_block, 
 
 const Igemm8Kernel* igemm8_vnni_kernel() { return &kVnni; }
 
-// GCC 12 warns inside its own headers that the "undefined" pass-through operand of the masked builtins
-// behind _mm512_cvtepi32_pd / _mm512_roundscale_pd may be uninitialized (it is unused by design).
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
 void requantize_bytes_avx512(const int32_t* acc, int32_t bias, double multiplier, double zp, double lo, double hi,
                              void* out, int64_t n) {
   const __m512i vb = _mm512_set1_epi32(bias);
@@ -119,9 +113,6 @@ void requantize_bytes_avx512(const int32_t* acc, int32_t bias, double multiplier
     _mm256_mask_cvtepi32_storeu_epi8(o + i, m, eight(a));
   }
 }
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic pop
-#endif
 
 }  // namespace quant
 }  // namespace mrt
