@@ -418,8 +418,8 @@ bool cpu_has_avx2() {
 #endif
 }
 
-// The SGEMM dispatcher runs its AVX-512 kernel (so MOSAICRT_SGEMM_KERNEL=avx2 also keeps the depthwise
-// convolutions on AVX2).
+// The SGEMM dispatcher runs its AVX-512 kernel: the AVX-512 convolution kernels (direct, depthwise) follow it,
+// so that MOSAICRT_SGEMM_KERNEL=avx2 also runs, and tests, the convolution paths of CPUs without AVX-512.
 bool cpu_has_avx512_kernels() {
 #if defined(MOSAICRT_X86_SIMD)
   static const bool yes = std::strcmp(sgemm_kernel_name(), "avx512f") == 0;
@@ -767,8 +767,7 @@ bool conv_uses_direct(const ConvPlan& p) {
   if (g.nsp != 2 || g.stride[0] > 4 || g.stride[1] > 4 || g.kernel[0] * g.kernel[1] < 2 || p.Mg < 8 ||
       conv_is_depthwise(p) || conv_uses_winograd(p))
     return false;
-  static const bool avx512 = (cpu_features() & kCpuAvx512) == kCpuAvx512;
-  return avx512;
+  return cpu_has_avx512_kernels();
 }
 #else
 bool conv_uses_direct(const ConvPlan&) { return false; }

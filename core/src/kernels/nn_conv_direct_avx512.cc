@@ -209,21 +209,18 @@ void conv_direct_avx512(const DirectConv& g, const float* x, const float* wpacke
   // input rows stay in cache across the blocks.
   auto body = [&](int64_t b, int64_t e) {
     alignas(64) float acc[direct::kChunk * direct::kMaxLanes];
-    const float* rows[8];
+    const float* rows[direct::kChunk];  // each position's base in the staged planes
     for (int64_t item = b; item < e; ++item) {
       const int64_t mb = item % blocks, p0 = item / blocks * direct::kChunk;
       const int64_t n = std::min(direct::kChunk, P - p0);
       const int64_t m0 = mb * lanes, valid = std::min(lanes, g.M - m0);
+      for (int64_t r = 0; r < n; ++r) rows[r] = xp + ((p0 + r) / g.OW) * Wq + (p0 + r) % g.OW;
       for (int64_t s0 = 0; s0 < steps; s0 += piece) {
         const int64_t ns = std::min(piece, steps - s0);
         const bool last = s0 + ns == steps;
         direct::for_each_tile(n, rmax, [&](int64_t r0, int64_t R) {
-          for (int64_t r = 0; r < R; ++r) {
-            const int64_t pos = p0 + r0 + r;
-            rows[r] = xp + (pos / g.OW) * Wq + pos % g.OW;
-          }
           kTiles[static_cast<size_t>(nz - 1)][static_cast<size_t>(R - 1)](
-              rows, offs.data() + s0, ns, wpacked + (mb * steps + s0) * lanes,
+              rows + r0, offs.data() + s0, ns, wpacked + (mb * steps + s0) * lanes,
               g.bias && last ? bias_lanes.data() + m0 : nullptr, g.relu && last, s0 > 0, acc + r0 * lanes, lanes);
         });
       }

@@ -11,37 +11,47 @@
 namespace mrt {
 namespace nn {
 
-void conv_stage_row_avx2(float* y, const float* z, float bias, int64_t n, bool relu) {
-  const __m256 vb = _mm256_set1_ps(bias), zero = _mm256_setzero_ps();
+namespace {
+
+// y[i] = act(y[i] + bias (+ z[i])) on one row; Act gives the vector and the scalar form of the activation.
+template <class Act>
+void stage_row(float* y, const float* z, float bias, int64_t n, const Act& act) {
+  const __m256 vb = _mm256_set1_ps(bias);
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) {
     __m256 v = _mm256_add_ps(_mm256_loadu_ps(y + i), vb);
     if (z) v = _mm256_add_ps(v, _mm256_loadu_ps(z + i));
-    if (relu) v = _mm256_max_ps(v, zero);
-    _mm256_storeu_ps(y + i, v);
+    _mm256_storeu_ps(y + i, act(v));
   }
   for (; i < n; ++i) {
     float v = y[i] + bias;
     if (z) v += z[i];
-    if (relu) v = v > 0.f ? v : 0.f;
-    y[i] = v;
+    y[i] = act(v);
   }
 }
 
+// Relu, max(v, 0) with a NaN going to 0 in both forms; or nothing.
+struct ReluOrNone {
+  bool relu;
+  __m256 operator()(__m256 v) const { return relu ? _mm256_max_ps(v, _mm256_setzero_ps()) : v; }
+  float operator()(float v) const { return relu ? (v > 0.f ? v : 0.f) : v; }
+};
+
+// Clip: std::min(std::max(v, lo), hi), which max(lo, v) then min(hi, .) match on every input, -0 and NaN too.
+struct Clip {
+  float lo, hi;
+  __m256 operator()(__m256 v) const { return _mm256_min_ps(_mm256_set1_ps(hi), _mm256_max_ps(_mm256_set1_ps(lo), v)); }
+  float operator()(float v) const { return std::min(std::max(v, lo), hi); }
+};
+
+}  // namespace
+
+void conv_stage_row_avx2(float* y, const float* z, float bias, int64_t n, bool relu) {
+  stage_row(y, z, bias, n, ReluOrNone{relu});
+}
+
 void conv_stage_row_clip_avx2(float* y, const float* z, float bias, int64_t n, float lo, float hi) {
-  const __m256 vb = _mm256_set1_ps(bias), vlo = _mm256_set1_ps(lo), vhi = _mm256_set1_ps(hi);
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    __m256 v = _mm256_add_ps(_mm256_loadu_ps(y + i), vb);
-    if (z) v = _mm256_add_ps(v, _mm256_loadu_ps(z + i));
-    // max(lo, v) then min(hi, .): the epilogue's std::min(std::max(v, lo), hi) on every input, -0 and NaN too
-    _mm256_storeu_ps(y + i, _mm256_min_ps(vhi, _mm256_max_ps(vlo, v)));
-  }
-  for (; i < n; ++i) {
-    float v = y[i] + bias;
-    if (z) v += z[i];
-    y[i] = std::min(std::max(v, lo), hi);
-  }
+  stage_row(y, z, bias, n, Clip{lo, hi});
 }
 
 void input_stage_rows_avx2(const float* x, int64_t ldx, const float* scale, const float* shift, int64_t rows,
