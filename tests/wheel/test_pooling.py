@@ -36,6 +36,10 @@ CASES = [
     ((5, 3), (3, 3), (1, 2), (1, 1, 1, 1), 0),  # narrower than a vector step
     ((8, 40), (1, 7), (1, 3), (0, 3, 0, 3), 0),
     ((6, 150), (3, 3), (1, 1), (1, 1, 1, 1), 0),  # rows of several 64-byte vectors
+    ((5, 70), (2, 17), (1, 1), (0, 8, 1, 8), 0),  # the widest window kept in registers with stride 1
+    ((4, 90), (3, 33), (1, 2), (1, 16, 1, 15), 1),  # and with stride 2
+    ((5, 40), (2, 18), (2, 1), (0, 0, 0, 0), 1),  # one column wider: the row buffer
+    ((6, 61), (3, 4), (2, 2), (1, 3, 2, 0), 0),  # stride 2 from a left pad, an odd row
 ]
 
 

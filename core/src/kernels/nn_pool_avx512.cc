@@ -25,9 +25,86 @@ inline __mmask64 first64(int64_t n) { return n >= 64 ? ~__mmask64(0) : (__mmask6
 // Work items: (plane, output row), grouped so an item reads at least a few KiB.
 int64_t rows_per_item(const MaxPool2d& g) { return std::max<int64_t>(1, 4096 / std::max<int64_t>(1, g.KH * g.W)); }
 
+// The lanes of 16 columns from c that lie inside [0, w).
+inline __mmask16 inside16(int64_t c, int64_t w) {
+  const int64_t lo = std::max<int64_t>(0, -c), hi = std::min<int64_t>(16, w - c);
+  return hi <= lo ? __mmask16(0) : static_cast<__mmask16>(((1u << hi) - 1) & ~((1u << lo) - 1));
+}
+
+// Maxima over input rows [ih0, ih1) of the 16 columns from c; columns outside the plane hold the identity and are
+// not read.
+inline __m512 column_max16(const float* xp, int64_t W, int64_t ih0, int64_t ih1, int64_t c, __m512 ident) {
+  const __mmask16 m = inside16(c, W);
+  __m512 acc = ident;
+  if (m)
+    for (int64_t ih = ih0; ih < ih1; ++ih) acc = _mm512_max_ps(_mm512_mask_loadu_ps(ident, m, xp + ih * W + c), acc);
+  return acc;
+}
+
+// Strides 1 and 2 with windows of at most 17 (stride 1) or 33 (stride 2) columns: everything stays in registers.
+// With stride 1, a vector of 16 outputs reads the column maxima `cur` (its 16 first columns) and `next` (the 16
+// after): tap kw is lanes kw..kw+15 of the pair. With stride 2, the 32 columns of a step are split into their
+// even and odd columns first; tap kw is then the even (kw even) or odd (kw odd) vector shifted by kw / 2.
+// Every max takes the running value as its second operand, so a NaN input is skipped as in the other paths.
+// Column maxima come from loads of the input itself, never from a buffer written just before (that read-after-
+// write through memory stalls on unaligned loads).
+bool max_pool_in_registers(const MaxPool2d& g) {
+  return (g.sw == 1 && g.KW <= 17) || (g.sw == 2 && g.KW <= 33);
+}
+
+void max_pool_row_in_registers(const MaxPool2d& g, const float* xp, int64_t ih0, int64_t ih1, float* yr) {
+  const __m512 ident = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
+  const __m512i lane = _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
+  const int64_t step = 16 * g.sw;
+  int64_t c = -g.pl;
+  if (g.sw == 1) {
+    __m512 cur = column_max16(xp, g.W, ih0, ih1, c, ident);
+    for (int64_t ow = 0; ow < g.OW; ow += 16, c += step) {
+      const __m512 next = column_max16(xp, g.W, ih0, ih1, c + 16, ident);
+      __m512 acc = cur;
+      for (int64_t kw = 1; kw < g.KW; ++kw)
+        acc = _mm512_max_ps(
+            _mm512_permutex2var_ps(cur, _mm512_add_epi32(lane, _mm512_set1_epi32(static_cast<int>(kw))), next), acc);
+      _mm512_mask_storeu_ps(yr + ow, first16(g.OW - ow), acc);
+      cur = next;
+    }
+    return;
+  }
+  const __m512i even = _mm512_add_epi32(lane, lane), odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
+  auto split = [&](int64_t at, __m512& e, __m512& o) {
+    const __m512 a = column_max16(xp, g.W, ih0, ih1, at, ident), b = column_max16(xp, g.W, ih0, ih1, at + 16, ident);
+    e = _mm512_permutex2var_ps(a, even, b);
+    o = _mm512_permutex2var_ps(a, odd, b);
+  };
+  __m512 ce, co;
+  split(c, ce, co);
+  for (int64_t ow = 0; ow < g.OW; ow += 16, c += step) {
+    __m512 ne, no;
+    split(c + step, ne, no);
+    __m512 acc = ce;
+    for (int64_t kw = 1; kw < g.KW; ++kw) {
+      const __m512i shift = _mm512_add_epi32(lane, _mm512_set1_epi32(static_cast<int>(kw / 2)));
+      acc = _mm512_max_ps(kw % 2 ? _mm512_permutex2var_ps(co, shift, no) : _mm512_permutex2var_ps(ce, shift, ne), acc);
+    }
+    _mm512_mask_storeu_ps(yr + ow, first16(g.OW - ow), acc);
+    ce = ne;
+    co = no;
+  }
+}
+
 }  // namespace
 
 void max_pool_2d_float_avx512(const MaxPool2d& g, const float* x, float* y, ThreadPool& pool) {
+  if (max_pool_in_registers(g)) {
+    pool.parallel_for(g.planes * g.OH, rows_per_item(g), [&](int64_t b, int64_t e) {
+      for (int64_t item = b; item < e; ++item) {
+        const int64_t plane = item / g.OH, oh = item % g.OH;
+        const int64_t h0 = oh * g.sh - g.pt, ih0 = std::max<int64_t>(0, h0), ih1 = std::min(g.H, h0 + g.KH);
+        max_pool_row_in_registers(g, x + plane * g.H * g.W, ih0, ih1, y + plane * g.OH * g.OW + oh * g.OW);
+      }
+    });
+    return;
+  }
   const float ident = -std::numeric_limits<float>::infinity();
   // the buffer: pl identity columns, the W reduced columns, identity up to the last read plus a vector
   const int64_t width = std::max(g.pl + g.W, (g.OW - 1) * g.sw + g.KW) + 48;
