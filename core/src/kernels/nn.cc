@@ -932,9 +932,10 @@ void conv_run(const ConvPlan& p, const T* x, const T* w, const T* bias, T* y, Th
       nn::DirectConv dc{p.Cg,          g.in[0],       g.in[1],       p.Mg,          g.kernel[0],
                         g.kernel[1],   g.stride[0],   g.stride[1],   g.dilation[0], g.dilation[1],
                         g.pad_begin[0], g.pad_begin[1], g.out[0],     g.out[1]};
-      // bias and a lone Relu are applied by the kernel in its registers; a residual or another
+      // bias and a lone Relu or Clip are applied by the kernel in its registers; a residual or another
       // activation goes through the output stage on each finished piece
-      const bool in_kernel = !epi || (!epi->z && (epi->act == Epilogue::kNone || epi->act == Epilogue::kRelu));
+      const bool in_kernel = !epi || (!epi->z && (epi->act == Epilogue::kNone || epi->act == Epilogue::kRelu ||
+                                                  epi->act == Epilogue::kClip));
       auto run_task = [&](int64_t t, ThreadPool* inner) {
         const int64_t n = t / p.group, grp = t % p.group;
         float* yg = y + (n * p.M + grp * p.Mg) * out_size;
@@ -946,7 +947,12 @@ void conv_run(const ConvPlan& p, const T* x, const T* w, const T* bias, T* y, Th
         nn::DirectConv tg = dc;
         if (in_kernel) {
           tg.bias = stage.bias;
-          tg.relu = epi && epi->act == Epilogue::kRelu;
+          if (epi && epi->act == Epilogue::kRelu) tg.act = nn::DirectConv::kRelu;
+          if (epi && epi->act == Epilogue::kClip) {
+            tg.act = nn::DirectConv::kClip;
+            tg.lo = epi->alpha;
+            tg.hi = epi->beta;
+          }
         } else if (bias || epi) {
           tile.apply = conv_tile_stage;
           tile.ctx = &stage;

@@ -32,12 +32,13 @@ namespace {
 
 // acc[r] = position r's sums for 16 x NZ channels over `steps` (channel, tap) steps; rows[r]: position r's
 // base in the staged planes, offs: each step's offset from a base, w: the block's filters (per step, NZ x 16
-// values), then + bias (16 x NZ values, or null) and Relu, stored as row r of `out`. With `resume` the sums
-// start from row r of `out` (a part sum over earlier steps, stored without bias or Relu) instead of 0: the
+// values), then + bias (16 x NZ values, or null) and the activation `act` (none on a part sum), stored as row r
+// of `out`. With `resume` the sums start from row r of `out` (a part sum over earlier steps) instead of 0: the
 // same additions in the same order as one call over all the steps.
 template <int R, int NZ>
 MRT_DIRECT_TILE void tile(const float* const* rows, const int64_t* offs, int64_t steps, const float* w,
-                          const float* bias, bool relu, bool resume, float* out, int64_t ldo) {
+                          const float* bias, const DirectConv::Act act, float lo, float hi, bool resume, float* out,
+                          int64_t ldo) {
   static_assert(NZ >= 1 && NZ <= 4 && R >= 1 && R <= direct::max_rows(NZ), "tile shape");
   // one named array per vector column: GCC keeps these in registers (a 2-D array was spilled)
   __m512 a0[R], a1[R], a2[R], a3[R];
@@ -65,11 +66,13 @@ MRT_DIRECT_TILE void tile(const float* const* rows, const int64_t* offs, int64_t
       if constexpr (NZ > 3) a3[r] = _mm512_fmadd_ps(a, b3, a3[r]);
     }
   }
-  const __m512 zero = _mm512_setzero_ps();
-  // + bias, then max(x, 0) with the operands in the order of the epilogue's Relu (same result for a NaN)
+  const __m512 zero = _mm512_setzero_ps(), vlo = _mm512_set1_ps(lo), vhi = _mm512_set1_ps(hi);
+  // + bias, then the activation with the operands in the order of the output stage's (same result for a NaN)
   auto finish = [&](__m512 v, int z) {
     if (bias) v = _mm512_add_ps(v, _mm512_loadu_ps(bias + 16 * z));
-    return relu ? _mm512_max_ps(v, zero) : v;
+    if (act == DirectConv::kRelu) return _mm512_max_ps(v, zero);
+    if (act == DirectConv::kClip) return _mm512_min_ps(vhi, _mm512_max_ps(vlo, v));
+    return v;
   };
   for (int r = 0; r < R; ++r) {
     float* o = out + r * ldo;
@@ -221,7 +224,8 @@ void conv_direct_avx512(const DirectConv& g, const float* x, const float* wpacke
         direct::for_each_tile(n, rmax, [&](int64_t r0, int64_t R) {
           kTiles[static_cast<size_t>(nz - 1)][static_cast<size_t>(R - 1)](
               rows + r0, offs.data() + s0, ns, wpacked + (mb * steps + s0) * lanes,
-              g.bias && last ? bias_lanes.data() + m0 : nullptr, g.relu && last, s0 > 0, acc + r0 * lanes, lanes);
+              g.bias && last ? bias_lanes.data() + m0 : nullptr, last ? g.act : DirectConv::kNone, g.lo, g.hi,
+              s0 > 0, acc + r0 * lanes, lanes);
         });
       }
       // into the planes 16 positions x 16 channels at a time

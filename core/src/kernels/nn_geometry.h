@@ -186,9 +186,11 @@ struct DirectConv {
   int64_t pt, pl;     // padding at the top and left (the bottom and right follow from OH, OW)
   int64_t OH, OW;
   // Applied to the accumulators before they leave the registers (the rest of an output stage goes
-  // through `epi`): bias[m] added when set, then Relu.
+  // through `epi`): bias[m] added when set, then Relu (max(v, 0), a NaN giving 0) or Clip (max(lo, v) then
+  // min(hi, .), a NaN staying NaN), as the scalar output stage computes them.
   const float* bias = nullptr;
-  bool relu = false;
+  enum Act { kNone, kRelu, kClip } act = kNone;
+  float lo = 0.f, hi = 0.f;
 };
 // Output channels per block of the direct kernel (16, 32, 48 or 64, whichever pads M least).
 int direct_conv_lanes(int64_t M);
