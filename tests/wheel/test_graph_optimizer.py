@@ -374,6 +374,18 @@ def test_direct_convs_with_constant_filters_match_fed_filters(case: tuple, threa
     relu_sess = mosaicrt.InferenceSession(relu.SerializeToString(), sess_options=opts)
     assert _ops(relu_sess) == ["com.microsoft::FusedConv"]
     np.testing.assert_allclose(relu_sess.run(None, {"x": feed["x"]})[0], np.maximum(want, 0), rtol=1e-4, atol=1e-4)
+    # Conv + Clip (Relu6 and other bounds): also applied in the registers; bounds inside the outputs' range so
+    # that both clamp
+    lo, hi = np.float32(np.quantile(want, 0.3)), np.float32(np.quantile(want, 0.8))
+    clip = helper.make_model(helper.make_graph(
+        [nodes[0], helper.make_node("Clip", ["c", "lo", "hi"], ["y"])], "clip",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, c, h, w_])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        [_const("w", w), _const("b", b), _const("lo", np.array(lo)), _const("hi", np.array(hi))]),
+        opset_imports=[helper.make_opsetid("", 17)])
+    clip_sess = mosaicrt.InferenceSession(clip.SerializeToString(), sess_options=opts)
+    assert _ops(clip_sess) == ["com.microsoft::FusedConv"]
+    np.testing.assert_allclose(clip_sess.run(None, {"x": feed["x"]})[0], np.clip(want, lo, hi), rtol=1e-4, atol=1e-4)
 
 
 @pytest.mark.parametrize("spatial", [(19,), (5, 6, 7)])
