@@ -47,12 +47,13 @@ bool spin_until(Pred pred, Keep keep_spinning) {
 }
 }  // namespace
 
-// Workers wait for a "job" (a chunked range); each participant (workers + caller)
-// grabs chunk indices from an atomic counter until the range is exhausted. The caller
-// waits only for the chunks to be done, never for a worker to show up: a worker the OS
-// has not scheduled yet (a loaded machine, another session's pool on the same cores)
-// finds the range exhausted when it wakes and does nothing, instead of holding up the
-// caller until it runs.
+// Workers wait for a "job" (a chunked range). Each participant (the caller is participant 0, worker i is
+// participant i) owns a contiguous share of the chunks, the same share for the same job size every time, so
+// that a chain of ops over the same tensor shapes keeps each part of the data on one core's cache; a
+// participant that has run its own share takes the chunks left in the others' (each share is an atomic
+// counter), so the caller waits only for the chunks to be done, never for a worker to show up: a worker the
+// OS has not scheduled yet (a loaded machine, another session's pool on the same cores) finds the range
+// exhausted when it wakes and does nothing, instead of holding up the caller until it runs.
 struct ThreadPool::Impl {
   std::vector<std::thread> workers;
   std::mutex mutex;
@@ -70,32 +71,47 @@ struct ThreadPool::Impl {
   int64_t n = 0, chunk = 1, chunks = 0;
   std::atomic<bool> open{false};
   std::atomic<int> inside{0};
-  std::atomic<int64_t> next{0};
+  // Participant p's share: chunks [next, end) of its slot (each slot on its own cache line).
+  struct alignas(64) Share {
+    std::atomic<int64_t> next{0};
+    int64_t end = 0;
+  };
+  std::unique_ptr<Share[]> shares;
+  int participants = 1;
   std::atomic<int64_t> completed{0};
   std::exception_ptr error;
   std::mutex error_mutex;
 
-  void run_chunks() {
+  // Its own share first, then what is left of the others', starting with the next participant's.
+  void run_chunks(int self) {
     t_in_parallel = true;
-    for (;;) {
-      int64_t c = next.fetch_add(1, std::memory_order_acq_rel);
-      if (c >= chunks) break;
-      int64_t b = c * chunk, e = std::min(n, b + chunk);
-      try {
-        (*fn)(b, e);
-      } catch (...) {
-        std::lock_guard<std::mutex> lock(error_mutex);
-        if (!error) error = std::current_exception();
-      }
-      if (completed.fetch_add(1, std::memory_order_acq_rel) + 1 == chunks) {
-        std::lock_guard<std::mutex> lock(mutex);  // the caller may be blocked in done.wait
-        done.notify_all();
+    for (int k = 0; k < participants; ++k) {
+      Share& sh = shares[static_cast<size_t>((self + k) % participants)];
+      for (;;) {
+        if (sh.next.load(std::memory_order_relaxed) >= sh.end) break;
+        const int64_t c = sh.next.fetch_add(1, std::memory_order_acq_rel);
+        if (c >= sh.end) break;
+        run_chunk(c);
       }
     }
     t_in_parallel = false;
   }
 
-  void worker_loop() {
+  void run_chunk(int64_t c) {
+    const int64_t b = c * chunk, e = std::min(n, b + chunk);
+    try {
+      (*fn)(b, e);
+    } catch (...) {
+      std::lock_guard<std::mutex> lock(error_mutex);
+      if (!error) error = std::current_exception();
+    }
+    if (completed.fetch_add(1, std::memory_order_acq_rel) + 1 == chunks) {
+      std::lock_guard<std::mutex> lock(mutex);  // the caller may be blocked in done.wait
+      done.notify_all();
+    }
+  }
+
+  void worker_loop(int self) {
     uint64_t seen = 0;
     for (;;) {
       auto ready = [&] {
@@ -108,7 +124,7 @@ struct ThreadPool::Impl {
       if (stop.load(std::memory_order_acquire)) return;
       seen = generation.load(std::memory_order_acquire);
       inside.fetch_add(1, std::memory_order_acq_rel);
-      if (open.load(std::memory_order_acquire)) run_chunks();
+      if (open.load(std::memory_order_acquire)) run_chunks(self);
       inside.fetch_sub(1, std::memory_order_acq_rel);
     }
   }
@@ -117,7 +133,9 @@ struct ThreadPool::Impl {
 ThreadPool::ThreadPool(int threads) : impl_(new Impl) {
   if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   threads_ = threads;
-  for (int i = 1; i < threads; ++i) impl_->workers.emplace_back([this] { impl_->worker_loop(); });
+  impl_->participants = threads;
+  impl_->shares.reset(new Impl::Share[static_cast<size_t>(threads)]);
+  for (int i = 1; i < threads; ++i) impl_->workers.emplace_back([this, i] { impl_->worker_loop(i); });
 }
 
 ThreadPool::~ThreadPool() {
@@ -160,7 +178,10 @@ void ThreadPool::run_chunked(int64_t n, int64_t chunk, const std::function<void(
   im.chunks = (n + im.chunk - 1) / im.chunk;
   im.n = n;
   im.fn = &fn;
-  im.next.store(0, std::memory_order_relaxed);
+  for (int p = 0; p < im.participants; ++p) {  // contiguous shares
+    im.shares[static_cast<size_t>(p)].next.store(p * im.chunks / im.participants, std::memory_order_relaxed);
+    im.shares[static_cast<size_t>(p)].end = (p + 1) * im.chunks / im.participants;
+  }
   im.completed.store(0, std::memory_order_relaxed);
   im.error = nullptr;
   {
@@ -169,7 +190,7 @@ void ThreadPool::run_chunked(int64_t n, int64_t chunk, const std::function<void(
     im.generation.fetch_add(1, std::memory_order_release);  // publishes the job fields
   }
   im.wake.notify_all();
-  im.run_chunks();
+  im.run_chunks(0);
   const int64_t chunks = im.chunks;
   auto finished = [&] { return im.completed.load(std::memory_order_acquire) == chunks; };
   if (!spin_until(finished, [] { return false; })) {
