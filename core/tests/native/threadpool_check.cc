@@ -1,8 +1,10 @@
 // Native check of the intra-op thread pool: every index of every job runs exactly once,
 // jobs back to back (late workers must not run a finished job's function or miss a new
 // one), two pools driven at once from two threads (oversubscribed cores), parallel_tasks one
-// index per call, nested calls inline, and exceptions reaching the caller.
+// index per call, a participant's share run by the other when it is held up, nested calls inline, and
+// exceptions reaching the caller.
 #include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <stdexcept>
 #include <thread>
@@ -63,6 +65,29 @@ int main() {
         ++failures;
         break;
       }
+  }
+  // Shares are taken over: one task waits until every other task of the job has run, which needs the
+  // participant holding it to have its share finished by the other (the waiter first in the caller's
+  // share, then last in the worker's). A pool that ran only its own share would time out.
+  for (int64_t waiter : {int64_t{0}, int64_t{7}}) {
+    std::atomic<int> others{0};
+    std::atomic<bool> timed_out{false};
+    a.parallel_tasks(8, [&](int64_t b0, int64_t) {
+      if (b0 != waiter) {
+        others.fetch_add(1);
+        return;
+      }
+      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+      while (others.load() != 7)
+        if (std::chrono::steady_clock::now() > deadline) {
+          timed_out.store(true);
+          return;
+        }
+    });
+    if (timed_out.load()) {
+      std::printf("FAIL take-over: task %lld waited 10 s for the other 7 (ran %d)\n", (long long)waiter, others.load());
+      ++failures;
+    }
   }
   // Nested parallel_for runs inline; exceptions propagate to the caller.
   std::atomic<int64_t> sum{0};
