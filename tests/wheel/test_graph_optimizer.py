@@ -527,12 +527,18 @@ DEPTHWISE_BLOCK_CASES = [
     (10, (29, 35), (3, 3), (2, 2), (0, 1, 1, 0), (1, 1)),       # stride 2, 18 wide, asymmetric pads
     (9, (11, 10), (3, 3), (1, 1), (2, 2, 2, 2), (1, 1)),        # pads past the window: rows and columns of 0 only
     (8, (40, 47), (3, 3), (2, 2), (1, 1, 1, 1), (1, 1)),        # stride 2, 24 wide: a third vector of columns
+    # on AVX-512 CPUs the narrow maps' channels go 16 at a time first, then 8, then plane by plane
+    (37, (7, 7), (5, 5), (1, 1), (2, 2, 2, 2), (1, 1)),         # 16 + 16 + 5 single channels; 49 = 3 x 16 + 1
+    (48, (9, 8), (3, 3), (2, 2), (1, 0, 1, 2), (2, 1)),         # 3 x 16, stride 2, dilated rows, asymmetric pads
+    (17, (3, 5), (3, 3), (1, 1), (2, 2, 2, 2), (1, 1)),         # pads past the window: padded rows of 0 only
 ]
 
 
+@pytest.mark.parametrize("epilogue", ["residual_relu", "clip", "relu"])
 @pytest.mark.parametrize("case", DEPTHWISE_BLOCK_CASES, ids=str)
-def test_depthwise_channel_blocks_match_onnxruntime(case: tuple[Any, ...]) -> None:
-    # With the residual Add and Relu fused into the depthwise Conv (its epilogue runs per output plane).
+def test_depthwise_channel_blocks_match_onnxruntime(case: tuple[Any, ...], epilogue: str) -> None:
+    # With the residual Add and Relu fused into the depthwise Conv (its epilogue runs per output plane), or a
+    # Clip or a Relu alone (applied in the registers by the blocks of 16 channels).
     c, (h, w_), kernel, strides, pads, dil = case
     import onnxruntime
 
@@ -542,15 +548,21 @@ def test_depthwise_channel_blocks_match_onnxruntime(case: tuple[Any, ...]) -> No
     oh = (h + pads[0] + pads[2] - dil[0] * (kernel[0] - 1) - 1) // strides[0] + 1
     ow = (w_ + pads[1] + pads[3] - dil[1] * (kernel[1] - 1) - 1) // strides[1] + 1
     nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], group=c, strides=list(strides),
-                              pads=[pads[0], pads[1], pads[2], pads[3]], dilations=list(dil)),
-             helper.make_node("Add", ["c", "z"], ["s"]),
-             helper.make_node("Relu", ["s"], ["y"])]
-    graph = helper.make_graph(nodes, "dw", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, c, h, w_]),
-                                            helper.make_tensor_value_info("z", TensorProto.FLOAT, [2, c, oh, ow])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
-                              [_const("w", w), _const("b", b)])
+                              pads=[pads[0], pads[1], pads[2], pads[3]], dilations=list(dil))]
+    inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, c, h, w_])]
+    inits = [_const("w", w), _const("b", b)]
+    feed = {"x": _x((2, c, h, w_), seed=6)}
+    if epilogue == "residual_relu":
+        nodes += [helper.make_node("Add", ["c", "z"], ["s"]), helper.make_node("Relu", ["s"], ["y"])]
+        inputs.append(helper.make_tensor_value_info("z", TensorProto.FLOAT, [2, c, oh, ow]))
+        feed["z"] = _x((2, c, oh, ow), seed=7)
+    elif epilogue == "clip":  # bounds that both clamp some of the outputs
+        inits += [_const("lo", np.array(-1.0, np.float32)), _const("hi", np.array(1.5, np.float32))]
+        nodes.append(helper.make_node("Clip", ["c", "lo", "hi"], ["y"]))
+    else:
+        nodes.append(helper.make_node("Relu", ["c"], ["y"]))
+    graph = helper.make_graph(nodes, "dw", inputs, [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    feed = {"x": _x((2, c, h, w_), seed=6), "z": _x((2, c, oh, ow), seed=7)}
     expected = onnxruntime.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(
         None, feed)[0]
     _check_fused_conv_at_1_and_2_threads(model, feed, expected)

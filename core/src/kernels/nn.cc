@@ -531,6 +531,20 @@ void apply_epilogue(const Epilogue* e, T* y, int64_t at, int64_t n) {
   }
 }
 
+#if defined(MOSAICRT_X86_SIMD)
+// The activation of an epilogue without a residual, for the kernels that apply Relu and Clip in their
+// registers (none when the epilogue has another one: the caller runs apply_epilogue then).
+nn::RegisterAct register_act(const Epilogue* e) {
+  nn::RegisterAct a;
+  if (e && !e->z && e->act == Epilogue::kRelu) a.kind = nn::RegisterAct::kRelu;
+  if (e && !e->z && e->act == Epilogue::kClip) a = {nn::RegisterAct::kClip, e->alpha, e->beta};
+  return a;
+}
+bool register_act_covers(const Epilogue* e) {
+  return !e || (!e->z && (e->act == Epilogue::kNone || e->act == Epilogue::kRelu || e->act == Epilogue::kClip));
+}
+#endif
+
 // Output widths up to which depthwise convolutions put channels in the vector lanes (conv_depthwise_2d).
 constexpr int64_t kDepthwiseBlockedWidth = 32;
 
@@ -550,15 +564,29 @@ void conv_depthwise_2d(const ConvPlan& p, const T* x, const T* w, const T* bias,
     // 14: 64 us for 576 channels against the blocked path's 99, onnxruntime's 73); 7x7 maps keep the blocks.
     const bool plane512 = cpu_has_avx512_kernels() && nn::depthwise3x3_avx512_applies(d) && d.OW > 8;
     if (d.OW <= kDepthwiseBlockedWidth && p.M == p.C && p.M >= 8 && cpu_has_avx2() && !plane512) {
-      const int64_t blocks = p.M / 8, rest = p.M - blocks * 8;
-      pool.parallel_for(p.N * (blocks + rest), 1, [&](int64_t b, int64_t e) {
+      // blocks of 16 channels on AVX-512 (Relu and Clip applied in the registers), then of 8, then single planes
+      const int64_t wide = cpu_has_avx512_kernels() ? p.M / 16 : 0, blocks = (p.M - wide * 16) / 8;
+      const int64_t rest = p.M - wide * 16 - blocks * 8, items = wide + blocks + rest;
+      const bool in_regs = register_act_covers(epi);
+      const nn::RegisterAct act = register_act(epi);
+      pool.parallel_for(p.N * items, 1, [&](int64_t b, int64_t e) {
         for (int64_t item = b; item < e; ++item) {
-          const int64_t n = item / (blocks + rest), k = item % (blocks + rest);
-          const int64_t m = k < blocks ? k * 8 : blocks * 8 + (k - blocks), count = k < blocks ? 8 : 1;
+          const int64_t n = item / items, k = item % items;
+          int64_t m, count;
+          if (k < wide) m = k * 16, count = 16;
+          else if (k < wide + blocks) m = wide * 16 + (k - wide) * 8, count = 8;
+          else m = wide * 16 + blocks * 8 + (k - wide - blocks), count = 1;
           const T* xp = x + (n * p.C + m) * in_size;
           T* yp = y + (n * p.M + m) * out_size;
-          if (count == 8) nn::depthwise_block8_avx2(xp, w + m * ksize, bias ? bias + m : nullptr, yp, d);
-          else depthwise_plane(xp, w + m * ksize, bias ? bias[m] : T(0), yp, d);
+          const T* bm = bias ? bias + m : nullptr;
+          if (count == 16) {
+            nn::depthwise_block16_avx512(xp, w + m * ksize, bm, yp, d, in_regs ? act : nn::RegisterAct{});
+            if (in_regs) continue;
+          } else if (count == 8) {
+            nn::depthwise_block8_avx2(xp, w + m * ksize, bm, yp, d);
+          } else {
+            depthwise_plane(xp, w + m * ksize, bm ? *bm : T(0), yp, d);
+          }
           for (int64_t c = 0; c < count; ++c)
             apply_epilogue(epi, yp + c * out_size, (yp - y) + c * out_size, out_size);
         }
@@ -931,11 +959,11 @@ void conv_run(const ConvPlan& p, const T* x, const T* w, const T* bias, T* y, Th
     if (packed && !packed->direct.empty() && conv_uses_direct(p)) {
       nn::DirectConv dc{p.Cg,          g.in[0],       g.in[1],       p.Mg,          g.kernel[0],
                         g.kernel[1],   g.stride[0],   g.stride[1],   g.dilation[0], g.dilation[1],
-                        g.pad_begin[0], g.pad_begin[1], g.out[0],     g.out[1]};
+                        g.pad_begin[0], g.pad_begin[1], g.out[0],     g.out[1],      nullptr,
+                        nn::RegisterAct{}};
       // bias and a lone Relu or Clip are applied by the kernel in its registers; a residual or another
       // activation goes through the output stage on each finished piece
-      const bool in_kernel = !epi || (!epi->z && (epi->act == Epilogue::kNone || epi->act == Epilogue::kRelu ||
-                                                  epi->act == Epilogue::kClip));
+      const bool in_kernel = register_act_covers(epi);
       auto run_task = [&](int64_t t, ThreadPool* inner) {
         const int64_t n = t / p.group, grp = t % p.group;
         float* yg = y + (n * p.M + grp * p.Mg) * out_size;
@@ -947,12 +975,7 @@ void conv_run(const ConvPlan& p, const T* x, const T* w, const T* bias, T* y, Th
         nn::DirectConv tg = dc;
         if (in_kernel) {
           tg.bias = stage.bias;
-          if (epi && epi->act == Epilogue::kRelu) tg.act = nn::DirectConv::kRelu;
-          if (epi && epi->act == Epilogue::kClip) {
-            tg.act = nn::DirectConv::kClip;
-            tg.lo = epi->alpha;
-            tg.hi = epi->beta;
-          }
+          tg.act = register_act(epi);
         } else if (bias || epi) {
           tile.apply = conv_tile_stage;
           tile.ctx = &stage;

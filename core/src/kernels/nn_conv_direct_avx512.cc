@@ -24,6 +24,7 @@
 #include "../gemm/sgemm.h"
 #include "../threadpool.h"
 #include "direct_tiles.h"
+#include "transpose16_avx512.h"
 #include "nn_geometry.h"
 
 namespace mrt {
@@ -37,8 +38,7 @@ namespace {
 // same additions in the same order as one call over all the steps.
 template <int R, int NZ>
 MRT_DIRECT_TILE void tile(const float* const* rows, const int64_t* offs, int64_t steps, const float* w,
-                          const float* bias, const DirectConv::Act act, float lo, float hi, bool resume, float* out,
-                          int64_t ldo) {
+                          const float* bias, const RegisterAct& act, bool resume, float* out, int64_t ldo) {
   static_assert(NZ >= 1 && NZ <= 4 && R >= 1 && R <= direct::max_rows(NZ), "tile shape");
   // one named array per vector column: GCC keeps these in registers (a 2-D array was spilled)
   __m512 a0[R], a1[R], a2[R], a3[R];
@@ -66,12 +66,12 @@ MRT_DIRECT_TILE void tile(const float* const* rows, const int64_t* offs, int64_t
       if constexpr (NZ > 3) a3[r] = _mm512_fmadd_ps(a, b3, a3[r]);
     }
   }
-  const __m512 zero = _mm512_setzero_ps(), vlo = _mm512_set1_ps(lo), vhi = _mm512_set1_ps(hi);
+  const __m512 zero = _mm512_setzero_ps(), vlo = _mm512_set1_ps(act.lo), vhi = _mm512_set1_ps(act.hi);
   // + bias, then the activation with the operands in the order of the output stage's (same result for a NaN)
   auto finish = [&](__m512 v, int z) {
     if (bias) v = _mm512_add_ps(v, _mm512_loadu_ps(bias + 16 * z));
-    if (act == DirectConv::kRelu) return _mm512_max_ps(v, zero);
-    if (act == DirectConv::kClip) return _mm512_min_ps(vhi, _mm512_max_ps(vlo, v));
+    if (act.kind == RegisterAct::kRelu) return _mm512_max_ps(v, zero);
+    if (act.kind == RegisterAct::kClip) return _mm512_min_ps(vhi, _mm512_max_ps(vlo, v));
     return v;
   };
   for (int r = 0; r < R; ++r) {
@@ -88,30 +88,6 @@ struct Tile {
   static constexpr auto fn = &tile<R, NZ>;
 };
 constexpr auto kTiles = direct::tile_table<Tile>();  // kTiles[NZ - 1][R - 1]
-
-// v[i] = row i of a 16 x 16 matrix, transposed in place: pairs of rows interleaved, then quads (within each
-// 128-bit lane), then the lanes gathered across the four quads.
-inline void transpose16(__m512 (&v)[16]) {
-  __m512 t[16], u[16];
-  for (int i = 0; i < 8; ++i) {  // t[2i], t[2i+1]: rows 2i and 2i+1 interleaved, columns 4L+0..1 and 4L+2..3
-    t[2 * i] = _mm512_unpacklo_ps(v[2 * i], v[2 * i + 1]);
-    t[2 * i + 1] = _mm512_unpackhi_ps(v[2 * i], v[2 * i + 1]);
-  }
-  for (int i = 0; i < 4; ++i) {  // u[4i + k]: column 4L + k of rows 4i..4i+3, in lane L
-    u[4 * i + 0] = _mm512_shuffle_ps(t[4 * i], t[4 * i + 2], 0x44);
-    u[4 * i + 1] = _mm512_shuffle_ps(t[4 * i], t[4 * i + 2], 0xEE);
-    u[4 * i + 2] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0x44);
-    u[4 * i + 3] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0xEE);
-  }
-  for (int k = 0; k < 4; ++k) {
-    const __m512 e0 = _mm512_shuffle_f32x4(u[k], u[4 + k], 0x88), o0 = _mm512_shuffle_f32x4(u[k], u[4 + k], 0xDD);
-    const __m512 e1 = _mm512_shuffle_f32x4(u[8 + k], u[12 + k], 0x88), o1 = _mm512_shuffle_f32x4(u[8 + k], u[12 + k], 0xDD);
-    v[k] = _mm512_shuffle_f32x4(e0, e1, 0x88);
-    v[k + 8] = _mm512_shuffle_f32x4(e0, e1, 0xDD);
-    v[k + 4] = _mm512_shuffle_f32x4(o0, o1, 0x88);
-    v[k + 12] = _mm512_shuffle_f32x4(o0, o1, 0xDD);
-  }
-}
 
 // Bytes of a block's filters per piece of steps (see conv_direct_avx512).
 constexpr int64_t kDirectPieceBytes = int64_t{192} << 10;
@@ -224,8 +200,8 @@ void conv_direct_avx512(const DirectConv& g, const float* x, const float* wpacke
         direct::for_each_tile(n, rmax, [&](int64_t r0, int64_t R) {
           kTiles[static_cast<size_t>(nz - 1)][static_cast<size_t>(R - 1)](
               rows + r0, offs.data() + s0, ns, wpacked + (mb * steps + s0) * lanes,
-              g.bias && last ? bias_lanes.data() + m0 : nullptr, last ? g.act : DirectConv::kNone, g.lo, g.hi,
-              s0 > 0, acc + r0 * lanes, lanes);
+              g.bias && last ? bias_lanes.data() + m0 : nullptr, last ? g.act : RegisterAct{}, s0 > 0,
+              acc + r0 * lanes, lanes);
         });
       }
       // into the planes 16 positions x 16 channels at a time

@@ -7,12 +7,17 @@
 // outside the plane (the padding) are masked off in the loads, which read them as 0 and never touch them, so
 // the plane is not copied into a padded image first. The three rows of the window go to three partial sums
 // (the bias in the first), added at the end: three short chains of multiply-adds instead of one of nine.
+//
+// Narrow maps (7x7: a row fills 7 of a vector's 16 lanes) take the blocked form instead: 16 planes
+// interleaved so that the 16 channels of a position share a vector, any window, stride and dilation.
 #include <immintrin.h>
 
 #include <algorithm>
 #include <cstdint>
+#include <vector>
 
 #include "nn_geometry.h"
+#include "transpose16_avx512.h"
 
 namespace mrt {
 namespace nn {
@@ -72,6 +77,74 @@ void depthwise3x3_plane_avx512(const float* x, const float* w, float bias, float
       }
       _mm512_mask_storeu_ps(y + oh * g.OW + ow, keep, _mm512_add_ps(_mm512_add_ps(part[0], part[1]), part[2]));
     }
+  }
+}
+
+void depthwise_block16_avx512(const float* x, const float* w, const float* bias, float* y, const DepthwisePlane& g,
+                              const RegisterAct& act) {
+  // xi[(r * cols + j) * 16 + c]: plane c at padded (r, j), over the rows and columns the taps of all outputs
+  // reach; wi[t * 16 + c]: channel c's weight of tap t.
+  const int64_t in_plane = g.H * g.W, out_plane = g.OH * g.OW, taps = g.KH * g.KW;
+  const int64_t rows = (g.OH - 1) * g.sh + (g.KH - 1) * g.dh + 1, cols = (g.OW - 1) * g.sw + (g.KW - 1) * g.dw + 1;
+  thread_local std::vector<float> scratch;
+  thread_local std::vector<int64_t> origin;  // each output position's window origin in xi, in floats
+  const int64_t flat_floats = (in_plane + 15) / 16 * 16 * 16;
+  const size_t need = static_cast<size_t>(rows * cols * 16 + taps * 16 + flat_floats + 16);
+  if (scratch.size() < need) scratch.resize(need);
+  if (origin.size() < static_cast<size_t>(out_plane)) origin.resize(static_cast<size_t>(out_plane));
+  float* xi = scratch.data();
+  float* wi = xi + rows * cols * 16;
+  float* flat = wi + taps * 16;  // flat[i * 16 + c] = plane c's value i
+  for (int64_t t = 0; t < taps; ++t)
+    for (int c = 0; c < 16; ++c) wi[t * 16 + c] = w[c * taps + t];
+  // The planes interleaved as flat arrays, 16 values of the 16 planes a transpose (the last one masked).
+  for (int64_t i = 0; i < in_plane; i += 16) {
+    const __mmask16 m = static_cast<__mmask16>(in_plane - i >= 16 ? 0xFFFF : (1u << (in_plane - i)) - 1u);
+    __m512 v[16];
+    for (int c = 0; c < 16; ++c) v[c] = _mm512_maskz_loadu_ps(m, x + c * in_plane + i);
+    transpose16(v);
+    for (int k = 0; k < 16; ++k) _mm512_storeu_ps(flat + (i + k) * 16, v[k]);
+  }
+  // Then their rows into the padded layout.
+  const int64_t lo = std::clamp<int64_t>(g.pw, 0, cols), hi = std::clamp<int64_t>(g.pw + g.W, lo, cols);
+  for (int64_t r = 0; r < rows; ++r) {
+    float* d = xi + r * cols * 16;
+    const int64_t ih = r - g.ph;
+    if (ih < 0 || ih >= g.H) {
+      std::fill(d, d + cols * 16, 0.f);
+      continue;
+    }
+    std::fill(d, d + lo * 16, 0.f);
+    std::copy(flat + (ih * g.W + lo - g.pw) * 16, flat + (ih * g.W + hi - g.pw) * 16, d + lo * 16);
+    std::fill(d + hi * 16, d + cols * 16, 0.f);
+  }
+  for (int64_t oh = 0, p = 0; oh < g.OH; ++oh)
+    for (int64_t ow = 0; ow < g.OW; ++ow, ++p) origin[p] = (oh * g.sh * cols + ow * g.sw) * 16;
+  const __m512 vb = bias ? _mm512_loadu_ps(bias) : _mm512_setzero_ps(), zero = _mm512_setzero_ps();
+  const __m512 vlo = _mm512_set1_ps(act.lo), vhi = _mm512_set1_ps(act.hi);
+  const int64_t row_step = g.dh * cols * 16, col_step = g.dw * 16;
+  // 16 positions at a time (the last group's missing ones read position 0 and are dropped): one accumulator
+  // per position holding its 16 channels, then a transpose gives each channel's 16 consecutive outputs.
+  for (int64_t p0 = 0; p0 < out_plane; p0 += 16) {
+    const int64_t n = std::min<int64_t>(16, out_plane - p0);
+    const float* base[16];
+    for (int64_t k = 0; k < 16; ++k) base[k] = xi + origin[k < n ? p0 + k : 0];
+    __m512 acc[16];
+    for (int k = 0; k < 16; ++k) acc[k] = vb;
+    for (int64_t kh = 0; kh < g.KH; ++kh)
+      for (int64_t kw = 0; kw < g.KW; ++kw) {
+        const __m512 wv = _mm512_loadu_ps(wi + (kh * g.KW + kw) * 16);
+        const int64_t off = kh * row_step + kw * col_step;
+        for (int k = 0; k < 16; ++k) acc[k] = _mm512_fmadd_ps(wv, _mm512_loadu_ps(base[k] + off), acc[k]);
+      }
+    if (act.kind == RegisterAct::kRelu) {
+      for (int k = 0; k < 16; ++k) acc[k] = _mm512_max_ps(acc[k], zero);
+    } else if (act.kind == RegisterAct::kClip) {
+      for (int k = 0; k < 16; ++k) acc[k] = _mm512_min_ps(vhi, _mm512_max_ps(vlo, acc[k]));
+    }
+    transpose16(acc);  // acc[c] = channel c at the 16 positions
+    const __mmask16 keep = static_cast<__mmask16>(n >= 16 ? 0xFFFF : (1u << n) - 1u);
+    for (int c = 0; c < 16; ++c) _mm512_mask_storeu_ps(y + c * out_plane + p0, keep, acc[c]);
   }
 }
 

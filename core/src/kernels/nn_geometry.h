@@ -143,6 +143,13 @@ inline void narrow(const float* src, Tensor& t) {
   }
 }
 
+// An activation applied to accumulators before they leave the registers: Relu (max(v, 0), a NaN giving 0) or
+// Clip (max(lo, v) then min(hi, .), a NaN staying NaN), as the scalar output stage computes them.
+struct RegisterAct {
+  enum Kind { kNone, kRelu, kClip } kind = kNone;
+  float lo = 0.f, hi = 0.f;
+};
+
 // One plane of a depthwise 2-D convolution (one input channel -> one output channel).
 struct DepthwisePlane {
   int64_t H, W, KH, KW, OH, OW, sh, sw, dh, dw, ph, pw;
@@ -158,6 +165,9 @@ void depthwise3x3_plane_avx512(const float* x, const float* w, float bias, float
 // null, outputs y[c * OH * OW]), the channels in the vector lanes: for small outputs, where a plane's rows
 // are too short for vectors along them.
 void depthwise_block8_avx2(const float* x, const float* w, const float* bias, float* y, const DepthwisePlane& g);
+// The same for 16 planes on AVX-512 (nn_depthwise_avx512.cc), with `act` applied in the registers.
+void depthwise_block16_avx512(const float* x, const float* w, const float* bias, float* y, const DepthwisePlane& g,
+                              const RegisterAct& act);
 // Conv's output stage on one row: y[i] = y[i] + bias (+ z[i] when z), then Relu when relu
 // (nn_conv_stage_avx2.cc).
 void conv_stage_row_avx2(float* y, const float* z, float bias, int64_t n, bool relu);
@@ -186,11 +196,9 @@ struct DirectConv {
   int64_t pt, pl;     // padding at the top and left (the bottom and right follow from OH, OW)
   int64_t OH, OW;
   // Applied to the accumulators before they leave the registers (the rest of an output stage goes
-  // through `epi`): bias[m] added when set, then Relu (max(v, 0), a NaN giving 0) or Clip (max(lo, v) then
-  // min(hi, .), a NaN staying NaN), as the scalar output stage computes them.
+  // through `epi`): bias[m] added when set, then `act`.
   const float* bias = nullptr;
-  enum Act { kNone, kRelu, kClip } act = kNone;
-  float lo = 0.f, hi = 0.f;
+  RegisterAct act;
 };
 // Output channels per block of the direct kernel (16, 32, 48 or 64, whichever pads M least).
 int direct_conv_lanes(int64_t M);
