@@ -253,6 +253,7 @@ CONV_CASES = [
     (16, 128, 6, 1, 1, 0, 1, 2),  # few positions, many channels: computed transposed (pointwise, groups)
     (32, 96, 13, 3, 2, 1, 1, 1),  # few positions after a stride (direct on AVX-512, else transposed with im2col)
     (24, 100, 7, 3, 1, 1, 1, 1),  # 49 positions (direct on AVX-512, else evened-out row panels); 100 channels
+    (40, 100, 7, 1, 1, 0, 1, 1),  # pointwise, transposed: tiles of 16 channels into the planes, the last of 4
 ]
 
 
@@ -454,7 +455,8 @@ ACTIVATIONS = [
     ("Clip", {}, ["", np.float32(0.5)], 13),                # only a max
     ("Clip", {"min": -0.5, "max": 0.25}, [], 6),            # bounds as attributes
 ]
-ACTIVATION_GEOMETRIES = [(8, 16, 12, 3, 1, 1, 1), (16, 96, 7, 1, 1, 0, 1), (12, 12, 9, 3, 2, 1, 12)]
+ACTIVATION_GEOMETRIES = [(8, 16, 12, 3, 1, 1, 1), (16, 96, 7, 1, 1, 0, 1), (24, 100, 6, 1, 1, 0, 1),
+                         (12, 12, 9, 3, 2, 1, 12)]
 
 
 @pytest.mark.parametrize("activation", ACTIVATIONS, ids=lambda a: f"{a[0]}-opset{a[3]}")

@@ -532,17 +532,19 @@ void apply_epilogue(const Epilogue* e, T* y, int64_t at, int64_t n) {
 }
 
 #if defined(MOSAICRT_X86_SIMD)
-// The activation of an epilogue without a residual, for the kernels that apply Relu and Clip in their
-// registers (none when the epilogue has another one: the caller runs apply_epilogue then).
+// An epilogue's activation for the kernels that apply Relu and Clip in their registers (none for another one).
 nn::RegisterAct register_act(const Epilogue* e) {
   nn::RegisterAct a;
-  if (e && !e->z && e->act == Epilogue::kRelu) a.kind = nn::RegisterAct::kRelu;
-  if (e && !e->z && e->act == Epilogue::kClip) a = {nn::RegisterAct::kClip, e->alpha, e->beta};
+  if (e && e->act == Epilogue::kRelu) a.kind = nn::RegisterAct::kRelu;
+  if (e && e->act == Epilogue::kClip) a = {nn::RegisterAct::kClip, e->alpha, e->beta};
   return a;
 }
-bool register_act_covers(const Epilogue* e) {
-  return !e || (!e->z && (e->act == Epilogue::kNone || e->act == Epilogue::kRelu || e->act == Epilogue::kClip));
+// Whether register_act is the whole epilogue (its activation is one of those, with or without a residual).
+bool register_act_with_residual(const Epilogue* e) {
+  return !e || e->act == Epilogue::kNone || e->act == Epilogue::kRelu || e->act == Epilogue::kClip;
 }
+// The same without a residual: the kernels whose registers never see the residual.
+bool register_act_covers(const Epilogue* e) { return register_act_with_residual(e) && !(e && e->z); }
 #endif
 
 // Output widths up to which depthwise convolutions put channels in the vector lanes (conv_depthwise_2d).
@@ -737,11 +739,21 @@ struct FewPositionsStage {
   const float* bias;   // the group's biases, or nullptr
   const Epilogue* epi;
   int64_t base;        // offset of y in the output tensor (the residual's offset)
+  bool vector = false;  // the epilogue is none, Relu or Clip, with or without a residual (register_act)
 };
 
 void few_positions_stage(const void* ctx, int64_t i, int64_t m, int64_t j, int64_t n, float* c, int64_t ldc) {
   const FewPositionsStage& s = *static_cast<const FewPositionsStage*>(ctx);
   float* __restrict y = s.y + j * s.positions + i;
+#if defined(MOSAICRT_X86_SIMD)
+  // transposed in registers, the bias, residual and Relu or Clip on the way
+  if (s.vector && cpu_has_avx512_kernels()) {
+    const float* z = s.epi && s.epi->z ? static_cast<const float*>(s.epi->z) + s.base + j * s.positions + i : nullptr;
+    nn::positions_tile_to_planes_avx512(c, ldc, m, n, s.bias ? s.bias + j : nullptr, z, register_act(s.epi), y,
+                                        s.positions);
+    return;
+  }
+#endif
   for (int64_t r = 0; r < m; ++r) {
     const float* __restrict cr = c + r * ldc;
     for (int64_t ch = 0; ch < n; ++ch) y[ch * s.positions + r] = cr[ch] + (s.bias ? s.bias[j + ch] : 0.f);
@@ -1056,6 +1068,9 @@ void conv_run(const ConvPlan& p, const T* x, const T* w, const T* bias, T* y, Th
         }
         float* yt = conv_scratch(1, out_size * p.Mg);  // [position, channel]
         FewPositionsStage stage{yg, out_size, bias ? bias + grp * p.Mg : nullptr, epi, yg - y};
+#if defined(MOSAICRT_X86_SIMD)
+        stage.vector = register_act_with_residual(epi);
+#endif
         TileEpilogue tile;
         tile.apply = few_positions_stage;
         tile.ctx = &stage;

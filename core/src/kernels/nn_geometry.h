@@ -150,6 +150,14 @@ struct RegisterAct {
   float lo = 0.f, hi = 0.f;
 };
 
+#if defined(MOSAICRT_X86_SIMD)
+// A tile of m output positions (rows, stride ldc) by n output channels (columns) into the channels' planes:
+// y[ch * positions + r] = act(c[r * ldc + ch] + bias[ch] (+ z[ch * positions + r])), bias and z optional
+// (nn_conv_stage_avx512.cc; needs AVX-512 F).
+void positions_tile_to_planes_avx512(const float* c, int64_t ldc, int64_t m, int64_t n, const float* bias,
+                                     const float* z, const RegisterAct& act, float* y, int64_t positions);
+#endif
+
 // One plane of a depthwise 2-D convolution (one input channel -> one output channel).
 struct DepthwisePlane {
   int64_t H, W, KH, KW, OH, OW, sh, sw, dh, dw, ph, pw;
