@@ -453,6 +453,28 @@ void gemm_driver(const SgemmKernel& kr, int64_t M, int64_t N, int64_t K, float a
       }
     }
   };
+  // A block of one row panel (a single row: batch 1 against constant weights) with a pre-packed B: each B
+  // panel through all its K steps before the next, so that B, laid out panel by panel over the whole K, is
+  // read in one sequential stream (panels inner would jump a panel's K depth between consecutive tiles). The
+  // row's A is packed for all the K steps first; each output gets the same K steps in the same order as below.
+  auto one_panel_rows = [&](int64_t ic, int64_t mcb, int64_t q0, int64_t q1) {
+    thread_local std::vector<float> row_scratch;
+    float* arow = A.packed ? nullptr : scratch(row_scratch, static_cast<size_t>(ceil_div(K, kcs) * kcs * mr));
+    if (!A.packed)
+      for (int64_t pc = 0; pc < K; pc += kcs) {
+        const int64_t kc = std::min(kcs, K - pc);
+        pack_a(kr, A.trans, A.p, A.ld, ic, mcb, pc, kc, arow + pc * mr, kc * mr, mcb);
+      }
+    for (int64_t q = q0; q < q1; ++q) {
+      const int64_t j = q * nr, n = std::min(nr, N - j);
+      for (int64_t pc = 0; pc < K; pc += kcs) {
+        const int64_t kc = std::min(kcs, K - pc);
+        const float* ap = A.packed ? A.packed->data.data() + pc * a_panels * mr + (ic / mr) * kc * mr : arow + pc * mr;
+        kr.rows[mcb](kc, ap, b_panel(q, pc, kc, nullptr), C + ic * ldc + j, ldc, n, alpha, pc == 0 ? beta : 1.f);
+      }
+      if (epilogue) epilogue->apply(epilogue->ctx, ic, mcb, j, n, C + ic * ldc + j, ldc);
+    }
+  };
   // One task = one M block x one share of the B panels, over the whole K: the only
   // synchronisation is the end of the parallel loop. Each task packs its A block (per kc
   // step, kept in L2) and each B panel right before using it (kept in L1); a B panel is
@@ -471,6 +493,10 @@ void gemm_driver(const SgemmKernel& kr, int64_t M, int64_t N, int64_t K, float a
       const int64_t q0 = js * npanels / nsplit, q1 = (js + 1) * npanels / nsplit;
       if (K <= kcs) {
         single_step(ic, mcb, ph, q0, q1, abuf);
+        continue;
+      }
+      if (B.packed && mcb <= ph) {
+        one_panel_rows(ic, mcb, q0, q1);
         continue;
       }
       // The task's panels in chunks whose C block (mcb x chunk columns) stays in L2 over

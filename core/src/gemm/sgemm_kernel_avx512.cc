@@ -112,6 +112,43 @@ void micro_avx512(int64_t kc, const float* a, const float* b, float* c, int64_t 
   }
 }
 
+// A tile of one row (batch 1 against a weight matrix, the one-row edge of a taller GEMM): with one row each
+// step is two multiply-adds, and one accumulator per vector would wait on the multiply-add latency at every
+// step while B streams in. Four accumulators per vector (steps k mod 4) are summed at the end as
+// (s0 + s1) + (s2 + s3).
+void micro_avx512_row(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, int64_t n, float alpha,
+                      float beta) {
+  if (n <= 16) {
+    micro_avx512_half<1>(kc, a, b, c, ldc, n, alpha, beta);
+    return;
+  }
+  __m512 s0[4], s1[4];
+  for (int u = 0; u < 4; ++u) s0[u] = s1[u] = _mm512_setzero_ps();
+  int64_t k = 0;
+  for (; k + 4 <= kc; k += 4) {
+#pragma GCC unroll 4
+    for (int u = 0; u < 4; ++u) {
+      const __m512 ai = _mm512_set1_ps(a[u * kMr]);
+      s0[u] = _mm512_fmadd_ps(ai, _mm512_loadu_ps(b + u * kNr), s0[u]);
+      s1[u] = _mm512_fmadd_ps(ai, _mm512_loadu_ps(b + u * kNr + 16), s1[u]);
+    }
+    a += 4 * kMr;
+    b += 4 * kNr;
+  }
+  for (int u = 0; k < kc; ++k, ++u) {
+    const __m512 ai = _mm512_set1_ps(a[0]);
+    s0[u] = _mm512_fmadd_ps(ai, _mm512_loadu_ps(b), s0[u]);
+    s1[u] = _mm512_fmadd_ps(ai, _mm512_loadu_ps(b + 16), s1[u]);
+    a += kMr;
+    b += kNr;
+  }
+  const __m512 va = _mm512_set1_ps(alpha);
+  const __mmask16 m1 = n >= 32 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << (n - 16)) - 1u);
+  store_vec(c, _mm512_add_ps(_mm512_add_ps(s0[0], s0[1]), _mm512_add_ps(s0[2], s0[3])), va, beta, 0xFFFF);
+  store_vec(c + 16, _mm512_add_ps(_mm512_add_ps(s1[0], s1[1]), _mm512_add_ps(s1[2], s1[3])), va, beta, m1);
+  (void)ldc;
+}
+
 void pack_b_avx512(const float* src, int64_t ldb, int64_t kc, float* dst) {
   for (int64_t k = 0; k < kc; ++k) {
     const float* s = src + k * ldb;
@@ -158,7 +195,7 @@ const SgemmKernel kAvx512 = {"avx512f",
                              kNr,
                              256,
                              288,
-                             {nullptr, micro_avx512<1>, micro_avx512<2>, micro_avx512<3>, micro_avx512<4>,
+                             {nullptr, micro_avx512_row, micro_avx512<2>, micro_avx512<3>, micro_avx512<4>,
                               micro_avx512<5>, micro_avx512<6>, micro_avx512<7>, micro_avx512<8>, micro_avx512<9>,
                               micro_avx512<10>, micro_avx512<11>, micro_avx512<12>},
                              pack_b_avx512,
