@@ -33,25 +33,26 @@ def _tolerance(a: np.ndarray, b: np.ndarray, k: int) -> float:
 
 
 @pytest.mark.parametrize("shape", SHAPES, ids=str)
+@pytest.mark.parametrize("trans_a", [0, 1])
 @pytest.mark.parametrize("trans_b", [0, 1])
 @pytest.mark.parametrize("threads", [1, 2])
-def test_gemm_with_constant_b(shape: tuple[int, int, int], trans_b: int, threads: int) -> None:
+def test_gemm_with_constant_b(shape: tuple[int, int, int], trans_a: int, trans_b: int, threads: int) -> None:
     m, k, n = shape
     rng = np.random.default_rng(m * 1000 + k + n)
     b = rng.standard_normal((n, k) if trans_b else (k, n)).astype(np.float32)
     c = rng.standard_normal(n).astype(np.float32)
-    x = rng.standard_normal((m, k)).astype(np.float32)
+    x = rng.standard_normal((k, m) if trans_a else (m, k)).astype(np.float32)
     alpha, beta = 0.75, 1.5
-    node = helper.make_node("Gemm", ["x", "b", "c"], ["y"], transB=trans_b, alpha=alpha, beta=beta)
-    graph = helper.make_graph([node], "gemm", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [m, k])],
+    node = helper.make_node("Gemm", ["x", "b", "c"], ["y"], transA=trans_a, transB=trans_b, alpha=alpha, beta=beta)
+    graph = helper.make_graph([node], "gemm", [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(x.shape))],
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
                               [numpy_helper.from_array(b, "b"), numpy_helper.from_array(c, "c")])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
     got = _session(model.SerializeToString(), threads).run(None, {"x": x})[0]
-    bm = b.T if trans_b else b
-    want = alpha * (x.astype(np.float64) @ bm.astype(np.float64)) + beta * c.astype(np.float64)
+    am, bm = (x.T if trans_a else x), (b.T if trans_b else b)
+    want = alpha * (am.astype(np.float64) @ bm.astype(np.float64)) + beta * c.astype(np.float64)
     assert got.shape == (m, n)
-    np.testing.assert_allclose(got, want, rtol=0, atol=_tolerance(x, bm, k))
+    np.testing.assert_allclose(got, want, rtol=0, atol=_tolerance(am, bm, k))
 
 
 @pytest.mark.parametrize("shape", SHAPES, ids=str)

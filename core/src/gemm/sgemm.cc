@@ -459,6 +459,18 @@ void gemm_driver(const SgemmKernel& kr, int64_t M, int64_t N, int64_t K, float a
   // row's A is packed for all the K steps first; each output gets the same K steps in the same order as below.
   auto one_panel_rows = [&](int64_t ic, int64_t mcb, int64_t q0, int64_t q1) {
     thread_local std::vector<float> row_scratch;
+    if (mcb == 1 && !A.packed && (!A.trans || M == 1) && kr.row_unit_a) {  // the row as it is, contiguous
+      const float* row = A.p + ic * A.ld;
+      for (int64_t q = q0; q < q1; ++q) {
+        const int64_t j = q * nr, n = std::min(nr, N - j);
+        for (int64_t pc = 0; pc < K; pc += kcs) {
+          const int64_t kc = std::min(kcs, K - pc);
+          kr.row_unit_a(kc, row + pc, b_panel(q, pc, kc, nullptr), C + ic * ldc + j, ldc, n, alpha, pc == 0 ? beta : 1.f);
+        }
+        if (epilogue) epilogue->apply(epilogue->ctx, ic, mcb, j, n, C + ic * ldc + j, ldc);
+      }
+      return;
+    }
     float* arow = A.packed ? nullptr : scratch(row_scratch, static_cast<size_t>(ceil_div(K, kcs) * kcs * mr));
     if (!A.packed)
       for (int64_t pc = 0; pc < K; pc += kcs) {

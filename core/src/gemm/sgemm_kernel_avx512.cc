@@ -116,9 +116,10 @@ void micro_avx512(int64_t kc, const float* a, const float* b, float* c, int64_t 
 // step is two multiply-adds, and one accumulator per vector would wait on the multiply-add latency at every
 // step while B streams in. Four accumulators per vector (steps k mod 4) are summed at the end as
 // (s0 + s1) + (s2 + s3).
+template <int kAStep>
 void micro_avx512_row(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, int64_t n, float alpha,
                       float beta) {
-  if (n <= 16) {
+  if (n <= 16 && kAStep == kMr) {
     micro_avx512_half<1>(kc, a, b, c, ldc, n, alpha, beta);
     return;
   }
@@ -128,24 +129,26 @@ void micro_avx512_row(int64_t kc, const float* a, const float* b, float* c, int6
   for (; k + 4 <= kc; k += 4) {
 #pragma GCC unroll 4
     for (int u = 0; u < 4; ++u) {
-      const __m512 ai = _mm512_set1_ps(a[u * kMr]);
+      const __m512 ai = _mm512_set1_ps(a[u * kAStep]);
       s0[u] = _mm512_fmadd_ps(ai, _mm512_loadu_ps(b + u * kNr), s0[u]);
       s1[u] = _mm512_fmadd_ps(ai, _mm512_loadu_ps(b + u * kNr + 16), s1[u]);
     }
-    a += 4 * kMr;
+    a += 4 * kAStep;
     b += 4 * kNr;
   }
   for (int u = 0; k < kc; ++k, ++u) {
     const __m512 ai = _mm512_set1_ps(a[0]);
     s0[u] = _mm512_fmadd_ps(ai, _mm512_loadu_ps(b), s0[u]);
     s1[u] = _mm512_fmadd_ps(ai, _mm512_loadu_ps(b + 16), s1[u]);
-    a += kMr;
+    a += kAStep;
     b += kNr;
   }
   const __m512 va = _mm512_set1_ps(alpha);
-  const __mmask16 m1 = n >= 32 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << (n - 16)) - 1u);
-  store_vec(c, _mm512_add_ps(_mm512_add_ps(s0[0], s0[1]), _mm512_add_ps(s0[2], s0[3])), va, beta, 0xFFFF);
-  store_vec(c + 16, _mm512_add_ps(_mm512_add_ps(s1[0], s1[1]), _mm512_add_ps(s1[2], s1[3])), va, beta, m1);
+  const __mmask16 m0 = n >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << n) - 1u);
+  const __mmask16 m1 =
+      n >= 32 ? static_cast<__mmask16>(0xFFFF) : n > 16 ? static_cast<__mmask16>((1u << (n - 16)) - 1u) : 0;
+  store_vec(c, _mm512_add_ps(_mm512_add_ps(s0[0], s0[1]), _mm512_add_ps(s0[2], s0[3])), va, beta, m0);
+  if (m1) store_vec(c + 16, _mm512_add_ps(_mm512_add_ps(s1[0], s1[1]), _mm512_add_ps(s1[2], s1[3])), va, beta, m1);
   (void)ldc;
 }
 
@@ -195,12 +198,13 @@ const SgemmKernel kAvx512 = {"avx512f",
                              kNr,
                              256,
                              288,
-                             {nullptr, micro_avx512_row, micro_avx512<2>, micro_avx512<3>, micro_avx512<4>,
+                             {nullptr, micro_avx512_row<kMr>, micro_avx512<2>, micro_avx512<3>, micro_avx512<4>,
                               micro_avx512<5>, micro_avx512<6>, micro_avx512<7>, micro_avx512<8>, micro_avx512<9>,
                               micro_avx512<10>, micro_avx512<11>, micro_avx512<12>},
                              pack_b_avx512,
                              pack_a_avx512,
-                             128};
+                             128,
+                             micro_avx512_row<1>};
 
 }  // namespace
 

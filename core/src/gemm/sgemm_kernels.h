@@ -39,6 +39,9 @@ struct SgemmKernel {
   // B panel is packed right before use, so a shallower, L1-resident B panel pays off);
   // 0: kc.
   int64_t kc_packed_a = 0;
+  // Optional: a tile of one row whose A values are contiguous (a[k], not a[k * mr]), for a single row
+  // against a pre-packed B (the row is used as it is, instead of a panel mr times its size).
+  SgemmMicroKernel row_unit_a = nullptr;
 };
 
 const SgemmKernel& sgemm_portable_kernel();
