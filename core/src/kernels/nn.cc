@@ -429,41 +429,6 @@ bool cpu_has_avx512_kernels() {
 #endif
 }
 
-template <class T>
-void depthwise_plane(const T* xp, const T* wp, T b0, T* yp, const nn::DepthwisePlane& d) {
-#if defined(MOSAICRT_X86_SIMD)
-  if constexpr (std::is_same<T, float>::value) {
-    if (cpu_has_avx512_kernels() && nn::depthwise3x3_avx512_applies(d)) {
-      nn::depthwise3x3_plane_avx512(xp, wp, b0, yp, d);
-      return;
-    }
-    if (cpu_has_avx2()) {
-      nn::depthwise_plane_avx2(xp, wp, b0, yp, d);
-      return;
-    }
-  }
-#endif
-  std::vector<int64_t> lo(static_cast<size_t>(d.KW)), hi(static_cast<size_t>(d.KW));
-  for (int64_t kw = 0; kw < d.KW; ++kw) nn::valid_range(d.OW, d.sw, kw * d.dw - d.pw, d.W, lo[kw], hi[kw]);
-  for (int64_t oh = 0; oh < d.OH; ++oh) {
-    T* yr = yp + oh * d.OW;
-    std::fill(yr, yr + d.OW, b0);
-    for (int64_t kh = 0; kh < d.KH; ++kh) {
-      const int64_t ih = oh * d.sh - d.ph + kh * d.dh;
-      if (ih < 0 || ih >= d.H) continue;
-      for (int64_t kw = 0; kw < d.KW; ++kw) {
-        const T wv = wp[kh * d.KW + kw];
-        const T* xr = xp + ih * d.W + (kw * d.dw - d.pw);
-        const int64_t l = lo[kw], h = hi[kw];
-        if (d.sw == 1) {
-          for (int64_t ow = l; ow < h; ++ow) yr[ow] += wv * xr[ow];
-        } else {
-          for (int64_t ow = l; ow < h; ++ow) yr[ow] += wv * xr[ow * d.sw];
-        }
-      }
-    }
-  }
-}
 
 // Fused output stage of com.microsoft FusedConv: y = act(y + z), z optional (same shape).
 struct Epilogue {
@@ -547,6 +512,47 @@ bool register_act_with_residual(const Epilogue* e) {
 bool register_act_covers(const Epilogue* e) { return register_act_with_residual(e) && !(e && e->z); }
 #endif
 
+// One plane; true when `epi` (its activation, without a residual) was applied too, by a kernel that does it
+// before its stores (the caller applies it otherwise).
+template <class T>
+bool depthwise_plane(const T* xp, const T* wp, T b0, T* yp, const nn::DepthwisePlane& d,
+                     const Epilogue* epi = nullptr) {
+#if defined(MOSAICRT_X86_SIMD)
+  if constexpr (std::is_same<T, float>::value) {
+    if (cpu_has_avx512_kernels() && nn::depthwise3x3_avx512_applies(d)) {
+      const bool with_act = epi && register_act_covers(epi);
+      nn::depthwise3x3_plane_avx512(xp, wp, b0, yp, d, with_act ? register_act(epi) : nn::RegisterAct{});
+      return with_act;
+    }
+    if (cpu_has_avx2()) {
+      nn::depthwise_plane_avx2(xp, wp, b0, yp, d);
+      return false;
+    }
+  }
+#endif
+  std::vector<int64_t> lo(static_cast<size_t>(d.KW)), hi(static_cast<size_t>(d.KW));
+  for (int64_t kw = 0; kw < d.KW; ++kw) nn::valid_range(d.OW, d.sw, kw * d.dw - d.pw, d.W, lo[kw], hi[kw]);
+  for (int64_t oh = 0; oh < d.OH; ++oh) {
+    T* yr = yp + oh * d.OW;
+    std::fill(yr, yr + d.OW, b0);
+    for (int64_t kh = 0; kh < d.KH; ++kh) {
+      const int64_t ih = oh * d.sh - d.ph + kh * d.dh;
+      if (ih < 0 || ih >= d.H) continue;
+      for (int64_t kw = 0; kw < d.KW; ++kw) {
+        const T wv = wp[kh * d.KW + kw];
+        const T* xr = xp + ih * d.W + (kw * d.dw - d.pw);
+        const int64_t l = lo[kw], h = hi[kw];
+        if (d.sw == 1) {
+          for (int64_t ow = l; ow < h; ++ow) yr[ow] += wv * xr[ow];
+        } else {
+          for (int64_t ow = l; ow < h; ++ow) yr[ow] += wv * xr[ow * d.sw];
+        }
+      }
+    }
+  }
+  return false;
+}
+
 // Output widths up to which depthwise convolutions put channels in the vector lanes (conv_depthwise_2d).
 constexpr int64_t kDepthwiseBlockedWidth = 32;
 
@@ -586,8 +592,8 @@ void conv_depthwise_2d(const ConvPlan& p, const T* x, const T* w, const T* bias,
             if (in_regs) continue;
           } else if (count == 8) {
             nn::depthwise_block8_avx2(xp, w + m * ksize, bm, yp, d);
-          } else {
-            depthwise_plane(xp, w + m * ksize, bm ? *bm : T(0), yp, d);
+          } else if (depthwise_plane(xp, w + m * ksize, bm ? *bm : T(0), yp, d, epi)) {
+            continue;
           }
           for (int64_t c = 0; c < count; ++c)
             apply_epilogue(epi, yp + c * out_size, (yp - y) + c * out_size, out_size);
@@ -600,8 +606,9 @@ void conv_depthwise_2d(const ConvPlan& p, const T* x, const T* w, const T* bias,
   pool.parallel_for(p.N * p.M, 1, [&](int64_t b, int64_t e) {
     for (int64_t plane = b; plane < e; ++plane) {
       const int64_t n = plane / p.M, m = plane % p.M, c = m / p.Mg;  // Cg == 1: one input channel per group
-      depthwise_plane(x + (n * p.C + c) * in_size, w + m * ksize, bias ? bias[m] : T(0), y + plane * out_size, d);
-      apply_epilogue(epi, y + plane * out_size, plane * out_size, out_size);
+      if (!depthwise_plane(x + (n * p.C + c) * in_size, w + m * ksize, bias ? bias[m] : T(0), y + plane * out_size, d,
+                           epi))
+        apply_epilogue(epi, y + plane * out_size, plane * out_size, out_size);
     }
   });
 }

@@ -37,7 +37,9 @@ bool depthwise3x3_avx512_applies(const DepthwisePlane& g) {
   return g.KH == 3 && g.KW == 3 && g.dh == 1 && g.dw == 1 && g.sh == g.sw && (g.sw == 1 || g.sw == 2);
 }
 
-void depthwise3x3_plane_avx512(const float* x, const float* w, float bias, float* y, const DepthwisePlane& g) {
+void depthwise3x3_plane_avx512(const float* x, const float* w, float bias, float* y, const DepthwisePlane& g,
+                               const RegisterAct& act) {
+  const __m512 vlo = _mm512_set1_ps(act.lo), vhi = _mm512_set1_ps(act.hi);
   __m512 wv[9];
   for (int i = 0; i < 9; ++i) wv[i] = _mm512_set1_ps(w[i]);
   const __m512 vb = _mm512_set1_ps(bias), zero = _mm512_setzero_ps();
@@ -75,7 +77,10 @@ void depthwise3x3_plane_avx512(const float* x, const float* w, float bias, float
         part[kh] = _mm512_fmadd_ps(wv[kh * 3 + 1], t1, part[kh]);
         part[kh] = _mm512_fmadd_ps(wv[kh * 3 + 2], t2, part[kh]);
       }
-      _mm512_mask_storeu_ps(y + oh * g.OW + ow, keep, _mm512_add_ps(_mm512_add_ps(part[0], part[1]), part[2]));
+      __m512 v = _mm512_add_ps(_mm512_add_ps(part[0], part[1]), part[2]);
+      if (act.kind == RegisterAct::kRelu) v = _mm512_max_ps(v, zero);
+      else if (act.kind == RegisterAct::kClip) v = _mm512_min_ps(vhi, _mm512_max_ps(vlo, v));
+      _mm512_mask_storeu_ps(y + oh * g.OW + ow, keep, v);
     }
   }
 }

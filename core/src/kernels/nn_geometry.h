@@ -168,7 +168,9 @@ void depthwise_plane_avx2(const float* x, const float* w, float bias, float* y, 
 // The same on AVX-512 (nn_depthwise_avx512.cc) for the windows depthwise3x3_avx512_applies accepts: 3x3,
 // stride 1 or 2 in both directions, no dilation. Reads the plane in place (no padded copy).
 bool depthwise3x3_avx512_applies(const DepthwisePlane& g);
-void depthwise3x3_plane_avx512(const float* x, const float* w, float bias, float* y, const DepthwisePlane& g);
+// `act` is applied before the stores.
+void depthwise3x3_plane_avx512(const float* x, const float* w, float bias, float* y, const DepthwisePlane& g,
+                               const RegisterAct& act);
 // The same for 8 consecutive channels at once (planes x[c * H * W], filters w[c * KH * KW], bias[c] or
 // null, outputs y[c * OH * OW]), the channels in the vector lanes: for small outputs, where a plane's rows
 // are too short for vectors along them.
