@@ -13,6 +13,12 @@ namespace {
 constexpr int kMr = 12;
 constexpr int kNr = 32;
 
+// The lanes of a 32-column tile's two vectors that hold its n columns.
+inline void column_masks(int64_t n, __mmask16& m0, __mmask16& m1) {
+  m0 = n >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << n) - 1u);
+  m1 = n >= 32 ? static_cast<__mmask16>(0xFFFF) : n > 16 ? static_cast<__mmask16>((1u << (n - 16)) - 1u) : 0;
+}
+
 inline void store_vec(float* c, __m512 acc, __m512 va, float beta, __mmask16 mask) {
   __m512 r = _mm512_mul_ps(acc, va);
   if (beta != 0.f) r = _mm512_fmadd_ps(_mm512_set1_ps(beta), _mm512_maskz_loadu_ps(mask, c), r);
@@ -102,9 +108,8 @@ void micro_avx512(int64_t kc, const float* a, const float* b, float* c, int64_t 
     b += kNr;
   }
   const __m512 va = _mm512_set1_ps(alpha);
-  const __mmask16 m0 = n >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << n) - 1u);
-  const __mmask16 m1 =
-      n >= 32 ? static_cast<__mmask16>(0xFFFF) : n > 16 ? static_cast<__mmask16>((1u << (n - 16)) - 1u) : 0;
+  __mmask16 m0, m1;
+  column_masks(n, m0, m1);
 #pragma GCC unroll 16
   for (int i = 0; i < M; ++i) {
     store_vec(c + i * ldc, acc0[i], va, beta, m0);
@@ -144,9 +149,8 @@ void micro_avx512_row(int64_t kc, const float* a, const float* b, float* c, int6
     b += kNr;
   }
   const __m512 va = _mm512_set1_ps(alpha);
-  const __mmask16 m0 = n >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << n) - 1u);
-  const __mmask16 m1 =
-      n >= 32 ? static_cast<__mmask16>(0xFFFF) : n > 16 ? static_cast<__mmask16>((1u << (n - 16)) - 1u) : 0;
+  __mmask16 m0, m1;
+  column_masks(n, m0, m1);
   store_vec(c, _mm512_add_ps(_mm512_add_ps(s0[0], s0[1]), _mm512_add_ps(s0[2], s0[3])), va, beta, m0);
   if (m1) store_vec(c + 16, _mm512_add_ps(_mm512_add_ps(s1[0], s1[1]), _mm512_add_ps(s1[2], s1[3])), va, beta, m1);
   (void)ldc;

@@ -82,19 +82,7 @@ void depthwise_block8_avx2(const float* x, const float* w, const float* bias, fl
   }
   for (; i < in_plane; ++i)
     for (int c = 0; c < 8; ++c) flat[i * 8 + c] = x[c * in_plane + i];
-  int64_t lo, hi;  // padded columns inside the input: [lo, hi)
-  valid_range(cols, 1, -g.pw, g.W, lo, hi);
-  for (int64_t r = 0; r < rows; ++r) {
-    float* d = xi + r * cols * 8;
-    const int64_t ih = r - g.ph;
-    if (ih < 0 || ih >= g.H) {
-      std::fill(d, d + cols * 8, 0.f);
-      continue;
-    }
-    std::fill(d, d + lo * 8, 0.f);
-    std::fill(d + hi * 8, d + cols * 8, 0.f);
-    if (hi > lo) std::copy(flat + (ih * g.W + lo - g.pw) * 8, flat + (ih * g.W + hi - g.pw) * 8, d + lo * 8);
-  }
+  pad_interleaved_planes(flat, 8, g, rows, cols, xi);
   const __m256 vb = bias ? _mm256_loadu_ps(bias) : _mm256_setzero_ps();
   // Output positions in flat order, 8 at a time: 8 accumulators (one position, 8 channels each), then one
   // transpose gives each channel's 8 consecutive outputs.

@@ -110,19 +110,7 @@ void depthwise_block16_avx512(const float* x, const float* w, const float* bias,
     transpose16(v);
     for (int k = 0; k < 16; ++k) _mm512_storeu_ps(flat + (i + k) * 16, v[k]);
   }
-  // Then their rows into the padded layout.
-  const int64_t lo = std::clamp<int64_t>(g.pw, 0, cols), hi = std::clamp<int64_t>(g.pw + g.W, lo, cols);
-  for (int64_t r = 0; r < rows; ++r) {
-    float* d = xi + r * cols * 16;
-    const int64_t ih = r - g.ph;
-    if (ih < 0 || ih >= g.H) {
-      std::fill(d, d + cols * 16, 0.f);
-      continue;
-    }
-    std::fill(d, d + lo * 16, 0.f);
-    std::copy(flat + (ih * g.W + lo - g.pw) * 16, flat + (ih * g.W + hi - g.pw) * 16, d + lo * 16);
-    std::fill(d + hi * 16, d + cols * 16, 0.f);
-  }
+  pad_interleaved_planes(flat, 16, g, rows, cols, xi);
   for (int64_t oh = 0, p = 0; oh < g.OH; ++oh)
     for (int64_t ow = 0; ow < g.OW; ++ow, ++p) origin[p] = (oh * g.sh * cols + ow * g.sw) * 16;
   const __m512 vb = bias ? _mm512_loadu_ps(bias) : _mm512_setzero_ps(), zero = _mm512_setzero_ps();

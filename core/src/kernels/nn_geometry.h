@@ -162,6 +162,25 @@ void positions_tile_to_planes_avx512(const float* c, int64_t ldc, int64_t m, int
 struct DepthwisePlane {
   int64_t H, W, KH, KW, OH, OW, sh, sw, dh, dw, ph, pw;
 };
+// `lanes` planes interleaved (flat[i * lanes + c] = plane c's value i, i < H * W) copied into the zero-padded
+// layout of the blocked depthwise kernels: xi[(r * cols + j) * lanes + c] holds input row r - ph, column j - pw
+// (0 outside the plane), for the `rows` x `cols` padded positions the windows reach.
+inline void pad_interleaved_planes(const float* flat, int64_t lanes, const DepthwisePlane& g, int64_t rows,
+                                   int64_t cols, float* xi) {
+  const int64_t lo = std::clamp<int64_t>(g.pw, 0, cols), hi = std::clamp<int64_t>(g.pw + g.W, lo, cols);
+  for (int64_t r = 0; r < rows; ++r) {
+    float* d = xi + r * cols * lanes;
+    const int64_t ih = r - g.ph;
+    if (ih < 0 || ih >= g.H) {
+      std::fill(d, d + cols * lanes, 0.f);
+      continue;
+    }
+    std::fill(d, d + lo * lanes, 0.f);
+    std::copy(flat + (ih * g.W + lo - g.pw) * lanes, flat + (ih * g.W + hi - g.pw) * lanes, d + lo * lanes);
+    std::fill(d + hi * lanes, d + cols * lanes, 0.f);
+  }
+}
+
 #if defined(MOSAICRT_X86_SIMD)
 // y[OH, OW] = bias + conv(x[H, W], w[KH, KW]) (nn_depthwise_avx2.cc; needs AVX2 + FMA).
 void depthwise_plane_avx2(const float* x, const float* w, float bias, float* y, const DepthwisePlane& g);
