@@ -459,30 +459,27 @@ void gemm_driver(const SgemmKernel& kr, int64_t M, int64_t N, int64_t K, float a
   // row's A is packed for all the K steps first; each output gets the same K steps in the same order as below.
   auto one_panel_rows = [&](int64_t ic, int64_t mcb, int64_t q0, int64_t q1) {
     thread_local std::vector<float> row_scratch;
-    if (mcb == 1 && !A.packed && (!A.trans || M == 1) && kr.row_unit_a) {  // the row as it is, contiguous
-      const float* row = A.p + ic * A.ld;
-      for (int64_t q = q0; q < q1; ++q) {
-        const int64_t j = q * nr, n = std::min(nr, N - j);
-        for (int64_t pc = 0; pc < K; pc += kcs) {
-          const int64_t kc = std::min(kcs, K - pc);
-          kr.row_unit_a(kc, row + pc, b_panel(q, pc, kc, nullptr), C + ic * ldc + j, ldc, n, alpha, pc == 0 ? beta : 1.f);
-        }
-        if (epilogue) epilogue->apply(epilogue->ctx, ic, mcb, j, n, C + ic * ldc + j, ldc);
-      }
-      return;
-    }
-    float* arow = A.packed ? nullptr : scratch(row_scratch, static_cast<size_t>(ceil_div(K, kcs) * kcs * mr));
-    if (!A.packed)
+    // a single row as it is where the kernel has a tile for contiguous A steps, else the row panel packed for
+    // all the K steps
+    const bool unit = mcb == 1 && !A.packed && (!A.trans || M == 1) && kr.row_unit_a;
+    const SgemmMicroKernel tile = unit ? kr.row_unit_a : kr.rows[mcb];
+    const float* arow = unit ? A.p + ic * A.ld : nullptr;
+    if (!unit && !A.packed) {
+      float* packed_row = scratch(row_scratch, static_cast<size_t>(ceil_div(K, kcs) * kcs * mr));
       for (int64_t pc = 0; pc < K; pc += kcs) {
         const int64_t kc = std::min(kcs, K - pc);
-        pack_a(kr, A.trans, A.p, A.ld, ic, mcb, pc, kc, arow + pc * mr, kc * mr, mcb);
+        pack_a(kr, A.trans, A.p, A.ld, ic, mcb, pc, kc, packed_row + pc * mr, kc * mr, mcb);
       }
+      arow = packed_row;
+    }
+    const int64_t a_step = unit ? 1 : mr;  // floats of A per K step
     for (int64_t q = q0; q < q1; ++q) {
       const int64_t j = q * nr, n = std::min(nr, N - j);
       for (int64_t pc = 0; pc < K; pc += kcs) {
         const int64_t kc = std::min(kcs, K - pc);
-        const float* ap = A.packed ? A.packed->data.data() + pc * a_panels * mr + (ic / mr) * kc * mr : arow + pc * mr;
-        kr.rows[mcb](kc, ap, b_panel(q, pc, kc, nullptr), C + ic * ldc + j, ldc, n, alpha, pc == 0 ? beta : 1.f);
+        const float* ap =
+            A.packed ? A.packed->data.data() + pc * a_panels * mr + (ic / mr) * kc * mr : arow + pc * a_step;
+        tile(kc, ap, b_panel(q, pc, kc, nullptr), C + ic * ldc + j, ldc, n, alpha, pc == 0 ? beta : 1.f);
       }
       if (epilogue) epilogue->apply(epilogue->ctx, ic, mcb, j, n, C + ic * ldc + j, ldc);
     }

@@ -167,8 +167,8 @@ void gemm_float(OpContext& ctx, bool ta, bool tb, int64_t M, int64_t N, int64_t 
     beta_eff = beta;
   }
   const int64_t lda = ta ? M : K, ldb = tb ? K : N;
-  // a constant B packed once, at batch 1 too (a classifier's single row: the packed kernel streams the weights
-  // with its prefetch, where the unpacked matrix-vector loop did not)
+  // a constant B packed once, at batch 1 too (a classifier's single row: the packed path reads the weights in
+  // one sequential stream with a vectorized tile, where the unpacked matrix-vector loop ran baseline code)
   if (ctx.input_is_constant(1) && N > 1) {
     auto packed = ctx.node_cache<PackedB>([&] { return std::make_shared<PackedB>(sgemm_pack_b(tb, K, N, B, ldb)); });
     sgemm_packed_b(ta, M, alpha, A, lda, *packed, beta_eff, Y, N, &ctx.threads());

@@ -576,7 +576,7 @@ void conv_depthwise_2d(const ConvPlan& p, const T* x, const T* w, const T* bias,
       const int64_t wide = cpu_has_avx512_kernels() ? p.M / 16 : 0, blocks = (p.M - wide * 16) / 8;
       const int64_t rest = p.M - wide * 16 - blocks * 8, items = wide + blocks + rest;
       const bool in_regs = register_act_covers(epi);
-      const nn::RegisterAct act = register_act(epi);
+      const nn::RegisterAct act = in_regs ? register_act(epi) : nn::RegisterAct{};
       pool.parallel_for(p.N * items, 1, [&](int64_t b, int64_t e) {
         for (int64_t item = b; item < e; ++item) {
           const int64_t n = item / items, k = item % items;
@@ -588,7 +588,7 @@ void conv_depthwise_2d(const ConvPlan& p, const T* x, const T* w, const T* bias,
           T* yp = y + (n * p.M + m) * out_size;
           const T* bm = bias ? bias + m : nullptr;
           if (count == 16) {
-            nn::depthwise_block16_avx512(xp, w + m * ksize, bm, yp, d, in_regs ? act : nn::RegisterAct{});
+            nn::depthwise_block16_avx512(xp, w + m * ksize, bm, yp, d, act);
             if (in_regs) continue;
           } else if (count == 8) {
             nn::depthwise_block8_avx2(xp, w + m * ksize, bm, yp, d);
@@ -746,7 +746,6 @@ struct FewPositionsStage {
   const float* bias;   // the group's biases, or nullptr
   const Epilogue* epi;
   int64_t base;        // offset of y in the output tensor (the residual's offset)
-  bool vector = false;  // the epilogue is none, Relu or Clip, with or without a residual (register_act)
 };
 
 void few_positions_stage(const void* ctx, int64_t i, int64_t m, int64_t j, int64_t n, float* c, int64_t ldc) {
@@ -754,7 +753,7 @@ void few_positions_stage(const void* ctx, int64_t i, int64_t m, int64_t j, int64
   float* __restrict y = s.y + j * s.positions + i;
 #if defined(MOSAICRT_X86_SIMD)
   // transposed in registers, the bias, residual and Relu or Clip on the way
-  if (s.vector && cpu_has_avx512_kernels()) {
+  if (register_act_with_residual(s.epi) && cpu_has_avx512_kernels()) {
     const float* z = s.epi && s.epi->z ? static_cast<const float*>(s.epi->z) + s.base + j * s.positions + i : nullptr;
     nn::positions_tile_to_planes_avx512(c, ldc, m, n, s.bias ? s.bias + j : nullptr, z, register_act(s.epi), y,
                                         s.positions);
@@ -1075,9 +1074,6 @@ void conv_run(const ConvPlan& p, const T* x, const T* w, const T* bias, T* y, Th
         }
         float* yt = conv_scratch(1, out_size * p.Mg);  // [position, channel]
         FewPositionsStage stage{yg, out_size, bias ? bias + grp * p.Mg : nullptr, epi, yg - y};
-#if defined(MOSAICRT_X86_SIMD)
-        stage.vector = register_act_with_residual(epi);
-#endif
         TileEpilogue tile;
         tile.apply = few_positions_stage;
         tile.ctx = &stage;
