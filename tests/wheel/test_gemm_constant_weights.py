@@ -1,6 +1,6 @@
 """Gemm and MatMul against constant weights (packed once per session), at one row (batch 1: the classifier of
-a CNN, a decoding step) and a few rows, over depths of one and several K steps and widths that leave partial
-column panels, checked against a float64 numpy reference at 1 and 2 threads."""
+a CNN, a decoding step) and a few rows (a few tokens), over depths of one and several K steps and widths that
+leave partial column panels, checked against a float64 numpy reference at 1 and 2 threads."""
 
 from __future__ import annotations
 
@@ -15,7 +15,13 @@ SHAPES = [
     (1, 300, 33),     # one column past a panel
     (1, 5, 17),       # depth below one unrolled step
     (1, 2048, 64),
+    (1, 256, 100),    # exactly one K step
     (2, 700, 40),
+    (3, 1030, 50),    # a few rows packed to their own height, several K steps
+    (4, 256, 24),     # one K step, a partial panel
+    (5, 40, 8),       # an edge tile of at most 8 columns
+    (7, 600, 12),     # an edge tile of at most 16 columns
+    (12, 513, 45),    # a full-height block
     (13, 257, 70),    # 12 + 1 rows: a one-row tile below a full one
 ]
 

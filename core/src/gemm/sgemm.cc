@@ -155,6 +155,19 @@ void pack_a(const SgemmKernel& kr, bool trans_a, const float* A, int64_t lda, in
   }
 }
 
+// op(A)[i0:i0+m, 0:K] -> K groups of m values (dst[k*m + i]): a block of a few rows at its own height, for the
+// kernel's rows_compact_a tiles.
+void pack_a_compact(bool trans_a, const float* A, int64_t lda, int64_t i0, int64_t m, int64_t K, float* dst) {
+  if (trans_a) {  // A is [K, M]: the m values of a step are contiguous
+    for (int64_t k = 0; k < K; ++k) std::copy_n(A + k * lda + i0, m, dst + k * m);
+    return;
+  }
+  for (int64_t i = 0; i < m; ++i) {
+    const float* row = A + (i0 + i) * lda;
+    for (int64_t k = 0; k < K; ++k) dst[k * m + i] = row[k];
+  }
+}
+
 // op(B)[k0:k0+kc, j0:j0+nc] panels q in [q0, q1) of nr columns; panel q starts at
 // dst + (q - q0)*panel_stride and holds kc groups of nr values (columns past nc are zero).
 template <int NR>
@@ -453,26 +466,32 @@ void gemm_driver(const SgemmKernel& kr, int64_t M, int64_t N, int64_t K, float a
       }
     }
   };
-  // A block of one row panel (a single row: batch 1 against constant weights) with a pre-packed B: each B
+  // A block of one row panel (batch 1 or a few tokens against constant weights) with a pre-packed B: each B
   // panel through all its K steps before the next, so that B, laid out panel by panel over the whole K, is
   // read in one sequential stream (panels inner would jump a panel's K depth between consecutive tiles). The
-  // row's A is packed for all the K steps first; each output gets the same K steps in the same order as below.
+  // rows' A is packed for all the K steps first, to the block's own height where the kernel has tiles for that
+  // (a single row of a row-major A as it is), else in an mr-high panel; each output gets the same K steps in
+  // the same order as below.
   auto one_panel_rows = [&](int64_t ic, int64_t mcb, int64_t q0, int64_t q1) {
     thread_local std::vector<float> row_scratch;
-    // a single row as it is where the kernel has a tile for contiguous A steps, else the row panel packed for
-    // all the K steps
-    const bool unit = mcb == 1 && !A.packed && (!A.trans || M == 1) && kr.row_unit_a;
-    const SgemmMicroKernel tile = unit ? kr.row_unit_a : kr.rows[mcb];
-    const float* arow = unit ? A.p + ic * A.ld : nullptr;
-    if (!unit && !A.packed) {
-      float* packed_row = scratch(row_scratch, static_cast<size_t>(ceil_div(K, kcs) * kcs * mr));
+    const SgemmMicroKernel compact = A.packed ? nullptr : kr.rows_compact_a[mcb];
+    const SgemmMicroKernel tile = compact ? compact : kr.rows[mcb];
+    const int64_t a_step = compact ? mcb : mr;  // floats of A per K step
+    const float* arow = nullptr;
+    if (compact && mcb == 1 && (!A.trans || A.ld == 1)) {
+      arow = A.p + (A.trans ? ic : ic * A.ld);
+    } else if (compact) {
+      float* packed = scratch(row_scratch, static_cast<size_t>(K * mcb));
+      pack_a_compact(A.trans, A.p, A.ld, ic, mcb, K, packed);
+      arow = packed;
+    } else if (!A.packed) {
+      float* packed = scratch(row_scratch, static_cast<size_t>(ceil_div(K, kcs) * kcs * mr));
       for (int64_t pc = 0; pc < K; pc += kcs) {
         const int64_t kc = std::min(kcs, K - pc);
-        pack_a(kr, A.trans, A.p, A.ld, ic, mcb, pc, kc, packed_row + pc * mr, kc * mr, mcb);
+        pack_a(kr, A.trans, A.p, A.ld, ic, mcb, pc, kc, packed + pc * mr, kc * mr, mcb);
       }
-      arow = packed_row;
+      arow = packed;
     }
-    const int64_t a_step = unit ? 1 : mr;  // floats of A per K step
     for (int64_t q = q0; q < q1; ++q) {
       const int64_t j = q * nr, n = std::min(nr, N - j);
       for (int64_t pc = 0; pc < K; pc += kcs) {
@@ -500,12 +519,12 @@ void gemm_driver(const SgemmKernel& kr, int64_t M, int64_t N, int64_t K, float a
       // 12+12+12+12+1, whose 1-row tile is bound by the FMA latency, not the throughput).
       const int64_t ph = panel_height(mcb, mr, A.packed != nullptr);
       const int64_t q0 = js * npanels / nsplit, q1 = (js + 1) * npanels / nsplit;
-      if (K <= kcs) {
-        single_step(ic, mcb, ph, q0, q1, abuf);
-        continue;
-      }
       if (B.packed && mcb <= ph) {
         one_panel_rows(ic, mcb, q0, q1);
+        continue;
+      }
+      if (K <= kcs) {
+        single_step(ic, mcb, ph, q0, q1, abuf);
         continue;
       }
       // The task's panels in chunks whose C block (mcb x chunk columns) stays in L2 over

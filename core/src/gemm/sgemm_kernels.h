@@ -39,9 +39,10 @@ struct SgemmKernel {
   // B panel is packed right before use, so a shallower, L1-resident B panel pays off);
   // 0: kc.
   int64_t kc_packed_a = 0;
-  // Optional: a tile of one row whose A values are contiguous (a[k], not a[k * mr]), for a single row
-  // against a pre-packed B (the row is used as it is, instead of a panel mr times its size).
-  SgemmMicroKernel row_unit_a = nullptr;
+  // Optional: tiles of m rows whose A values for one k are m floats apart (a[k * m + i], not a[k * mr + i]),
+  // for a block of a few rows against a pre-packed B: the rows are packed to their own height over the whole
+  // K, a panel that stays in L1 where an mr-high one would not, and a single row is used as it is.
+  SgemmMicroKernel rows_compact_a[kSgemmMaxMr + 1] = {};
 };
 
 const SgemmKernel& sgemm_portable_kernel();
