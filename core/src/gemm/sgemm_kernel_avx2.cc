@@ -29,7 +29,18 @@ inline void store_vec_masked(float* c, __m256 acc, __m256 va, float beta, __m256
   _mm256_maskstore_ps(c, mask, r);
 }
 
-template <int M>
+// A B vector loaded once for all the tile's rows, where GCC would fold the load into each multiply-add of a tile
+// of few rows (twice the loads per step).
+inline __m256 in_register(__m256 v) {
+#if defined(__GNUC__)
+  __asm__("" : "+x"(v));
+#endif
+  return v;
+}
+
+// kAStep: the distance between A's steps, kMr in an mr-high packed panel, M where a block of M rows is packed to
+// its own height (rows_compact_a).
+template <int M, int kAStep = kMr>
 void micro_avx2(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, int64_t n, float alpha,
                 float beta) {
   __m256 acc0[M], acc1[M];
@@ -39,15 +50,15 @@ void micro_avx2(int64_t kc, const float* a, const float* b, float* c, int64_t ld
     acc1[i] = _mm256_setzero_ps();
   }
   for (int64_t k = 0; k < kc; ++k) {
-    const __m256 b0 = _mm256_loadu_ps(b);
-    const __m256 b1 = _mm256_loadu_ps(b + 8);
+    const __m256 b0 = in_register(_mm256_loadu_ps(b));
+    const __m256 b1 = in_register(_mm256_loadu_ps(b + 8));
 #pragma GCC unroll 8
     for (int i = 0; i < M; ++i) {
       const __m256 ai = _mm256_broadcast_ss(a + i);
       acc0[i] = _mm256_fmadd_ps(ai, b0, acc0[i]);
       acc1[i] = _mm256_fmadd_ps(ai, b1, acc1[i]);
     }
-    a += kMr;
+    a += kAStep;
     b += kNr;
   }
   const __m256 va = _mm256_set1_ps(alpha);
@@ -107,7 +118,10 @@ const SgemmKernel kAvx2 = {"avx2_fma",
                            {nullptr, micro_avx2<1>, micro_avx2<2>, micro_avx2<3>, micro_avx2<4>, micro_avx2<5>,
                             micro_avx2<6>},
                            pack_b_avx2,
-                           pack_a_avx2};
+                           pack_a_avx2,
+                           0,
+                           {nullptr, micro_avx2<1, 1>, micro_avx2<2, 2>, micro_avx2<3, 3>, micro_avx2<4, 4>,
+                            micro_avx2<5, 5>, micro_avx2<6>}};
 
 }  // namespace
 
