@@ -2,6 +2,7 @@
 // Compiled with -mavx2 -mfma for x86-64 targets only; called only when the CPU has both.
 #include <immintrin.h>
 
+#include "register_pin.h"
 #include "sgemm_kernels.h"
 
 namespace mrt {
@@ -27,15 +28,6 @@ inline void store_vec_masked(float* c, __m256 acc, __m256 va, float beta, __m256
   __m256 r = _mm256_mul_ps(acc, va);
   if (beta != 0.f) r = _mm256_fmadd_ps(_mm256_set1_ps(beta), _mm256_maskload_ps(c, mask), r);
   _mm256_maskstore_ps(c, mask, r);
-}
-
-// A B vector loaded once for all the tile's rows, where GCC would fold the load into each multiply-add of a tile
-// of few rows (twice the loads per step).
-inline __m256 in_register(__m256 v) {
-#if defined(__GNUC__)
-  __asm__("" : "+x"(v));
-#endif
-  return v;
 }
 
 // kAStep: the distance between A's steps, kMr in an mr-high packed panel, M where a block of M rows is packed to

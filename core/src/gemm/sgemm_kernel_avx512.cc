@@ -3,6 +3,7 @@
 // x86-64 targets only; called only when the CPU has them.
 #include <immintrin.h>
 
+#include "register_pin.h"
 #include "sgemm_kernels.h"
 #include "transpose8_avx.h"
 
@@ -17,17 +18,6 @@ constexpr int kNr = 32;
 inline void column_masks(int64_t n, __mmask16& m0, __mmask16& m1) {
   m0 = n >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << n) - 1u);
   m1 = n >= 32 ? static_cast<__mmask16>(0xFFFF) : n > 16 ? static_cast<__mmask16>((1u << (n - 16)) - 1u) : 0;
-}
-
-// A B vector loaded once for all the tile's rows. With up to three rows GCC folds the load into each
-// multiply-add instead, and on cores whose loads are 256 bits wide every 512-bit load takes a cycle: a 2-row
-// tile then issued as slowly as a 4-row one (8 MB of weights: 2 rows 181 -> 167 us, 3 rows 236 -> 167).
-template <typename V>
-inline V in_register(V v) {
-#if defined(__GNUC__)
-  __asm__("" : "+v"(v));
-#endif
-  return v;
 }
 
 inline void store_vec(float* c, __m512 acc, __m512 va, float beta, __mmask16 mask) {
@@ -141,10 +131,6 @@ void micro_avx512(int64_t kc, const float* a, const float* b, float* c, int64_t 
 template <int kAStep>
 void micro_avx512_row(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, int64_t n, float alpha,
                       float beta) {
-  if (n <= 16 && kAStep == kMr) {
-    micro_avx512_half<1, kAStep>(kc, a, b, c, ldc, n, alpha, beta);
-    return;
-  }
   __m512 s0[4], s1[4];
   for (int u = 0; u < 4; ++u) s0[u] = s1[u] = _mm512_setzero_ps();
   int64_t k = 0;

@@ -6,7 +6,8 @@
 //   acc[i][j] = sum_k a[k*mr + i] * b[k*nr + j]      (i < m, j < n)
 //   c[i*ldc + j] = alpha * acc[i][j] + beta * c[i*ldc + j]   (beta == 0: c is not read)
 // rows[m] handles a tile of m rows (1 <= m <= mr); n (1 <= n <= nr) is a run-time argument
-// so edge tiles are written in place without overrunning C.
+// so edge tiles are written in place without overrunning C. The optional rows_compact_a[m] tiles
+// are the same with m in place of mr as the stride of a.
 #pragma once
 #include <cstdint>
 
