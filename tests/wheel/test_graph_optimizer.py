@@ -529,6 +529,8 @@ DEPTHWISE_BLOCK_CASES = [
     (10, (29, 35), (3, 3), (2, 2), (0, 1, 1, 0), (1, 1)),       # stride 2, 18 wide, asymmetric pads
     (9, (11, 10), (3, 3), (1, 1), (2, 2, 2, 2), (1, 1)),        # pads past the window: rows and columns of 0 only
     (8, (40, 47), (3, 3), (2, 2), (1, 1, 1, 1), (1, 1)),        # stride 2, 24 wide: a third vector of columns
+    (12, (21, 37), (3, 3), (2, 2), (2, 1, 0, 2), (1, 1)),       # stride 2, two top rows of padding, none below
+    (16, (6, 50), (3, 3), (1, 1), (0, 2, 3, 1), (1, 1)),        # stride 1: bottom windows reach 2 padded rows
     # on AVX-512 CPUs the narrow maps' channels go 16 at a time first, then 8, then plane by plane
     (37, (7, 7), (5, 5), (1, 1), (2, 2, 2, 2), (1, 1)),         # 16 + 16 + 5 single channels; 49 = 3 x 16 + 1
     (48, (9, 8), (3, 3), (2, 2), (1, 0, 1, 2), (2, 1)),         # 3 x 16, stride 2, dilated rows, asymmetric pads
