@@ -606,6 +606,53 @@ int fuse_gelu(Graph& g, GraphIndex& idx, std::vector<bool>& removed,
 
 }  // namespace
 
+// ---- MatMul → Add of a constant vector (→ Add of a same-shaped value): one ai.mosaicrt MatMulAdd ----
+// Every projection of an exported transformer is MatMul(x, W) + b, and its output projections add the residual
+// next. MatMulAdd(A, B, C[, Z]) takes both sums on each finished tile of the GEMM while it is in cache, in the
+// unfused graph's order ((A B + C) + Z), so the results are the same bits; the Add nodes and their passes over
+// the activations go. B must be a constant float matrix and C a constant float tensor of B's N values whose
+// broadcast cannot change the output's shape ([N], or [1, ..., 1, N] of at most the output's rank).
+int fuse_matmul_add(Graph& g, GraphIndex& idx, std::vector<bool>& removed,
+                    const std::function<Node*(const std::string&)>& single_consumer,
+                    const std::map<std::string, Shape>& shapes) {
+  int fused = 0;
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    Node& mm = g.nodes[i];
+    if (removed[i] || !mm.domain.empty() || mm.op_type != "MatMul" || mm.inputs.size() != 2 ||
+        mm.outputs.size() != 1 || mm.inputs[0].empty())
+      continue;
+    const Tensor* B = idx.constant(mm.inputs[1]);
+    if (!B || B->dtype() != DType::kFloat || B->rank() != 2) continue;
+    Node* add = single_consumer(mm.outputs[0]);
+    if (!add || !add->domain.empty() || add->op_type != "Add" || add->inputs.size() != 2 || add->outputs.size() != 1 ||
+        add->inputs[0] == add->inputs[1])
+      continue;
+    const std::string& bias = add->inputs[0] == mm.outputs[0] ? add->inputs[1] : add->inputs[0];
+    const Tensor* C = idx.constant(bias);
+    if (!C || C->dtype() != DType::kFloat || C->rank() < 1 || C->numel() != B->dim(1) || C->dim(C->rank() - 1) != B->dim(1))
+      continue;
+    if (C->rank() > 1) {  // leading 1s only, and no more of them than the output has dimensions
+      auto out = shapes.find(mm.outputs[0]);
+      const Shape& cs = C->shape();
+      if (out == shapes.end() || cs.size() > out->second.size() ||
+          !std::all_of(cs.begin(), cs.end() - 1, [](int64_t d) { return d == 1; }))
+        continue;
+    }
+    mm.inputs.push_back(bias);
+    mm.outputs[0] = add->outputs[0];
+    removed[static_cast<size_t>(add - g.nodes.data())] = true;
+    if (Node* res = single_consumer(mm.outputs[0]); res && is_residual_add(*res, mm.outputs[0], shapes)) {
+      mm.inputs.push_back(res->inputs[0] == mm.outputs[0] ? res->inputs[1] : res->inputs[0]);
+      mm.outputs[0] = res->outputs[0];
+      removed[static_cast<size_t>(res - g.nodes.data())] = true;
+    }
+    mm.domain = "ai.mosaicrt";
+    mm.op_type = "MatMulAdd";
+    ++fused;
+  }
+  return fused;
+}
+
 // ---- Pre-activation: BatchNormalization → Relu → Conv (DenseNet's layers, pre-activation ResNets) ----
 // The BN's per-channel scale and shift and the Relu move into the Conv as its input stage: an ai.mosaicrt
 // FusedConv (com.microsoft FusedConv's inputs and epilogue, plus inputs 4 and 5, a scale and a shift per input
@@ -819,10 +866,12 @@ GraphOptimizerStats optimize_graph(Model& model, int level, ThreadPool& pool) {
     stats.dynamic_matmuls_fused = fuse_dynamic_quant_matmul(g, idx, removed, single_consumer);
     stats.gelus_fused = fuse_gelu(g, idx, removed, single_consumer);
     stats.preactivations_fused = fuse_preactivation(g, idx, removed, single_consumer);
+    stats.matmul_adds_fused = fuse_matmul_add(g, idx, removed, single_consumer, shapes);
     qdq_contrib_ops = qdq_contrib_ops || stats.dynamic_matmuls_fused > 0 || stats.gelus_fused > 0;
   }
   if (stats.batchnorms_folded + stats.activations_fused + stats.residual_adds_fused + stats.affines_folded +
-          stats.qdq_groups_fused + stats.dynamic_matmuls_fused + stats.gelus_fused + stats.preactivations_fused !=
+          stats.qdq_groups_fused + stats.dynamic_matmuls_fused + stats.gelus_fused + stats.preactivations_fused +
+          stats.matmul_adds_fused !=
       0) {
     std::vector<Node> kept;
     for (size_t i = 0; i < g.nodes.size(); ++i)
@@ -832,7 +881,8 @@ GraphOptimizerStats optimize_graph(Model& model, int level, ThreadPool& pool) {
       auto it = model.opsets.find("com.microsoft");
       if (it == model.opsets.end()) model.opsets["com.microsoft"] = 1;
     }
-    if (stats.preactivations_fused && !model.opsets.count("ai.mosaicrt")) model.opsets["ai.mosaicrt"] = 1;
+    if ((stats.preactivations_fused || stats.matmul_adds_fused) && !model.opsets.count("ai.mosaicrt"))
+      model.opsets["ai.mosaicrt"] = 1;
   }
   // What stays of the quantized patterns: constant weights dequantized once, not per run.
   if (std::any_of(g.nodes.begin(), g.nodes.end(), [](const Node& n) {

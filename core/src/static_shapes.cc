@@ -86,7 +86,8 @@ bool infer(const Node& n, const std::vector<const Shape*>& in, const Lookup& con
   const std::string& op = n.op_type;
   auto have = [&](size_t i) { return i < in.size() && in[i]; };
   if ((n.domain == "com.microsoft" || n.domain == "ai.mosaicrt") && op == "FusedConv") return have(0) && have(1) && window_shape(n, *in[0], in[1], out);
-  if (!n.domain.empty() || in.empty()) return false;
+  const bool matmul = op == "MatMul" || (n.domain == "ai.mosaicrt" && op == "MatMulAdd");
+  if ((!n.domain.empty() && !matmul) || in.empty()) return false;
   if (same_shape_ops().count(op)) {
     if (!have(0)) return false;
     out = *in[0];
@@ -121,7 +122,7 @@ bool infer(const Node& n, const std::vector<const Shape*>& in, const Lookup& con
     std::fill(out.begin() + 2, out.end(), 1);
     return true;
   }
-  if (op == "MatMul") {
+  if (matmul) {
     if (!have(0) || !have(1) || in[0]->empty() || in[1]->empty()) return false;
     Shape a = *in[0], b = *in[1];
     const bool a1 = a.size() == 1, b1 = b.size() == 1;

@@ -103,7 +103,7 @@ Inferred infer_node(const Node& n, const std::vector<ValueInfo>& in) {
   const std::string& op = n.op_type;
   DType t0 = input(0).elem_type;
   if ((n.domain == "com.microsoft" && (op == "FusedConv" || op == "FusedGemm")) ||
-      (n.domain == "ai.mosaicrt" && op == "FusedConv")) {
+      (n.domain == "ai.mosaicrt" && (op == "FusedConv" || op == "MatMulAdd"))) {
     r.outs[0] = with_type(unknown(), t0);  // the graph optimizer's fused nodes keep the input type
     return r;
   }

@@ -1007,3 +1007,85 @@ def test_preactivation_stays_when_the_batchnorm_output_is_read_twice() -> None:
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 15)])
     sess = mosaicrt.InferenceSession(model.SerializeToString())
     assert "ai.mosaicrt::FusedConv" not in _ops(sess) and "BatchNormalization" in _ops(sess)
+
+
+MATMUL_ADD_CASES = [
+    # (x shape, N, bias shape, bias first in the Add, residual Add after it); the input shapes are static
+    ((5,), 7, (7,), False, False),              # 1-D x: a [7] output
+    ((3, 5), 7, (7,), True, True),
+    ((2, 4, 64), 96, (1, 96), False, True),     # batch folded into the GEMM's rows, a [1, N] bias
+    ((1, 4, 256), 1024, (1, 1, 1024), True, False),
+    ((2, 3, 300), 40, (40,), False, True),      # K over two of the GEMM's K steps: the sums on the last one only
+    ((6, 33), 1, (1,), False, True),            # N = 1: the unpacked GEMM, then the sums
+    ((130, 48), 70, (70,), True, True),         # several row blocks and a part column panel
+]
+
+
+@pytest.mark.parametrize("case", MATMUL_ADD_CASES, ids=str)
+def test_matmul_bias_and_residual_adds_become_one_node(case: tuple[Any, ...]) -> None:
+    # MatMul by a constant matrix, + a constant vector (either side of the Add), + a same-shaped value: one
+    # ai.mosaicrt MatMulAdd, whose outputs are the unfused graph's bits at 1 and 2 threads.
+    x_shape, n, bias_shape, bias_first, residual = case
+    rng = np.random.default_rng(n + len(x_shape))
+    k = x_shape[-1]
+    out_shape = [*x_shape[:-1], n]
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["mm"]),
+             helper.make_node("Add", ["b", "mm"] if bias_first else ["mm", "b"], ["biased" if residual else "y"])]
+    inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(x_shape))]
+    feed = {"x": rng.standard_normal(x_shape).astype(np.float32)}
+    if residual:
+        nodes.append(helper.make_node("Add", ["z", "biased"], ["y"]))
+        inputs.append(helper.make_tensor_value_info("z", TensorProto.FLOAT, out_shape))
+        feed["z"] = rng.standard_normal(out_shape).astype(np.float32)
+    inits = [_const("w", (rng.standard_normal((k, n)) / np.sqrt(k)).astype(np.float32)),
+             _const("b", rng.standard_normal(bias_shape).astype(np.float32))]
+    graph = helper.make_graph(nodes, "mm", inputs, [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                              inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    expected = _session(model, Level.ORT_ENABLE_BASIC).run(None, feed)[0]
+    assert list(expected.shape) == out_shape
+    np.testing.assert_allclose(expected, (feed["x"] @ numpy_helper.to_array(inits[0]) + numpy_helper.to_array(inits[1])
+                                          + feed.get("z", 0)).reshape(out_shape), rtol=1e-4, atol=1e-4)
+    for threads in (1, 2):
+        opts = mosaicrt.SessionOptions()
+        opts.intra_op_num_threads = threads
+        fused = mosaicrt.InferenceSession(model.SerializeToString(), sess_options=opts)
+        assert _ops(fused) == ["ai.mosaicrt::MatMulAdd"]
+        np.testing.assert_array_equal(fused.run(None, feed)[0], expected)
+
+
+@pytest.mark.parametrize("variant", ["bias_per_row", "bias_raises_rank", "bias_overridable", "matmul_used_twice",
+                                     "bias_not_constant"])
+def test_matmul_add_is_left_alone_where_it_would_change_the_result(variant: str) -> None:
+    # A bias that broadcasts over rows or adds dimensions, one a graph input may replace, a MatMul output read
+    # elsewhere, or a bias computed at run time: the graph keeps MatMul and Add, and its results.
+    rng = np.random.default_rng(5)
+    bias = {"bias_per_row": rng.standard_normal((3, 6)), "bias_raises_rank": rng.standard_normal((1, 1, 6))}.get(
+        variant, rng.standard_normal(6)).astype(np.float32)
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["mm"]), helper.make_node("Add", ["mm", "b"], ["y"])]
+    outputs = [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)]
+    inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 4])]
+    inits = [_const("w", rng.standard_normal((4, 6)).astype(np.float32))]
+    feed = {"x": rng.standard_normal((3, 4)).astype(np.float32)}
+    if variant == "bias_not_constant":
+        nodes.insert(0, helper.make_node("Sin", ["b_in"], ["b"]))
+        inputs.append(helper.make_tensor_value_info("b_in", TensorProto.FLOAT, [6]))
+        feed["b_in"] = bias
+    else:
+        inits.append(_const("b", bias))
+    if variant == "bias_overridable":
+        inputs.append(helper.make_tensor_value_info("b", TensorProto.FLOAT, [6]))
+    if variant == "matmul_used_twice":
+        outputs.append(helper.make_tensor_value_info("mm", TensorProto.FLOAT, None))
+    graph = helper.make_graph(nodes, "mm", inputs, outputs, inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    sess = _session(model, Level.ORT_ENABLE_ALL)
+    assert "ai.mosaicrt::MatMulAdd" not in _ops(sess) and "MatMul" in _ops(sess) and "Add" in _ops(sess)
+    got = sess.run(None, feed)
+    want = _session(model, Level.ORT_DISABLE_ALL).run(None, feed)
+    for g_, w_ in zip(got, want, strict=True):
+        np.testing.assert_allclose(g_, w_, rtol=1e-6, atol=1e-6)
+    if variant == "bias_overridable":  # the replaced bias is the one used
+        other = np.full(6, 3.0, np.float32)
+        np.testing.assert_allclose(sess.run(None, {**feed, "b": other})[0],
+                                   feed["x"] @ numpy_helper.to_array(inits[0]) + other, rtol=1e-5, atol=1e-5)

@@ -131,6 +131,62 @@ void matmul_kernel(OpContext& ctx) {
   });
 }
 
+// ai.mosaicrt MatMulAdd (the graph optimizer's MatMul → Add of a constant vector → Add of a same-shaped value):
+// Y = (MatMul(A, B) + C) + Z, B a float matrix, C its N column values broadcast along the last axis, Z optional
+// and of the output's shape. The sums are taken on each finished tile of the GEMM, in that order.
+struct BiasResidual {
+  const float* bias;  // N values
+  const float* z;     // rows x N, or null
+  int64_t n;
+};
+
+void add_bias_residual(const void* ctx, int64_t i, int64_t m, int64_t j, int64_t n, float* c, int64_t ldc) {
+  const BiasResidual& t = *static_cast<const BiasResidual*>(ctx);
+  for (int64_t r = 0; r < m; ++r) {
+    float* __restrict row = c + r * ldc;
+    const float* __restrict b = t.bias + j;
+    for (int64_t k = 0; k < n; ++k) row[k] += b[k];
+    if (t.z) {
+      const float* __restrict z = t.z + (i + r) * t.n + j;
+      for (int64_t k = 0; k < n; ++k) row[k] += z[k];
+    }
+  }
+}
+
+void matmul_add_kernel(OpContext& ctx) {
+  const Tensor& a = ctx.input(0);
+  const Tensor& b = ctx.input(1);
+  const Tensor& c = ctx.input(2);
+  const Tensor* z = ctx.optional_input(3);
+  MRT_CHECK_IMPL(a.dtype() == DType::kFloat && b.dtype() == DType::kFloat && c.dtype() == DType::kFloat &&
+                     (!z || z->dtype() == DType::kFloat),
+                 "MatMulAdd (ai.mosaicrt): float inputs only, got ", dtype_name(a.dtype()), " x ",
+                 dtype_name(b.dtype()), " + ", dtype_name(c.dtype()));
+  MRT_CHECK_ARG(b.rank() == 2, "MatMulAdd (ai.mosaicrt): B must be a matrix, got ", shape_str(b.shape()));
+  const MatMulPlan p = plan_matmul(a.shape(), b.shape());
+  MRT_CHECK_ARG(c.numel() == p.N, "MatMulAdd (ai.mosaicrt): C must hold the ", p.N, " values of a row, got ",
+                shape_str(c.shape()));
+  MRT_CHECK_ARG(!z || z->shape() == p.out_shape, "MatMulAdd (ai.mosaicrt): Z must have the output's shape ",
+                shape_str(p.out_shape), ", got ", z ? shape_str(z->shape()) : std::string());
+  Tensor& y = ctx.output(0, DType::kFloat, p.out_shape);
+  if (y.numel() == 0) return;
+  const int64_t rows = p.batch * p.M, N = p.N, K = p.K;  // B is one matrix: the batch folds into the rows
+  const float* A = a.data<float>();
+  float* Y = y.data<float>();
+  const BiasResidual sums{c.data<float>(), z ? z->data<float>() : nullptr, N};
+  if (ctx.input_is_constant(1) && N > 1) {
+    auto packed = ctx.node_cache<PackedB>(
+        [&] { return std::make_shared<PackedB>(sgemm_pack_b(false, K, N, b.data<float>(), N)); });
+    TileEpilogue tile;
+    tile.apply = add_bias_residual;
+    tile.ctx = &sums;
+    sgemm_packed_b(false, rows, 1.f, A, K, *packed, 0.f, Y, N, &ctx.threads(), &tile);
+  } else {
+    sgemm(false, false, rows, N, K, 1.f, A, K, b.data<float>(), N, 0.f, Y, N, &ctx.threads());
+    add_bias_residual(&sums, 0, rows, 0, N, Y, N);
+  }
+}
+
 // ---------------------------------------------------------------------------------------
 // Gemm: Y = alpha * op(A) * op(B) + beta * C, C unidirectionally broadcast to [M, N].
 
@@ -244,6 +300,7 @@ void register_einsum_kernel(KernelRegistry& r);  // linalg_einsum.cc
 
 void register_linalg_kernels(KernelRegistry& r) {
   r.add("MatMul", 1, matmul_kernel);
+  r.add_domain("ai.mosaicrt", "MatMulAdd", 1, matmul_add_kernel);
   r.add("Gemm", 1, gemm_kernel, gemm_check);
   register_einsum_kernel(r);
 }
