@@ -5,6 +5,7 @@
 #include "subgraph.h"
 #include "graph_optimizer.h"
 #include "session_extras.h"
+#include "static_shapes.h"
 #include "type_inference.h"
 
 #include <algorithm>
@@ -330,6 +331,17 @@ void Session::build() {
     steps_.push_back(std::move(s));
   }
 
+  if (level > kOptDisabled) {
+    const std::map<std::string, Shape> shapes = static_shapes(g, order, [&](const std::string& name) -> const Tensor* {
+      const int id = value_id(name);
+      return id >= 0 && static_cast<size_t>(id) < constants_.size() && constants_[id].valid() &&
+                     std::find(overridable_.begin(), overridable_.end(), id) == overridable_.end()
+                 ? &constants_[id]
+                 : nullptr;
+    });
+    plan_concat_placement(shapes, known);
+  }
+
   // Lifetimes: release a value after its last consumer, unless it is a graph output.
   std::vector<int> last_use(names_.size(), -1);
   for (size_t si = 0; si < steps_.size(); ++si)
@@ -344,6 +356,67 @@ void Session::build() {
 
   plan_transfers();
   alloc_ = std::make_shared<Allocator>();
+}
+
+// A Concat (CPU EP) whose output shape is static and whose inputs are contiguous slices of it (every dimension
+// before the axis is 1: a batch-1 Concat along channels, as in Inception, SqueezeNet and DenseNet) is assembled
+// in place: each input that only this Concat reads and that a CPU EP kernel produces is given its slice of the
+// Concat's buffer as its output, and the Concat copies only the other inputs. A kernel that produces another
+// shape or type than the static one gets its own buffer as before (OpContext::output), and the Concat copies it:
+// the results never depend on the placement.
+void Session::plan_concat_placement(const std::map<std::string, Shape>& shapes,
+                                    const std::map<std::string, ValueInfo>& known) {
+  std::vector<int> producer(names_.size(), -1), uses(names_.size(), 0);
+  for (size_t si = 0; si < steps_.size(); ++si) {
+    for (int id : steps_[si].outputs)
+      if (id >= 0) producer[id] = static_cast<int>(si);
+    for (int id : steps_[si].inputs)
+      if (id >= 0) ++uses[id];
+  }
+  const std::set<int> graph_outputs(output_ids_.begin(), output_ids_.end());
+  auto on_cpu = [](const Step& st) { return st.kernel && !st.plugin && !st.device; };
+  for (size_t ci = 0; ci < steps_.size(); ++ci) {
+    Step& c = steps_[ci];
+    const Node& n = *c.node;
+    if (!on_cpu(c) || !n.domain.empty() || n.op_type != "Concat" || n.outputs.size() != 1 || c.outputs[0] < 0 ||
+        n.inputs.size() < 2 || c.inputs.size() != n.inputs.size() || c.opset < 4)
+      continue;
+    auto out = shapes.find(n.outputs[0]);
+    auto info = known.find(n.outputs[0]);
+    if (out == shapes.end() || info == known.end()) continue;
+    const DType dtype = info->second.elem_type;
+    if (dtype == DType::kUndefined || dtype == DType::kString || !dtype_is_storable(dtype)) continue;
+    const Shape& shape = out->second;
+    const int64_t rank = static_cast<int64_t>(shape.size());
+    int64_t axis = n.attr_int("axis", 0);
+    if (axis < 0) axis += rank;
+    if (axis < 0 || axis >= rank || !std::all_of(shape.begin(), shape.begin() + axis, [](int64_t d) { return d == 1; }))
+      continue;
+    std::vector<std::pair<size_t, Step::Placed>> placed;  // (producer step, record)
+    size_t offset = 0;
+    bool complete = true;
+    for (size_t k = 0; k < n.inputs.size() && complete; ++k) {
+      auto in = shapes.find(n.inputs[k]);
+      if (in == shapes.end() || in->second.size() != shape.size()) {
+        complete = false;
+        break;
+      }
+      const size_t bytes = static_cast<size_t>(shape_size(in->second)) * dtype_size(dtype);
+      const int id = c.inputs[k];
+      const int p = id >= 0 ? producer[id] : -1;
+      if (p >= 0 && p < static_cast<int>(ci) && uses[id] == 1 && !graph_outputs.count(id) && !constants_[id].valid() &&
+          on_cpu(steps_[p])) {
+        const auto& outs = steps_[p].outputs;
+        const size_t index = static_cast<size_t>(std::find(outs.begin(), outs.end(), id) - outs.begin());
+        placed.push_back({static_cast<size_t>(p), {index, concat_placements_.size(), offset, in->second}});
+      }
+      offset += bytes;
+    }
+    if (!complete || placed.empty() || offset != static_cast<size_t>(shape_size(shape)) * dtype_size(dtype)) continue;
+    for (auto& [p, rec] : placed) steps_[p].placed.push_back(std::move(rec));
+    c.assembles = static_cast<int>(concat_placements_.size());
+    concat_placements_.push_back({ci, dtype, shape});
+  }
 }
 
 const KernelDef* Session::cpu_kernel(const Node& n, bool required) const {
@@ -843,6 +916,7 @@ std::vector<Tensor> Session::run(const std::vector<std::string>& input_names, co
       profile ? std::to_string(std::hash<std::thread::id>()(std::this_thread::get_id()) % 1000000) : std::string();
 
   std::vector<Tensor> outs;
+  std::vector<Tensor> assembling(concat_placements_.size());  // Concat outputs being assembled in place
   OpContext ctx;
   ctx.pool_ = pool_.get();
   ctx.alloc_ = alloc_.get();
@@ -914,6 +988,14 @@ std::vector<Tensor> Session::run(const std::vector<std::string>& input_names, co
             auto b = s.outputs[i] >= 0 ? bound.find(s.outputs[i]) : bound.end();
             if (b != bound.end()) outs[i] = *b->second;  // OpContext::output hands it out on a match
           }
+        for (const auto& p : s.placed) {  // outputs made in their slice of a later Concat's output
+          const ConcatPlacement& cp = concat_placements_[p.placement];
+          if (outs[p.output].valid() || (!bound.empty() && bound.count(steps_[cp.step].outputs[0]))) continue;
+          Tensor& whole = assembling[p.placement];
+          if (!whole.valid()) whole = Tensor(cp.dtype, cp.shape, alloc_.get());
+          outs[p.output] = Tensor::view(whole, cp.dtype, p.shape, p.byte_offset);
+        }
+        if (s.assembles >= 0 && !outs[0].valid()) outs[0] = std::move(assembling[static_cast<size_t>(s.assembles)]);
         ctx.outputs_ = &outs;
         ctx.output_names_ = &s.node->outputs;
         ctx.cache_ = s.cache.get();

@@ -101,6 +101,7 @@ class Session {
                               const std::vector<std::vector<std::string>>& outer);
   const KernelDef* cpu_kernel(const Node& n, bool required) const;
   void plan_transfers();
+  void plan_concat_placement(const std::map<std::string, Shape>& shapes, const std::map<std::string, ValueInfo>& known);
   struct Step;
   void check_partition_output(const Step& s, size_t i, DType dtype, const Shape& shape) const;
   const DeviceTensor* device_constant(PluginEp* ep, int id);
@@ -118,6 +119,15 @@ class Session {
     std::vector<int> release;  // values whose last use is this step
     std::vector<bool> constant;
     bool tensors_only = true;  // the kernel takes tensors only (no sequence or optional values)
+    // Outputs written straight into their slice of a later Concat's output (plan_concat_placement).
+    struct Placed {
+      size_t output;     // index among this step's outputs
+      size_t placement;  // index in concat_placements_
+      size_t byte_offset;
+      Shape shape;
+    };
+    std::vector<Placed> placed;
+    int assembles = -1;  // for a Concat whose inputs are placed: its index in concat_placements_
     std::unique_ptr<OpContext::Cache> cache;
   };
 
@@ -127,6 +137,13 @@ class Session {
   std::vector<ValueInfo> inputs_, outputs_;
   std::map<std::string, int> ids_;
   std::vector<std::string> names_;
+  // Concat outputs assembled in place: the buffer is made when the first producer of a placed input runs.
+  struct ConcatPlacement {
+    size_t step;  // the Concat's step
+    DType dtype;
+    Shape shape;
+  };
+  std::vector<ConcatPlacement> concat_placements_;
   std::vector<Tensor> constants_;            // by value id; invalid when not constant
   std::vector<int> input_ids_, output_ids_;  // graph inputs (feedable) and outputs
   std::vector<int> overridable_;             // initializers that are also graph inputs

@@ -195,6 +195,19 @@ Tensor Tensor::reshaped(const Tensor& src, Shape shape) {
   return t;
 }
 
+Tensor Tensor::view(const Tensor& src, DType dtype, Shape shape, size_t byte_offset) {
+  Tensor t;
+  t.dtype_ = dtype;
+  t.numel_ = shape_size(shape);
+  t.shape_ = std::move(shape);
+  if (!src.is_tensor() || dtype == DType::kString || src.dtype() == DType::kString ||
+      byte_offset > src.nbytes() || t.nbytes() > src.nbytes() - byte_offset)
+    fail(MRT_INTERNAL, "a view of ", t.nbytes(), " bytes at byte ", byte_offset, " does not fit in ", src.describe());
+  t.buffer_ = src.buffer_;
+  t.offset_ = src.offset_ + byte_offset;
+  return t;
+}
+
 Tensor Tensor::clone(Allocator* alloc) const {
   if (!is_tensor()) return *this;  // sequences and none are immutable
   Tensor t(dtype_, shape_, alloc);

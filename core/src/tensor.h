@@ -77,6 +77,9 @@ class Tensor {
   static Tensor borrow(DType dtype, Shape shape, void* data);
   // A view of `src` with another shape and the same number of elements.
   static Tensor reshaped(const Tensor& src, Shape shape);
+  // A tensor of `dtype` and `shape` in src's storage from byte `byte_offset` on (sharing, and keeping alive,
+  // src's buffer); throws unless it fits inside src.
+  static Tensor view(const Tensor& src, DType dtype, Shape shape, size_t byte_offset);
   // Deep copy (a string tensor's copy has its own store with copies of the strings).
   Tensor clone(Allocator* alloc = nullptr) const;
   // An ONNX sequence of tensors of `elem_type` (kUndefined when not known); items are not copied.

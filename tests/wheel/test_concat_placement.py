@@ -1,0 +1,162 @@
+"""Concat assembled in place: the producers of a batch-1 Concat's inputs write into their slices of its output.
+
+The session gives each input that only the Concat reads, and that a CPU EP kernel makes, its slice of the
+Concat's buffer as its output; every other input is copied as before. Each model here is run with the
+optimizations (and so the placement) on and off: the outputs must be the same bits, at 1 and 2 threads and over
+repeated runs (the buffers are reused), whichever inputs qualify.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import mosaicrt
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+Level = mosaicrt.GraphOptimizationLevel
+
+
+def _session(model: onnx.ModelProto, level: Any = Level.ORT_ENABLE_ALL, threads: int = 1) -> Any:
+    opts = mosaicrt.SessionOptions()
+    opts.graph_optimization_level = level
+    opts.intra_op_num_threads = threads
+    return mosaicrt.InferenceSession(model.SerializeToString(), sess_options=opts)
+
+
+def _const(name: str, value: np.ndarray[Any, Any]) -> onnx.TensorProto:
+    return numpy_helper.from_array(value, name)
+
+
+def _conv(rng: np.random.Generator, name: str, x: str, c: int, m: int, k: int,  # noqa: PLR0917
+          out: str) -> tuple[Any, list[Any]]:
+    w = (rng.standard_normal((m, c, k, k)) / np.sqrt(c * k * k)).astype(np.float32)
+    b = rng.standard_normal(m).astype(np.float32)
+    node = helper.make_node("Conv", [x, f"{name}_w", f"{name}_b"], [out], pads=[k // 2] * 4, name=name)
+    return node, [_const(f"{name}_w", w), _const(f"{name}_b", b)]
+
+
+def _check(model: onnx.ModelProto, feed: dict[str, np.ndarray[Any, Any]]) -> None:
+    expected = _session(model, Level.ORT_DISABLE_ALL).run(None, feed)
+    for threads in (1, 2):
+        sess = _session(model, threads=threads)
+        for _ in range(3):
+            got = sess.run(None, feed)
+            assert len(got) == len(expected)
+            for g, e in zip(got, expected, strict=True):
+                assert g.dtype == e.dtype and g.shape == e.shape
+                np.testing.assert_array_equal(g, e)
+
+
+def test_inception_block_branches_are_written_into_the_concat() -> None:
+    # Four branches (1x1, 1x1 -> 3x3 with Relu, pooling -> 1x1, a max pool) concatenated along channels, then
+    # a Relu; and the same Concat's output as a graph output, returned to the caller.
+    rng = np.random.default_rng(0)
+    nodes, inits = [], []
+    for node, ws in (_conv(rng, "a", "x", 8, 6, 1, "a"), _conv(rng, "b1", "x", 8, 4, 1, "b1"),
+                     _conv(rng, "b2", "b1r", 4, 5, 3, "b2"), _conv(rng, "c", "cp", 8, 3, 1, "c")):
+        nodes.append(node)
+        inits += ws
+    nodes += [helper.make_node("Relu", ["b1"], ["b1r"]),
+              helper.make_node("AveragePool", ["x"], ["cp"], kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+              helper.make_node("MaxPool", ["x"], ["d"], kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+              helper.make_node("Concat", ["a", "b2", "c", "d"], ["cat"], axis=1),
+              helper.make_node("Relu", ["cat"], ["y"])]
+    graph = helper.make_graph(nodes, "inception",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, 9, 11])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None),
+                               helper.make_tensor_value_info("cat", TensorProto.FLOAT, None)], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    feed = {"x": rng.standard_normal((1, 8, 9, 11)).astype(np.float32)}
+    _check(model, feed)
+    cat = _session(model).run(None, feed)[1]
+    assert cat.shape == (1, 22, 9, 11)
+    cat[...] = 0  # the caller owns what it gets: the next run is unaffected
+    _check(model, feed)
+
+
+def test_inputs_that_cannot_be_placed_are_copied() -> None:
+    # With a negative axis: a graph input, a constant, a value that is also a graph output, one read by another
+    # node too, one an Identity forwards (its producer hands on another tensor), the same value twice, and one
+    # conv output that can be placed.
+    rng = np.random.default_rng(1)
+    nodes, inits = [], []
+    for node, ws in (_conv(rng, "p", "x", 3, 4, 3, "p"), _conv(rng, "q", "x", 3, 2, 1, "q"),
+                     _conv(rng, "r", "x", 3, 5, 1, "r"), _conv(rng, "s", "x", 3, 3, 3, "s")):
+        nodes.append(node)
+        inits += ws
+    inits.append(_const("k", rng.standard_normal((1, 2, 6, 7)).astype(np.float32)))
+    nodes += [helper.make_node("Identity", ["s"], ["s_id"]),
+              helper.make_node("Neg", ["r"], ["r_neg"]),
+              helper.make_node("Concat", ["p", "x", "k", "q", "r", "s_id", "p"], ["y"], axis=-3)]
+    graph = helper.make_graph(nodes, "mixed", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 6, 7])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None),
+                               helper.make_tensor_value_info("q", TensorProto.FLOAT, None),
+                               helper.make_tensor_value_info("r_neg", TensorProto.FLOAT, None)], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    _check(model, {"x": rng.standard_normal((1, 3, 6, 7)).astype(np.float32)})
+
+
+@pytest.mark.parametrize("case", ["batch_2", "inner_axis", "last_axis", "int32", "dynamic_batch"])
+def test_concat_layouts(case: str) -> None:
+    # Batch 2 and an inner axis with a leading dimension above 1 (the inputs are not contiguous slices: copied),
+    # the last axis of [1, 1, n] MatMul outputs and int32 values (placed), a batch left symbolic (no static
+    # shape: copied).
+    rng = np.random.default_rng(2)
+    shape: list[Any] = [2, 3, 5, 4] if case == "batch_2" else [1, 3, 5, 4]
+    axis = {"inner_axis": 2, "last_axis": 2}.get(case, 1)
+    nodes, inits = [], []
+    if case == "last_axis":
+        shape = [1, 1, 6]
+        inits = [_const("w1", rng.standard_normal((6, 7)).astype(np.float32)),
+                 _const("w2", rng.standard_normal((6, 5)).astype(np.float32))]
+        nodes = [helper.make_node("MatMul", ["x", "w1"], ["u"]), helper.make_node("MatMul", ["x", "w2"], ["v"])]
+    else:
+        for node, ws in (_conv(rng, "u", "x", 3, 2, 3, "u"), _conv(rng, "v", "x", 3, 3, 1, "v")):
+            nodes.append(node)
+            inits += ws
+    elem = TensorProto.FLOAT
+    cat_inputs = ["u", "v"]
+    if case == "int32":
+        nodes += [helper.make_node("Cast", ["u"], ["ui"], to=TensorProto.INT32),
+                  helper.make_node("Cast", ["v"], ["vi"], to=TensorProto.INT32)]
+        cat_inputs, elem = ["ui", "vi"], TensorProto.INT32
+    if case == "inner_axis":  # u [1, 2, 5, 4] and -u along the rows
+        cat_inputs = ["u", "u2"]
+        nodes.append(helper.make_node("Neg", ["u"], ["u2"]))
+        nodes.append(helper.make_node("Relu", ["v"], ["v_out"]))
+    nodes.append(helper.make_node("Concat", cat_inputs, ["y"], axis=axis))
+    declared = ["N", *shape[1:]] if case == "dynamic_batch" else shape
+    outputs = [helper.make_tensor_value_info("y", elem, None)]
+    if case == "inner_axis":
+        outputs.append(helper.make_tensor_value_info("v_out", TensorProto.FLOAT, None))
+    graph = helper.make_graph(nodes, "layouts", [helper.make_tensor_value_info("x", TensorProto.FLOAT, declared)],
+                              outputs, inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    x = (rng.standard_normal(shape) * 4).astype(np.float32)
+    _check(model, {"x": x})
+
+
+def test_bound_concat_output_receives_the_result() -> None:
+    # IOBinding: the Concat's output goes to the caller's buffer, its inputs' producers write their own.
+    rng = np.random.default_rng(3)
+    nodes, inits = [], []
+    for node, ws in (_conv(rng, "a", "x", 4, 3, 3, "a"), _conv(rng, "b", "x", 4, 5, 1, "b")):
+        nodes.append(node)
+        inits += ws
+    nodes.append(helper.make_node("Concat", ["a", "b"], ["y"], axis=1))
+    graph = helper.make_graph(nodes, "bound", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 6, 6])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    x = rng.standard_normal((1, 4, 6, 6)).astype(np.float32)
+    expected = _session(model, Level.ORT_DISABLE_ALL).run(None, {"x": x})[0]
+    sess = _session(model)
+    out = np.full((1, 8, 6, 6), np.nan, np.float32)
+    binding = sess.io_binding()
+    binding.bind_cpu_input("x", x)
+    binding.bind_output("y", "cpu", 0, np.float32, list(out.shape), out.ctypes.data)
+    for _ in range(2):
+        sess.run_with_iobinding(binding)
+        np.testing.assert_array_equal(out, expected)
