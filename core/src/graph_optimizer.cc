@@ -1,6 +1,7 @@
 #include "graph_optimizer.h"
 
 #include "static_shapes.h"
+#include "subgraph.h"
 
 #include <algorithm>
 #include <cmath>
@@ -30,6 +31,7 @@ struct GraphIndex {
       for (const auto& i : n.inputs)
         if (!i.empty()) ++uses[i];
       for (const auto& o : n.outputs) names.insert(o);
+      for (const auto& name : outer_scope_names(n)) uses[name] += 1000;  // read by a subgraph: kept as well
     }
     for (const auto& o : g.outputs) uses[o.name] += 1000;  // never fuse away a graph output
   }
@@ -606,15 +608,36 @@ int fuse_gelu(Graph& g, GraphIndex& idx, std::vector<bool>& removed,
 
 }  // namespace
 
-// ---- MatMul → Add of a constant vector (→ Add of a same-shaped value): one ai.mosaicrt MatMulAdd ----
-// Every projection of an exported transformer is MatMul(x, W) + b, and its output projections add the residual
-// next. MatMulAdd(A, B, C[, Z]) takes both sums on each finished tile of the GEMM while it is in cache, in the
-// unfused graph's order ((A B + C) + Z), so the results are the same bits; the Add nodes and their passes over
-// the activations go. B must be a constant float matrix and C a constant float tensor of B's N values whose
+// ---- MatMul → Add of a constant vector (→ Gelu) (→ Add of a same-shaped value): one ai.mosaicrt MatMulAdd ----
+// Every projection of an exported transformer is MatMul(x, W) + b, its feed-forward layer's first one is followed
+// by Gelu (written out: fused as com.microsoft Gelu before this) and its output projections add the residual.
+// MatMulAdd(A, B, C[, Z]) with activation "Gelu" or none takes the sum, the Gelu and the residual sum on each
+// finished tile of the GEMM while it is in cache, in the unfused graph's order, with the same arithmetic; the
+// nodes and their passes over the activations go. B must be a constant float matrix and C a constant float tensor of B's N values whose
 // broadcast cannot change the output's shape ([N], or [1, ..., 1, N] of at most the output's rank).
-int fuse_matmul_add(Graph& g, GraphIndex& idx, std::vector<bool>& removed,
-                    const std::function<Node*(const std::string&)>& single_consumer,
-                    const std::map<std::string, Shape>& shapes) {
+int fuse_matmul_add(Graph& g, GraphIndex& idx, std::vector<bool>& removed, const std::map<std::string, Shape>& shapes) {
+  // The one node that reads a value, counted on the graph as the earlier rewrites left it (a Gelu they made
+  // reads what the pattern's first node read); none for a graph output or a value a subgraph reads.
+  std::map<std::string, std::vector<size_t>> readers;
+  std::set<std::string> kept;
+  for (const auto& o : g.outputs) kept.insert(o.name);
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    if (removed[i]) continue;
+    for (const auto& in : g.nodes[i].inputs)
+      if (!in.empty()) readers[in].push_back(i);
+    for (const auto& name : outer_scope_names(g.nodes[i])) kept.insert(name);
+  }
+  auto single_consumer = [&](const std::string& value) -> Node* {
+    auto it = readers.find(value);
+    if (kept.count(value) || it == readers.end()) return nullptr;
+    Node* only = nullptr;
+    for (size_t k : it->second) {
+      if (removed[k]) continue;
+      if (only) return nullptr;
+      only = &g.nodes[k];
+    }
+    return only;
+  };
   int fused = 0;
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     Node& mm = g.nodes[i];
@@ -641,6 +664,16 @@ int fuse_matmul_add(Graph& g, GraphIndex& idx, std::vector<bool>& removed,
     mm.inputs.push_back(bias);
     mm.outputs[0] = add->outputs[0];
     removed[static_cast<size_t>(add - g.nodes.data())] = true;
+    if (Node* act = single_consumer(mm.outputs[0]); act && act->domain == "com.microsoft" && act->op_type == "Gelu" &&
+                                                     act->inputs.size() == 1 && act->outputs.size() == 1) {
+      Attribute a;
+      a.name = "activation";
+      a.type = AttrType::kString;
+      a.s = "Gelu";
+      mm.attributes.push_back(a);
+      mm.outputs[0] = act->outputs[0];
+      removed[static_cast<size_t>(act - g.nodes.data())] = true;
+    }
     if (Node* res = single_consumer(mm.outputs[0]); res && is_residual_add(*res, mm.outputs[0], shapes)) {
       mm.inputs.push_back(res->inputs[0] == mm.outputs[0] ? res->inputs[1] : res->inputs[0]);
       mm.outputs[0] = res->outputs[0];
@@ -866,7 +899,7 @@ GraphOptimizerStats optimize_graph(Model& model, int level, ThreadPool& pool) {
     stats.dynamic_matmuls_fused = fuse_dynamic_quant_matmul(g, idx, removed, single_consumer);
     stats.gelus_fused = fuse_gelu(g, idx, removed, single_consumer);
     stats.preactivations_fused = fuse_preactivation(g, idx, removed, single_consumer);
-    stats.matmul_adds_fused = fuse_matmul_add(g, idx, removed, single_consumer, shapes);
+    stats.matmul_adds_fused = fuse_matmul_add(g, idx, removed, shapes);
     qdq_contrib_ops = qdq_contrib_ops || stats.dynamic_matmuls_fused > 0 || stats.gelus_fused > 0;
   }
   if (stats.batchnorms_folded + stats.activations_fused + stats.residual_adds_fused + stats.affines_folded +

@@ -86,6 +86,11 @@ bool infer(const Node& n, const std::vector<const Shape*>& in, const Lookup& con
   const std::string& op = n.op_type;
   auto have = [&](size_t i) { return i < in.size() && in[i]; };
   if ((n.domain == "com.microsoft" || n.domain == "ai.mosaicrt") && op == "FusedConv") return have(0) && have(1) && window_shape(n, *in[0], in[1], out);
+  if (n.domain == "com.microsoft" && (op == "Gelu" || op == "BiasGelu" || op == "FastGelu")) {
+    if (!have(0)) return false;  // the bias, if any, spans the last axis
+    out = *in[0];
+    return true;
+  }
   const bool matmul = op == "MatMul" || (n.domain == "ai.mosaicrt" && op == "MatMulAdd");
   if ((!n.domain.empty() && !matmul) || in.empty()) return false;
   if (same_shape_ops().count(op)) {

@@ -4,6 +4,7 @@
 // bias + LayerNorm / RMSNorm over the last axis, with the optional mean, inverse std and
 // sum outputs), SimplifiedLayerNormalization (RMSNorm), EmbedLayerNormalization and FusedMatMul (alpha, transA, transB; the batch
 // transposes are refused).
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -15,6 +16,30 @@ namespace mrt {
 namespace {
 
 enum class GeluKind { kErf, kBiasErf, kTanh };
+
+}  // namespace
+
+void gelu_erf_float(const float* x, float* y, int64_t n) {
+#if defined(MOSAICRT_X86_SIMD)
+  if (fastmath::cpu_has_avx2_fma()) {  // on the vectorized erf, a block at a time
+    constexpr int64_t kBlock = 1024;
+    float t[kBlock];
+    for (int64_t b = 0; b < n; b += kBlock) {
+      const int64_t m = std::min(kBlock, n - b);
+      for (int64_t i = 0; i < m; ++i) t[i] = x[b + i] * 0.70710678118654752f;
+      fastmath::erf_avx2(t, t, m);
+      for (int64_t i = 0; i < m; ++i) y[b + i] = 0.5f * x[b + i] * (1.f + t[i]);
+    }
+    return;
+  }
+#endif
+  for (int64_t i = 0; i < n; ++i) {
+    const float v = x[i];
+    y[i] = 0.5f * v * (1.f + std::erf(v * 0.70710678118654752f));
+  }
+}
+
+namespace {
 
 template <GeluKind kind>
 void gelu_kernel(OpContext& ctx) {
@@ -29,24 +54,12 @@ void gelu_kernel(OpContext& ctx) {
                   X.describe());
   }
   Tensor& Y = ctx.output(0, X.dtype(), X.shape());
-#if defined(MOSAICRT_X86_SIMD)
-  if (kind == GeluKind::kErf && X.dtype() == DType::kFloat && fastmath::cpu_has_avx2_fma()) {
-    // float on the vectorized erf: y = 0.5 * x * (1 + erf(x / sqrt 2)), a block at a time
+  if (kind == GeluKind::kErf && X.dtype() == DType::kFloat) {
     const float* x = X.data<float>();
     float* y = Y.data<float>();
-    ctx.threads().parallel_for(X.numel(), 4096, [&](int64_t s, int64_t e) {
-      constexpr int64_t kBlock = 1024;
-      float t[kBlock];
-      for (int64_t b = s; b < e; b += kBlock) {
-        const int64_t n = std::min(kBlock, e - b);
-        for (int64_t i = 0; i < n; ++i) t[i] = x[b + i] * 0.70710678118654752f;
-        fastmath::erf_avx2(t, t, n);
-        for (int64_t i = 0; i < n; ++i) y[b + i] = 0.5f * x[b + i] * (1.f + t[i]);
-      }
-    });
+    ctx.threads().parallel_for(X.numel(), 4096, [&](int64_t s, int64_t e) { gelu_erf_float(x + s, y + s, e - s); });
     return;
   }
-#endif
   MRT_NORM_DISPATCH(X.dtype(), ctx.node().op_type.c_str(), {
     using C = norm::Acc<T>;
     const T* x = X.data<T>();

@@ -107,4 +107,9 @@ void erf_avx2(const float* x, float* y, int64_t n);
 #endif
 
 }  // namespace fastmath
+
+// com.microsoft Gelu (erf form) on float values, y = 0.5 x (1 + erf(x / sqrt 2)), as its kernel computes it
+// (contrib_transformer.cc); y may be x. For fusions that apply it to a kernel's output in pieces.
+void gelu_erf_float(const float* x, float* y, int64_t n);
+
 }  // namespace mrt

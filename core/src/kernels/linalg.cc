@@ -10,6 +10,7 @@
 #include "../resource_limits.h"
 #include "../gemm/sgemm.h"
 #include "../kernel.h"
+#include "elementwise_math.h"
 #include "linalg_util.h"
 
 namespace mrt {
@@ -131,13 +132,15 @@ void matmul_kernel(OpContext& ctx) {
   });
 }
 
-// ai.mosaicrt MatMulAdd (the graph optimizer's MatMul → Add of a constant vector → Add of a same-shaped value):
-// Y = (MatMul(A, B) + C) + Z, B a float matrix, C its N column values broadcast along the last axis, Z optional
-// and of the output's shape. The sums are taken on each finished tile of the GEMM, in that order.
+// ai.mosaicrt MatMulAdd (the graph optimizer's MatMul → Add of a constant vector (→ Gelu) (→ Add of a same-shaped
+// value)): Y = act(MatMul(A, B) + C) + Z, B a float matrix, C its N column values broadcast along the last axis,
+// act com.microsoft Gelu (attribute activation = "Gelu") or none, Z optional and of the output's shape. Applied
+// on each finished tile of the GEMM, in that order.
 struct BiasResidual {
   const float* bias;  // N values
   const float* z;     // rows x N, or null
   int64_t n;
+  bool gelu;          // com.microsoft Gelu after the bias
 };
 
 void add_bias_residual(const void* ctx, int64_t i, int64_t m, int64_t j, int64_t n, float* c, int64_t ldc) {
@@ -146,6 +149,7 @@ void add_bias_residual(const void* ctx, int64_t i, int64_t m, int64_t j, int64_t
     float* __restrict row = c + r * ldc;
     const float* __restrict b = t.bias + j;
     for (int64_t k = 0; k < n; ++k) row[k] += b[k];
+    if (t.gelu) gelu_erf_float(row, row, n);
     if (t.z) {
       const float* __restrict z = t.z + (i + r) * t.n + j;
       for (int64_t k = 0; k < n; ++k) row[k] += z[k];
@@ -173,7 +177,10 @@ void matmul_add_kernel(OpContext& ctx) {
   const int64_t rows = p.batch * p.M, N = p.N, K = p.K;  // B is one matrix: the batch folds into the rows
   const float* A = a.data<float>();
   float* Y = y.data<float>();
-  const BiasResidual sums{c.data<float>(), z ? z->data<float>() : nullptr, N};
+  const std::string activation = ctx.node().attr_string("activation", "");
+  MRT_CHECK_IMPL(activation.empty() || activation == "Gelu", "MatMulAdd (ai.mosaicrt): activation '", activation,
+                 "' is not supported (Gelu or none)");
+  const BiasResidual sums{c.data<float>(), z ? z->data<float>() : nullptr, N, activation == "Gelu"};
   if (ctx.input_is_constant(1) && N > 1) {
     auto packed = ctx.node_cache<PackedB>(
         [&] { return std::make_shared<PackedB>(sgemm_pack_b(false, K, N, b.data<float>(), N)); });
