@@ -17,6 +17,7 @@ namespace {
 
 struct GraphIndex {
   std::map<std::string, int> uses;  // consumer count, graph outputs included
+  std::map<std::string, size_t> consumer;  // a node reading the value: its only one where uses is 1
   std::map<std::string, std::shared_ptr<Tensor>> constants;  // initializers no graph input overrides
   std::set<std::string> names;
 
@@ -27,9 +28,13 @@ struct GraphIndex {
       names.insert(name);
       if (!overridable.count(name)) constants[name] = t;
     }
-    for (const auto& n : g.nodes) {
+    for (size_t k = 0; k < g.nodes.size(); ++k) {
+      const Node& n = g.nodes[k];
       for (const auto& i : n.inputs)
-        if (!i.empty()) ++uses[i];
+        if (!i.empty()) {
+          ++uses[i];
+          consumer[i] = k;
+        }
       for (const auto& o : n.outputs) names.insert(o);
       for (const auto& name : outer_scope_names(n)) uses[name] += 1000;  // read by a subgraph: kept as well
     }
@@ -598,6 +603,8 @@ int fuse_gelu(Graph& g, GraphIndex& idx, std::vector<bool>& removed,
     erf.domain = "com.microsoft";
     erf.op_type = "Gelu";
     erf.inputs = {x};
+    --idx.uses[x];  // read by the scale and by one Mul of the chain before, by the Gelu alone now
+    idx.consumer[x] = i;
     erf.outputs = {out};
     for (Node* n : {&scale, add, m1, half, last})
       if (n && n != &erf) removed[n - g.nodes.data()] = true;
@@ -613,31 +620,12 @@ int fuse_gelu(Graph& g, GraphIndex& idx, std::vector<bool>& removed,
 // by Gelu (written out: fused as com.microsoft Gelu before this) and its output projections add the residual.
 // MatMulAdd(A, B, C[, Z]) with activation "Gelu" or none takes the sum, the Gelu and the residual sum on each
 // finished tile of the GEMM while it is in cache, in the unfused graph's order, with the same arithmetic; the
-// nodes and their passes over the activations go. B must be a constant float matrix and C a constant float tensor of B's N values whose
-// broadcast cannot change the output's shape ([N], or [1, ..., 1, N] of at most the output's rank).
-int fuse_matmul_add(Graph& g, GraphIndex& idx, std::vector<bool>& removed, const std::map<std::string, Shape>& shapes) {
-  // The one node that reads a value, counted on the graph as the earlier rewrites left it (a Gelu they made
-  // reads what the pattern's first node read); none for a graph output or a value a subgraph reads.
-  std::map<std::string, std::vector<size_t>> readers;
-  std::set<std::string> kept;
-  for (const auto& o : g.outputs) kept.insert(o.name);
-  for (size_t i = 0; i < g.nodes.size(); ++i) {
-    if (removed[i]) continue;
-    for (const auto& in : g.nodes[i].inputs)
-      if (!in.empty()) readers[in].push_back(i);
-    for (const auto& name : outer_scope_names(g.nodes[i])) kept.insert(name);
-  }
-  auto single_consumer = [&](const std::string& value) -> Node* {
-    auto it = readers.find(value);
-    if (kept.count(value) || it == readers.end()) return nullptr;
-    Node* only = nullptr;
-    for (size_t k : it->second) {
-      if (removed[k]) continue;
-      if (only) return nullptr;
-      only = &g.nodes[k];
-    }
-    return only;
-  };
+// nodes and their passes over the activations go. B must be a constant float matrix and C a constant float
+// tensor of B's N values whose broadcast cannot change the output's shape ([N], or [1, ..., 1, N] of at most the
+// output's rank).
+int fuse_matmul_add(Graph& g, GraphIndex& idx, std::vector<bool>& removed,
+                    const std::function<Node*(const std::string&)>& single_consumer,
+                    const std::map<std::string, Shape>& shapes) {
   int fused = 0;
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     Node& mm = g.nodes[i];
@@ -674,8 +662,10 @@ int fuse_matmul_add(Graph& g, GraphIndex& idx, std::vector<bool>& removed, const
       mm.outputs[0] = act->outputs[0];
       removed[static_cast<size_t>(act - g.nodes.data())] = true;
     }
+    idx.consumer[bias] = i;
     if (Node* res = single_consumer(mm.outputs[0]); res && is_residual_add(*res, mm.outputs[0], shapes)) {
       mm.inputs.push_back(res->inputs[0] == mm.outputs[0] ? res->inputs[1] : res->inputs[0]);
+      idx.consumer[mm.inputs.back()] = i;
       mm.outputs[0] = res->outputs[0];
       removed[static_cast<size_t>(res - g.nodes.data())] = true;
     }
@@ -817,15 +807,11 @@ GraphOptimizerStats optimize_graph(Model& model, int level, ThreadPool& pool) {
   // Static shapes, for the rewrites that need ranks or equal shapes.
   const std::map<std::string, Shape> shapes =
       static_shapes(g, topological_order(g), [&](const std::string& name) { return idx.constant(name); });
-  std::map<std::string, size_t> consumer;  // meaningful for values with exactly one use
-  for (size_t i = 0; i < g.nodes.size(); ++i)
-    for (const auto& in : g.nodes[i].inputs)
-      if (!in.empty()) consumer[in] = i;
   std::vector<bool> removed(g.nodes.size(), false);
   auto single_consumer = [&](const std::string& value) -> Node* {
     auto u = idx.uses.find(value);
-    auto c = consumer.find(value);
-    if (u == idx.uses.end() || u->second != 1 || c == consumer.end() || removed[c->second]) return nullptr;
+    auto c = idx.consumer.find(value);
+    if (u == idx.uses.end() || u->second != 1 || c == idx.consumer.end() || removed[c->second]) return nullptr;
     return &g.nodes[c->second];
   };
   for (size_t i = 0; i < g.nodes.size(); ++i) {
@@ -899,7 +885,7 @@ GraphOptimizerStats optimize_graph(Model& model, int level, ThreadPool& pool) {
     stats.dynamic_matmuls_fused = fuse_dynamic_quant_matmul(g, idx, removed, single_consumer);
     stats.gelus_fused = fuse_gelu(g, idx, removed, single_consumer);
     stats.preactivations_fused = fuse_preactivation(g, idx, removed, single_consumer);
-    stats.matmul_adds_fused = fuse_matmul_add(g, idx, removed, shapes);
+    stats.matmul_adds_fused = fuse_matmul_add(g, idx, removed, single_consumer, shapes);
     qdq_contrib_ops = qdq_contrib_ops || stats.dynamic_matmuls_fused > 0 || stats.gelus_fused > 0;
   }
   if (stats.batchnorms_folded + stats.activations_fused + stats.residual_adds_fused + stats.affines_folded +

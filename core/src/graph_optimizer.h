@@ -18,7 +18,7 @@ struct GraphOptimizerStats {
   int dynamic_matmuls_fused = 0;  // DynamicQuantizeLinear → MatMulInteger → Cast → Mul (→ Add) as one node
   int gelus_fused = 0;  // x * 0.5 * (1 + erf(x / sqrt 2)) written out, as com.microsoft Gelu
   int preactivations_fused = 0;  // BatchNormalization → Relu → Conv as an ai.mosaicrt FusedConv
-  int matmul_adds_fused = 0;  // MatMul → Add of a constant vector (→ residual Add) as an ai.mosaicrt MatMulAdd
+  int matmul_adds_fused = 0;  // MatMul → Add of a constant vector (→ Gelu) (→ residual Add) as ai.mosaicrt MatMulAdd
 };
 
 // onnxruntime's GraphOptimizationLevel values, read from the session config entry
@@ -42,8 +42,9 @@ int optimization_level(const std::map<std::string, std::string>& config);
 //    scales: one QLinearConv / QLinearMatMul that computes in integers;
 //  - BatchNormalization → Relu → Conv (pre-activation), each value used once: one ai.mosaicrt FusedConv
 //    that applies the BN and the Relu to its input as it reads it;
-//  - MatMul by a constant float matrix → Add of a constant vector (→ Add of a same-shaped value), each value
-//    used once: one ai.mosaicrt MatMulAdd that adds them on the GEMM's finished tiles.
+//  - MatMul by a constant float matrix → Add of a constant vector (→ com.microsoft Gelu) (→ Add of a
+//    same-shaped value), each value used once: one ai.mosaicrt MatMulAdd that applies them on the GEMM's
+//    finished tiles.
 // Only constant initializers (not overridable by a graph input) are folded.
 GraphOptimizerStats optimize_graph(Model& model, int level, ThreadPool& pool);
 

@@ -125,6 +125,11 @@ std::shared_ptr<Session> Session::for_subgraph(const Graph& g, const std::vector
   return s;
 }
 
+bool Session::fixed_constant(int id) const {
+  return id >= 0 && static_cast<size_t>(id) < constants_.size() && constants_[id].valid() &&
+         std::find(overridable_.begin(), overridable_.end(), id) == overridable_.end();
+}
+
 int Session::value_id(const std::string& name) const {
   auto it = ids_.find(name);
   return it == ids_.end() ? -1 : it->second;
@@ -304,9 +309,7 @@ void Session::build() {
     if (!fused)
       for (const auto& in : outer[index_of[&n]]) s.inputs.push_back(value_id(in));  // after the node's own inputs
     for (const auto& o : n.outputs) s.outputs.push_back(o.empty() ? -1 : value_id(o));
-    for (int id : s.inputs)
-      s.constant.push_back(id >= 0 && constants_[id].valid() &&
-                           std::find(overridable_.begin(), overridable_.end(), id) == overridable_.end());
+    for (int id : s.inputs) s.constant.push_back(fixed_constant(id));
     s.cache = std::make_unique<OpContext::Cache>();
     s.tensors_only = !takes_non_tensors(n);
     bool has_subgraph = false;
@@ -334,10 +337,7 @@ void Session::build() {
   if (level > kOptDisabled) {
     const std::map<std::string, Shape> shapes = static_shapes(g, order, [&](const std::string& name) -> const Tensor* {
       const int id = value_id(name);
-      return id >= 0 && static_cast<size_t>(id) < constants_.size() && constants_[id].valid() &&
-                     std::find(overridable_.begin(), overridable_.end(), id) == overridable_.end()
-                 ? &constants_[id]
-                 : nullptr;
+      return fixed_constant(id) ? &constants_[id] : nullptr;
     });
     plan_concat_placement(shapes, known);
   }
@@ -394,17 +394,14 @@ void Session::plan_concat_placement(const std::map<std::string, Shape>& shapes,
       continue;
     std::vector<std::pair<size_t, Step::Placed>> placed;  // (producer step, record)
     size_t offset = 0;
-    bool complete = true;
-    for (size_t k = 0; k < n.inputs.size() && complete; ++k) {
+    size_t k = 0;
+    for (; k < n.inputs.size(); ++k) {
       auto in = shapes.find(n.inputs[k]);
-      if (in == shapes.end() || in->second.size() != shape.size()) {
-        complete = false;
-        break;
-      }
+      if (in == shapes.end() || in->second.size() != shape.size()) break;
       const size_t bytes = static_cast<size_t>(shape_size(in->second)) * dtype_size(dtype);
       const int id = c.inputs[k];
       const int p = id >= 0 ? producer[id] : -1;
-      if (p >= 0 && p < static_cast<int>(ci) && uses[id] == 1 && !graph_outputs.count(id) && !constants_[id].valid() &&
+      if (p >= 0 && p < static_cast<int>(ci) && uses[id] == 1 && !graph_outputs.count(id) &&
           on_cpu(steps_[p])) {
         const auto& outs = steps_[p].outputs;
         const size_t index = static_cast<size_t>(std::find(outs.begin(), outs.end(), id) - outs.begin());
@@ -412,7 +409,8 @@ void Session::plan_concat_placement(const std::map<std::string, Shape>& shapes,
       }
       offset += bytes;
     }
-    if (!complete || placed.empty() || offset != static_cast<size_t>(shape_size(shape)) * dtype_size(dtype)) continue;
+    if (k < n.inputs.size() || placed.empty() || offset != static_cast<size_t>(shape_size(shape)) * dtype_size(dtype))
+      continue;
     for (auto& [p, rec] : placed) steps_[p].placed.push_back(std::move(rec));
     c.assembles = static_cast<int>(concat_placements_.size());
     concat_placements_.push_back({ci, dtype, shape});

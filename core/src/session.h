@@ -84,6 +84,7 @@ class Session {
   Session(Model model, const SessionOptions& options);
   void build();
   int value_id(const std::string& name) const;
+  bool fixed_constant(int id) const;  // a constant no graph input overrides
 
   // Chooses EPs, lets each claim nodes in turn and prepares their kernels; the CPU EP
   // takes the rest. Returns the CPU kernel (or nullptr with `plugin` set) per node of `order`.

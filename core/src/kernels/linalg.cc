@@ -76,7 +76,9 @@ MatMulPlan plan_matmul(const Shape& a_in, const Shape& b_in) {
   return p;
 }
 
-void matmul_float(OpContext& ctx, const MatMulPlan& p, const float* A, const float* B, float* Y) {
+// `tile` (optional) runs on finished pieces of Y, rows numbered across the batch (MatMulAdd's sums).
+void matmul_float(OpContext& ctx, const MatMulPlan& p, const float* A, const float* B, float* Y,
+                  const TileEpilogue* tile = nullptr) {
   const int64_t M = p.M, N = p.N, K = p.K;
   const int64_t a_stride = M * K, b_stride = K * N, y_stride = M * N;
   // One B matrix shared by every output matrix whose A matrices are laid out in order:
@@ -85,16 +87,19 @@ void matmul_float(OpContext& ctx, const MatMulPlan& p, const float* A, const flo
     const int64_t rows = p.batch * M;
     if (ctx.input_is_constant(1) && N > 1) {
       auto packed = ctx.node_cache<PackedB>([&] { return std::make_shared<PackedB>(sgemm_pack_b(false, K, N, B, N)); });
-      sgemm_packed_b(false, rows, 1.f, A, K, *packed, 0.f, Y, N, &ctx.threads());
+      sgemm_packed_b(false, rows, 1.f, A, K, *packed, 0.f, Y, N, &ctx.threads(), tile);
     } else {
       sgemm(false, false, rows, N, K, 1.f, A, K, B, N, 0.f, Y, N, &ctx.threads());
+      if (tile) tile->apply(tile->ctx, 0, rows, 0, N, Y, N);
     }
     return;
   }
   linalg_for_each_matrix(ctx, p.batch, 2.0 * M * N * K, true, [&](int64_t b0, int64_t b1, ThreadPool* pool) {
-    for (int64_t b = b0; b < b1; ++b)
+    for (int64_t b = b0; b < b1; ++b) {
       sgemm(false, false, M, N, K, 1.f, A + p.a_index[b] * a_stride, K, B + p.b_index[b] * b_stride, N, 0.f,
             Y + b * y_stride, N, pool);
+      if (tile) tile->apply(tile->ctx, b * M, M, 0, N, Y + b * y_stride, N);
+    }
   });
 }
 
@@ -174,24 +179,14 @@ void matmul_add_kernel(OpContext& ctx) {
                 shape_str(p.out_shape), ", got ", z ? shape_str(z->shape()) : std::string());
   Tensor& y = ctx.output(0, DType::kFloat, p.out_shape);
   if (y.numel() == 0) return;
-  const int64_t rows = p.batch * p.M, N = p.N, K = p.K;  // B is one matrix: the batch folds into the rows
-  const float* A = a.data<float>();
-  float* Y = y.data<float>();
   const std::string activation = ctx.node().attr_string("activation", "");
   MRT_CHECK_IMPL(activation.empty() || activation == "Gelu", "MatMulAdd (ai.mosaicrt): activation '", activation,
                  "' is not supported (Gelu or none)");
-  const BiasResidual sums{c.data<float>(), z ? z->data<float>() : nullptr, N, activation == "Gelu"};
-  if (ctx.input_is_constant(1) && N > 1) {
-    auto packed = ctx.node_cache<PackedB>(
-        [&] { return std::make_shared<PackedB>(sgemm_pack_b(false, K, N, b.data<float>(), N)); });
-    TileEpilogue tile;
-    tile.apply = add_bias_residual;
-    tile.ctx = &sums;
-    sgemm_packed_b(false, rows, 1.f, A, K, *packed, 0.f, Y, N, &ctx.threads(), &tile);
-  } else {
-    sgemm(false, false, rows, N, K, 1.f, A, K, b.data<float>(), N, 0.f, Y, N, &ctx.threads());
-    add_bias_residual(&sums, 0, rows, 0, N, Y, N);
-  }
+  const BiasResidual sums{c.data<float>(), z ? z->data<float>() : nullptr, p.N, activation == "Gelu"};
+  TileEpilogue tile;
+  tile.apply = add_bias_residual;
+  tile.ctx = &sums;
+  matmul_float(ctx, p, a.data<float>(), b.data<float>(), y.data<float>(), &tile);
 }
 
 // ---------------------------------------------------------------------------------------

@@ -96,11 +96,10 @@ void concat_kernel(OpContext& ctx) {
   if (outer >= 4 * ctx.threads().size()) {
     maybe_parallel(ctx, outer, y.numel(), [&](int64_t b, int64_t e) {
       for (int64_t o = b; o < e; ++o)
-        for (size_t i = 0; i < n; ++i) {
-          char* d = dst + static_cast<size_t>(o) * out_row + col_off[i];
-          const char* src = static_cast<const char*>(ins[i]->raw()) + static_cast<size_t>(o) * row_bytes[i];
-          if (row_bytes[i] && d != src) std::memcpy(d, src, row_bytes[i]);
-        }
+        for (size_t i = 0; i < n; ++i)
+          if (row_bytes[i])
+            std::memcpy(dst + static_cast<size_t>(o) * out_row + col_off[i],
+                        static_cast<const char*>(ins[i]->raw()) + static_cast<size_t>(o) * row_bytes[i], row_bytes[i]);
     });
     return;
   }
@@ -113,13 +112,14 @@ void concat_kernel(OpContext& ctx) {
     size_t bytes;
   };
   std::vector<Piece> pieces;
-  // An input its producer wrote in place (the session's Concat placement) is already there.
   for (int64_t o = 0; o < outer; ++o)
-    for (size_t i = 0; i < n; ++i)
-      for (size_t at = 0; at < row_bytes[i] && (outer > 1 || ins[i]->raw() != dst + col_off[i]); at += kPiece)
+    for (size_t i = 0; i < n; ++i) {
+      if (outer == 1 && ins[i]->raw() == dst + col_off[i]) continue;  // written in place (Concat placement)
+      for (size_t at = 0; at < row_bytes[i]; at += kPiece)
         pieces.push_back({dst + static_cast<size_t>(o) * out_row + col_off[i] + at,
                           static_cast<const char*>(ins[i]->raw()) + static_cast<size_t>(o) * row_bytes[i] + at,
                           std::min(kPiece, row_bytes[i] - at)});
+    }
   maybe_parallel(ctx, static_cast<int64_t>(pieces.size()), y.numel(), [&](int64_t b, int64_t e) {
     for (int64_t k = b; k < e; ++k) std::memcpy(pieces[static_cast<size_t>(k)].d, pieces[static_cast<size_t>(k)].s,
                                                 pieces[static_cast<size_t>(k)].bytes);
