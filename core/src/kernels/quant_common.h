@@ -210,6 +210,9 @@ struct PreparedA8 {
 };
 PreparedA8 prepare_a8(const Igemm8Kernel& kernel, int64_t M, const void* A, bool a_is_s8, int64_t lda, int64_t K,
                       const int32_t* za, bool za_per_row);
+// The same into `out`, whose buffers are reused (a caller that prepares A on every run keeps one).
+void prepare_a8(const Igemm8Kernel& kernel, PreparedA8& out, int64_t M, const void* A, bool a_is_s8, int64_t lda,
+                int64_t K, const int32_t* za, bool za_per_row);
 // C[M, N] = A x B for a prepared A (made for B's kernel and K).
 void igemm8(const PreparedA8& A, const PackedB8& B, int32_t* C, int64_t ldc, ThreadPool* pool);
 

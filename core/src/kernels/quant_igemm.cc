@@ -261,18 +261,20 @@ void pack_b8(const Igemm8Kernel& kr, PackedB8& out, const void* B, bool b_is_u8,
   pack_b8_end(out, b_is_u8, zp, zp_per_col);
 }
 
-PreparedA8 prepare_a8(const Igemm8Kernel& kr, int64_t M, const void* A, bool a_is_s8, int64_t lda, int64_t K,
-                      const int32_t* za, bool za_per_row) {
-  PreparedA8 out;
+void prepare_a8(const Igemm8Kernel& kr, PreparedA8& out, int64_t M, const void* A, bool a_is_s8, int64_t lda,
+                int64_t K, const int32_t* za, bool za_per_row) {
   out.kernel = &kr;
   out.M = M;
   out.K = K;
   out.Kp = round_up(K, kr.kalign);
   const int64_t Kp = out.Kp, Mp = round_up(M, kr.rows);
   const uint8_t* src = static_cast<const uint8_t*>(A);
-  out.data.assign(static_cast<size_t>(Mp * Kp), 0);
+  // sized, not refilled: each row's bytes are written below and only its padding is zeroed (the rows past M,
+  // which a micro-kernel of more rows than are left may read, are zeroed too)
+  out.data.resize(static_cast<size_t>(Mp * Kp));
   out.zrow.assign(static_cast<size_t>(Mp), 0);
   out.rowsum.assign(static_cast<size_t>(Mp), 0);
+  if (Mp > M) std::fill(out.data.begin() + M * Kp, out.data.end(), uint8_t{0});
   const uint8_t flip = a_is_s8 != kr.a_signed ? 0x80 : 0x00;
   const int32_t zshift = flip ? (a_is_s8 ? 128 : -128) : 0;
   for (int64_t m = 0; m < M; ++m) {
@@ -290,9 +292,16 @@ PreparedA8 prepare_a8(const Igemm8Kernel& kr, int64_t M, const void* A, bool a_i
         sum += d[k];
       }
     }
+    std::fill(d + K, d + Kp, uint8_t{0});
     out.rowsum[static_cast<size_t>(m)] = sum;
     out.zrow[static_cast<size_t>(m)] = (za ? (za_per_row ? za[m] : za[0]) : 0) + zshift;
   }
+}
+
+PreparedA8 prepare_a8(const Igemm8Kernel& kr, int64_t M, const void* A, bool a_is_s8, int64_t lda, int64_t K,
+                      const int32_t* za, bool za_per_row) {
+  PreparedA8 out;
+  prepare_a8(kr, out, M, A, a_is_s8, lda, K, za, za_per_row);
   return out;
 }
 
@@ -325,7 +334,12 @@ void igemm8(int64_t M, const void* A, bool a_is_s8, int64_t lda, int64_t K, cons
             const PackedB8& B, int32_t* C, int64_t ldc, ThreadPool* pool) {
   MRT_ENFORCE(B.kernel != nullptr && B.K == K, MRT_INTERNAL, "integer GEMM: B was not packed for this product");
   if (M <= 0 || B.N <= 0) return;
-  igemm8(prepare_a8(*B.kernel, M, A, a_is_s8, lda, K, za, za_per_row), B, C, ldc, pool);
+  // one prepared A per calling thread, its buffers kept from call to call (no allocation once they are large
+  // enough); igemm8's workers only read it
+  static thread_local PreparedA8 prepared;
+  prepare_a8(*B.kernel, prepared, M, A, a_is_s8, lda, K, za, za_per_row);
+  igemm8(prepared, B, C, ldc, pool);
+  if (prepared.data.capacity() > kScratchKeep) prepared = PreparedA8();  // a large A is not kept between runs
 }
 
 }  // namespace quant

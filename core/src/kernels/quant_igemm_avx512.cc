@@ -21,23 +21,43 @@ namespace {
 
 constexpr int64_t kPanel = 32;  // columns per B panel (two zmm of 16 int32)
 
+// With few rows the two accumulators per row are each one chain of dependent vpdpbusd (latency 4-5
+// cycles), so a one-row block would issue one multiply every 2-3 cycles; S independent partial sums per
+// accumulator, over alternating groups of k, keep 2 * R * S chains in flight, added once at the end.
+template <int R>
+constexpr int kSplit = R == 1 ? 4 : (R <= 3 ? 2 : 1);
+
 template <int R>
 void block(int64_t K4, const uint8_t* A, int64_t lda, const int8_t* panel, const int32_t* za, const int32_t* rowsum,
            const int32_t* zb, const int32_t* colfix, int32_t* C, int64_t ldc, int64_t valid_n) {
-  __m512i acc0[R], acc1[R];
-  for (int r = 0; r < R; ++r) {
-    acc0[r] = _mm512_setzero_si512();
-    acc1[r] = _mm512_setzero_si512();
+  constexpr int S = kSplit<R>;
+  __m512i acc0[S][R], acc1[S][R];
+  for (int s = 0; s < S; ++s) {
+    for (int r = 0; r < R; ++r) {
+      acc0[s][r] = _mm512_setzero_si512();
+      acc1[s][r] = _mm512_setzero_si512();
+    }
   }
-  for (int64_t k = 0; k < K4; k += 4) {
+  auto step = [&](int s, int64_t k) {
     const __m512i b0 = _mm512_loadu_si512(panel + k * kPanel);
     const __m512i b1 = _mm512_loadu_si512(panel + k * kPanel + 64);
     for (int r = 0; r < R; ++r) {
       int32_t quad;
       std::memcpy(&quad, A + r * lda + k, sizeof(quad));
       const __m512i a = _mm512_set1_epi32(quad);
-      acc0[r] = dpbusd(acc0[r], a, b0);
-      acc1[r] = dpbusd(acc1[r], a, b1);
+      acc0[s][r] = dpbusd(acc0[s][r], a, b0);
+      acc1[s][r] = dpbusd(acc1[s][r], a, b1);
+    }
+  };
+  int64_t k = 0;
+  for (; k + 4 * S <= K4; k += 4 * S) {
+    for (int s = 0; s < S; ++s) step(s, k + 4 * s);
+  }
+  for (; k < K4; k += 4) step(0, k);
+  for (int s = 1; s < S; ++s) {
+    for (int r = 0; r < R; ++r) {
+      acc0[0][r] = _mm512_add_epi32(acc0[0][r], acc0[s][r]);
+      acc1[0][r] = _mm512_add_epi32(acc1[0][r], acc1[s][r]);
     }
   }
   const __m512i zb0 = _mm512_loadu_si512(zb), zb1 = _mm512_loadu_si512(zb + 16);
@@ -46,8 +66,8 @@ void block(int64_t K4, const uint8_t* A, int64_t lda, const int8_t* panel, const
   const __mmask16 m1 = valid_n >= 32 ? __mmask16(0xFFFF) : (valid_n <= 16 ? __mmask16(0) : __mmask16((1u << (valid_n - 16)) - 1));
   for (int r = 0; r < R; ++r) {
     const __m512i rs = _mm512_set1_epi32(rowsum[r]), z = _mm512_set1_epi32(za[r]);
-    const __m512i c0 = _mm512_add_epi32(_mm512_sub_epi32(acc0[r], _mm512_mullo_epi32(zb0, rs)), _mm512_mullo_epi32(cf0, z));
-    const __m512i c1 = _mm512_add_epi32(_mm512_sub_epi32(acc1[r], _mm512_mullo_epi32(zb1, rs)), _mm512_mullo_epi32(cf1, z));
+    const __m512i c0 = _mm512_add_epi32(_mm512_sub_epi32(acc0[0][r], _mm512_mullo_epi32(zb0, rs)), _mm512_mullo_epi32(cf0, z));
+    const __m512i c1 = _mm512_add_epi32(_mm512_sub_epi32(acc1[0][r], _mm512_mullo_epi32(zb1, rs)), _mm512_mullo_epi32(cf1, z));
     _mm512_mask_storeu_epi32(C + r * ldc, m0, c0);
     _mm512_mask_storeu_epi32(C + r * ldc + 16, m1, c1);
   }

@@ -299,26 +299,30 @@ void dynamic_quantize_matmul_kernel(OpContext& ctx) {
   Tensor q(DType::kUInt8, A.shape(), ctx.allocator());
   const quant::DynamicQuantized dq = quant::dynamic_quantize_u8(ctx.threads(), A.data<float>(), A.numel(),
                                                                 q.data<uint8_t>());
-  const ZeroPoints zb = zero_points(ctx.optional_input(3), B.dtype(), N, 1, op, "b_zero_point");
   MRT_CHECK_IMPL(B.dtype() == DType::kUInt8 || B.dtype() == DType::kInt8, op, ": B element type ",
                  dtype_name(B.dtype()), " is not supported (uint8/int8)");
+  auto pack = [&](PackedAny& pb) {
+    pack_b_matrix(pb, B, 0, p.K, N, zero_points(ctx.optional_input(3), B.dtype(), N, 1, op, "b_zero_point"));
+  };
   std::shared_ptr<PackedAny> packed;
   if (ctx.input_is_constant(1) && (!ctx.has_input(3) || ctx.input_is_constant(3))) {
     packed = ctx.node_cache<PackedAny>([&] {
       auto pb = std::make_shared<PackedAny>();
-      pack_b_matrix(*pb, B, 0, p.K, N, zb);
+      pack(*pb);
       return pb;
     });
   } else {
     packed = std::make_shared<PackedAny>();
-    pack_b_matrix(*packed, B, 0, p.K, N, zb);
+    pack(*packed);
   }
   static thread_local std::vector<int32_t> acc_buf;
   quant::Scratch<int32_t> acc(acc_buf, static_cast<size_t>(rows * N));
   const int32_t za = dq.zero_point;
   gemm_rows(ctx.threads(), rows, q, 0, p.K, &za, false, *packed, acc.data(), N);
   // the scale products as the unfused Mul forms them: a_scale * b_scale in float
-  std::vector<float> mult(static_cast<size_t>(N));
+  static thread_local std::vector<float> mult_buf;
+  quant::Scratch<float> mult_scratch(mult_buf, static_cast<size_t>(N));
+  float* mult = mult_scratch.data();
   const float* b_scale = bs.data<float>();
   for (int64_t n = 0; n < N; ++n) mult[n] = dq.scale * b_scale[bs.numel() == 1 ? 0 : n];
   const float* b = bias ? bias->data<float>() : nullptr;

@@ -184,6 +184,10 @@ int main(int argc, char** argv) {
   cases.push_back({33, 40, 1031, false, true, 1, 2, 0, 1, true, true});
   cases.push_back({70, 19, 700, true, false, 2, 1, 3, 0, true, false});
   cases.push_back({129, 65, 96, false, false, 1, 1, 0, 0, false, true});
+  // One to three rows over deep K whose groups of 4 do not fill the few-row blocks' split accumulators.
+  cases.push_back({1, 70, 2053, true, true, 2, 0, 1, 1, true, false});
+  cases.push_back({2, 33, 515, false, true, 0, 2, 2, 0, false, true});
+  cases.push_back({3, 64, 1029, true, false, 1, 0, 3, 1, true, true});
 
   // --expect-active only checks the runtime's choice (the sweep runs in the plain test).
   if (!expect_active.empty()) cases.clear();
