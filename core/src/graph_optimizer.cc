@@ -217,15 +217,19 @@ bool fold_bn_affine(Graph& g, GraphIndex& idx, Node& bn, Node& op, size_t rank) 
 }
 
 // add = Add(value, z) or Sum(value, z) (either order) where z and the sum have the same
-// static shape as `value`: adding z is then exactly FusedConv's residual input.
-bool is_residual_add(const Node& add, const std::string& value, const std::map<std::string, Shape>& shapes) {
+// static shape as `value`: adding z is then exactly FusedConv's residual input. With
+// `unless_unknown`, also when a shape is not known here (a symbolic batch): the fused kernel
+// then compares the shapes on each run and adds with broadcasting where they differ.
+bool is_residual_add(const Node& add, const std::string& value, const std::map<std::string, Shape>& shapes,
+                     bool unless_unknown = false) {
   if (!add.domain.empty() || (add.op_type != "Add" && add.op_type != "Sum") || add.inputs.size() != 2 ||
       add.outputs.size() != 1 || add.outputs[0].empty() || add.inputs[0] == add.inputs[1])
     return false;
   const std::string& z = add.inputs[0] == value ? add.inputs[1] : add.inputs[0];
+  if (z.empty()) return false;
   auto v = shapes.find(value), zs = shapes.find(z), out = shapes.find(add.outputs[0]);
-  return !z.empty() && v != shapes.end() && zs != shapes.end() && out != shapes.end() && v->second == zs->second &&
-         v->second == out->second;
+  if (v == shapes.end() || zs == shapes.end() || out == shapes.end()) return unless_unknown;
+  return v->second == zs->second && v->second == out->second;
 }
 
 
@@ -615,7 +619,7 @@ int fuse_gelu(Graph& g, GraphIndex& idx, std::vector<bool>& removed,
 
 }  // namespace
 
-// ---- MatMul → Add of a constant vector (→ Gelu) (→ Add of a same-shaped value): one ai.mosaicrt MatMulAdd ----
+// ---- MatMul → Add of a constant vector (→ Gelu) (→ Add of a residual): one ai.mosaicrt MatMulAdd ----
 // Every projection of an exported transformer is MatMul(x, W) + b, its feed-forward layer's first one is followed
 // by Gelu (written out: fused as com.microsoft Gelu before this) and its output projections add the residual.
 // MatMulAdd(A, B, C[, Z]) with activation "Gelu" or none takes the sum, the Gelu and the residual sum on each
@@ -663,7 +667,8 @@ int fuse_matmul_add(Graph& g, GraphIndex& idx, std::vector<bool>& removed,
       removed[static_cast<size_t>(act - g.nodes.data())] = true;
     }
     idx.consumer[bias] = i;
-    if (Node* res = single_consumer(mm.outputs[0]); res && is_residual_add(*res, mm.outputs[0], shapes)) {
+    if (Node* res = single_consumer(mm.outputs[0]);
+        res && is_residual_add(*res, mm.outputs[0], shapes, /*unless_unknown=*/true)) {
       mm.inputs.push_back(res->inputs[0] == mm.outputs[0] ? res->inputs[1] : res->inputs[0]);
       idx.consumer[mm.inputs.back()] = i;
       mm.outputs[0] = res->outputs[0];
@@ -842,9 +847,11 @@ GraphOptimizerStats optimize_graph(Model& model, int level, ThreadPool& pool) {
     const Tensor* W = n.inputs.size() > 1 ? idx.constant(n.inputs[1]) : nullptr;
     if (!W || W->dtype() != DType::kFloat) continue;
     bool fused = false;
-    // Residual: Conv → Add/Sum(conv, z) with z of exactly the output's shape (no broadcast)
-    // → FusedConv(x, W, B, z): the sum is taken while the Conv's output is in cache.
-    if (Node* add = single_consumer(n.outputs[0]); add && is_residual_add(*add, n.outputs[0], shapes)) {
+    // Residual: Conv → Add/Sum(conv, z) with z of exactly the output's shape, or of a shape not known
+    // here → FusedConv(x, W, B, z): the sum is taken while the Conv's output is in cache (when z turns out
+    // to have another shape, FusedConv adds it with broadcasting after the convolution).
+    if (Node* add = single_consumer(n.outputs[0]);
+        add && is_residual_add(*add, n.outputs[0], shapes, /*unless_unknown=*/true)) {
       const std::string& z = add->inputs[0] == n.outputs[0] ? add->inputs[1] : add->inputs[0];
       n.inputs.resize(3);
       n.inputs.push_back(z);

@@ -85,7 +85,14 @@ std::vector<int64_t> axes_of(const Node& n, size_t input, const Lookup& constant
 bool infer(const Node& n, const std::vector<const Shape*>& in, const Lookup& constant, Shape& out) {
   const std::string& op = n.op_type;
   auto have = [&](size_t i) { return i < in.size() && in[i]; };
-  if ((n.domain == "com.microsoft" || n.domain == "ai.mosaicrt") && op == "FusedConv") return have(0) && have(1) && window_shape(n, *in[0], in[1], out);
+  if ((n.domain == "com.microsoft" || n.domain == "ai.mosaicrt") && op == "FusedConv") {
+    if (!have(0) || !have(1) || !window_shape(n, *in[0], in[1], out)) return false;
+    if (n.inputs.size() < 4 || n.inputs[3].empty()) return true;
+    // the residual Z is added with broadcasting (the graph optimizer fuses an Add of unknown shapes)
+    if (!have(3)) return false;
+    const Shape conv = out;
+    return broadcast({&conv, in[3]}, out);
+  }
   if (n.domain == "com.microsoft" && (op == "Gelu" || op == "BiasGelu" || op == "FastGelu")) {
     if (!have(0)) return false;  // the bias, if any, spans the last axis
     out = *in[0];
@@ -138,7 +145,11 @@ bool infer(const Node& n, const std::vector<const Shape*>& in, const Lookup& con
     if (!broadcast({&ba, &bb}, out)) return false;
     if (!a1) out.push_back(a[a.size() - 2]);
     if (!b1) out.push_back(b.back());
-    return true;
+    if (op == "MatMul" || n.inputs.size() < 4 || n.inputs[3].empty()) return true;
+    // MatMulAdd's residual Z is added with broadcasting (its bias C cannot change the shape)
+    if (!have(3)) return false;
+    const Shape product = out;
+    return broadcast({&product, in[3]}, out);
   }
   if (op == "Gemm") {
     if (!have(0) || !have(1) || in[0]->size() != 2 || in[1]->size() != 2) return false;

@@ -147,6 +147,51 @@ def test_ir3_initializers_listed_as_inputs_are_constant() -> None:
         sess.run(None, {"x": _x(), "bn1_s": np.ones(6, np.float32)})
 
 
+def _conv_add_relu(z_dims: list[Any]) -> onnx.ModelProto:
+    """Conv(x) + z -> Relu with x of a symbolic batch and z declared with `z_dims` (symbolic or absent): the
+    optimizer cannot compare the Add's operand shapes, so the fused Conv compares them on each run."""
+    rng = np.random.default_rng(11)
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+             helper.make_node("Add", ["z", "c"], ["s"]),
+             helper.make_node("Relu", ["s"], ["y"])]
+    inits = [_const("w", rng.standard_normal((5, 6, 3, 3)).astype(np.float32)),
+             _const("b", rng.standard_normal(5).astype(np.float32))]
+    graph = helper.make_graph(nodes, "conv_add", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 6, 8, 8]),
+                                                  helper.make_tensor_value_info("z", TensorProto.FLOAT, z_dims)],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+@pytest.mark.parametrize(("x_shape", "z_shape"), [
+    ((2, 6, 8, 8), (2, 5, 8, 8)),   # the same shape at run time: added in the Conv's output stage
+    ((1, 6, 8, 8), (1, 5, 1, 8)),   # z broadcast against the Conv's output
+    ((1, 6, 8, 8), (3, 5, 8, 8)),   # the Conv's output broadcast against z: the sum is z's shape
+    ((2, 6, 8, 8), (5, 1, 1)),      # z of lower rank
+])
+def test_residual_add_of_shapes_not_known_is_fused_and_broadcasts(x_shape: tuple[int, ...],
+                                                                 z_shape: tuple[int, ...]) -> None:
+    model = _conv_add_relu(["A", "B", "C", "D"][:len(z_shape)])
+    feed = {"x": _x(x_shape), "z": _x(z_shape, seed=8)}
+    fused = _session(model, Level.ORT_ENABLE_ALL)
+    assert "Add" not in _ops(fused) and "Relu" not in _ops(fused)
+    want = _session(model, Level.ORT_DISABLE_ALL).run(None, feed)[0]
+    got = fused.run(None, feed)[0]
+    assert got.shape == want.shape == np.broadcast_shapes((x_shape[0], 5, 8, 8), z_shape)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    assert (got >= 0).all()
+
+
+def test_residual_add_of_shapes_that_differ_is_not_fused() -> None:
+    # Static shapes that broadcast: the Add stays a node of its own.
+    model = _conv_add_relu([1, 5, 1, 8])
+    model.graph.input[0].type.tensor_type.shape.dim[0].dim_value = 1
+    fused = _session(model, Level.ORT_ENABLE_ALL)
+    assert "Add" in _ops(fused)
+    feed = {"x": _x((1, 6, 8, 8)), "z": _x((1, 5, 1, 8), seed=8)}
+    np.testing.assert_allclose(fused.run(None, feed)[0], _session(model, Level.ORT_DISABLE_ALL).run(None, feed)[0],
+                               rtol=1e-5, atol=1e-5)
+
+
 def test_shapes_with_symbolic_dims_are_not_folded() -> None:
     # Shape of a value with a symbolic batch dim stays a node: each run sees its own batch.
     nodes = [helper.make_node("Shape", ["x"], ["s"]),

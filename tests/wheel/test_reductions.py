@@ -105,7 +105,7 @@ def test_long_rows_and_int8_max_over_separate_groups() -> None:
 
 
 @pytest.mark.parametrize("op", ["Softmax", "LogSoftmax"])
-@pytest.mark.parametrize("n", [1, 3, 4, 7, 8, 9, 37, 128, 1001])
+@pytest.mark.parametrize("n", [1, 3, 4, 7, 8, 9, 15, 16, 17, 33, 37, 128, 1001])
 def test_softmax_rows_match_numpy(op: str, n: int) -> None:
     """Float rows of every length around the vector widths, with -inf entries, large values, and a row
     holding a NaN (all NaN out)."""

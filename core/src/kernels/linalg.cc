@@ -10,6 +10,7 @@
 #include "../resource_limits.h"
 #include "../gemm/sgemm.h"
 #include "../kernel.h"
+#include "elementwise_common.h"
 #include "elementwise_math.h"
 #include "linalg_util.h"
 
@@ -139,8 +140,9 @@ void matmul_kernel(OpContext& ctx) {
 
 // ai.mosaicrt MatMulAdd (the graph optimizer's MatMul → Add of a constant vector (→ Gelu) (→ Add of a same-shaped
 // value)): Y = act(MatMul(A, B) + C) + Z, B a float matrix, C its N column values broadcast along the last axis,
-// act com.microsoft Gelu (attribute activation = "Gelu") or none, Z optional and of the output's shape. Applied
-// on each finished tile of the GEMM, in that order.
+// act com.microsoft Gelu (attribute activation = "Gelu") or none, Z optional. Applied on each finished tile of the
+// GEMM, in that order, when Z has the output's shape; a Z of another shape (the optimizer fuses a residual Add
+// whose shapes it cannot compare, such as a symbolic batch) is added with broadcasting after the product.
 struct BiasResidual {
   const float* bias;  // N values
   const float* z;     // rows x N, or null
@@ -175,18 +177,22 @@ void matmul_add_kernel(OpContext& ctx) {
   const MatMulPlan p = plan_matmul(a.shape(), b.shape());
   MRT_CHECK_ARG(c.numel() == p.N, "MatMulAdd (ai.mosaicrt): C must hold the ", p.N, " values of a row, got ",
                 shape_str(c.shape()));
-  MRT_CHECK_ARG(!z || z->shape() == p.out_shape, "MatMulAdd (ai.mosaicrt): Z must have the output's shape ",
-                shape_str(p.out_shape), ", got ", z ? shape_str(z->shape()) : std::string());
-  Tensor& y = ctx.output(0, DType::kFloat, p.out_shape);
-  if (y.numel() == 0) return;
   const std::string activation = ctx.node().attr_string("activation", "");
   MRT_CHECK_IMPL(activation.empty() || activation == "Gelu", "MatMulAdd (ai.mosaicrt): activation '", activation,
                  "' is not supported (Gelu or none)");
-  const BiasResidual sums{c.data<float>(), z ? z->data<float>() : nullptr, p.N, activation == "Gelu"};
+  const bool z_in_tiles = z && z->shape() == p.out_shape;
+  Tensor product;
+  Tensor& y = z && !z_in_tiles ? product : ctx.output(0, DType::kFloat, p.out_shape);
+  if (&y == &product) y = Tensor(DType::kFloat, p.out_shape, ctx.allocator());
+  const BiasResidual sums{c.data<float>(), z_in_tiles ? z->data<float>() : nullptr, p.N, activation == "Gelu"};
   TileEpilogue tile;
   tile.apply = add_bias_residual;
   tile.ctx = &sums;
-  matmul_float(ctx, p, a.data<float>(), b.data<float>(), y.data<float>(), &tile);
+  if (y.numel() > 0) matmul_float(ctx, p, a.data<float>(), b.data<float>(), y.data<float>(), &tile);
+  if (z && !z_in_tiles) {
+    Tensor& out = ctx.output(0, DType::kFloat, broadcast_shapes(p.out_shape, z->shape()));
+    ew::binary_apply<float, float, float>(ctx, product, *z, out, [](float u, float v) { return u + v; });
+  }
 }
 
 // ---------------------------------------------------------------------------------------

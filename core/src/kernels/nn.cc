@@ -20,6 +20,7 @@
 
 #include "../gemm/backend_registry.h"
 #include "../gemm/sgemm.h"
+#include "elementwise_common.h"
 #include "elementwise_math.h"
 #include "nn_geometry.h"
 
@@ -436,6 +437,9 @@ struct Epilogue {
   Act act = kNone;
   float alpha = 0.f, beta = 0.f;
   const void* z = nullptr;  // same element type and shape as the output
+  // A residual of another shape (the graph optimizer fuses an Add whose operands' shapes it cannot compare,
+  // such as a symbolic batch): added with broadcasting after the convolution, then the activation.
+  const Tensor* z_broadcast = nullptr;
   bool active() const { return act != kNone || z != nullptr; }
 };
 
@@ -1135,12 +1139,14 @@ void conv_run(const ConvPlan& p, const T* x, const T* w, const T* bias, T* y, Th
   }
 }
 
-void conv_compute(OpContext& ctx, const Epilogue* epi, const InputStage* in = nullptr) {
+// The convolution into output 0 (or into `into`, sized here).
+void conv_compute(OpContext& ctx, const Epilogue* epi, const InputStage* in = nullptr, Tensor* into = nullptr) {
   const Tensor& X = ctx.input(0);
   const Tensor& W = ctx.input(1);
   const Tensor* B = ctx.optional_input(2);
   ConvPlan p = plan_conv(ctx, X, W, B);
-  Tensor& Y = ctx.output(0, X.dtype(), p.out_shape);
+  if (into) *into = Tensor(X.dtype(), p.out_shape, ctx.allocator());
+  Tensor& Y = into ? *into : ctx.output(0, X.dtype(), p.out_shape);
   std::shared_ptr<PackedFilters> packed;
   if (X.dtype() == DType::kFloat && ctx.input_is_constant(1) && !conv_is_depthwise(p) && X.numel() > 0) {
     packed = ctx.node_cache<PackedFilters>([&] {
@@ -1226,17 +1232,39 @@ Epilogue fused_conv_epilogue(OpContext& ctx) {
                  dtype_name(X.dtype()), " is not supported");
   if (const Tensor* Z = ctx.optional_input(3)) {
     ConvPlan p = plan_conv(ctx, X, ctx.input(1), ctx.optional_input(2));
-    MRT_CHECK_ARG(Z->dtype() == X.dtype() && Z->shape() == p.out_shape, "FusedConv: Z ", Z->describe(),
-                  " must have the output's type and shape ", shape_str(p.out_shape));
-    e.z = Z->raw();
+    MRT_CHECK_ARG(Z->dtype() == X.dtype(), "FusedConv: Z ", Z->describe(), " must have the output's type ",
+                  dtype_name(X.dtype()));
+    if (Z->shape() == p.out_shape) e.z = Z->raw();
+    else e.z_broadcast = Z;
   }
   return e;
+}
+
+// Conv (+ input stage) into a buffer of its own, then output = act(conv + Z) with Z broadcast against it
+// (either may be the larger), as the unfused Conv -> Add -> activation computes it.
+void conv_then_broadcast_residual(OpContext& ctx, const Epilogue& e, const InputStage* in) {
+  const Tensor& Z = *e.z_broadcast;
+  Tensor conv;
+  conv_compute(ctx, nullptr, in, &conv);
+  Tensor& Y = ctx.output(0, conv.dtype(), broadcast_shapes(conv.shape(), Z.shape()));
+  Epilogue act_only = e;
+  act_only.z = nullptr;
+  act_only.z_broadcast = nullptr;
+  MRT_DISPATCH_FLOATING(conv.dtype(), "FusedConv", {
+    ew::binary_apply<T, T, T>(ctx, conv, Z, Y, [](T a, T b) { return a + b; });
+    T* y = Y.data<T>();
+    const int64_t n = Y.numel();
+    ctx.threads().parallel_for(n, ew::kGrain, [&](int64_t b, int64_t end) {
+      apply_epilogue<T>(&act_only, y + b, b, end - b);
+    });
+  });
 }
 
 // com.microsoft FusedConv: Conv + optional residual input Z + activation.
 void fused_conv_kernel(OpContext& ctx) {
   const Epilogue e = fused_conv_epilogue(ctx);
-  conv_compute(ctx, &e);
+  if (e.z_broadcast) conv_then_broadcast_residual(ctx, e, nullptr);
+  else conv_compute(ctx, &e);
 }
 
 // ai.mosaicrt FusedConv (the graph optimizer's BatchNormalization → Relu → Conv): com.microsoft FusedConv
@@ -1254,7 +1282,8 @@ void preactivated_conv_kernel(OpContext& ctx) {
                   " input channels, got ", t->describe());
   const Epilogue e = fused_conv_epilogue(ctx);
   const InputStage in{scale.data<float>(), shift.data<float>()};
-  conv_compute(ctx, &e, &in);
+  if (e.z_broadcast) conv_then_broadcast_residual(ctx, e, &in);
+  else conv_compute(ctx, &e, &in);
 }
 
 void fused_conv_check(const Node& node, int64_t) {

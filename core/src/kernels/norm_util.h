@@ -56,6 +56,14 @@ inline int64_t prod(const Shape& s, size_t begin, size_t end) {
   return p;
 }
 
+#if defined(MOSAICRT_X86_SIMD)
+// Softmax (log_softmax false) or LogSoftmax of one contiguous float row of n > 0 values on AVX-512
+// (norm_softmax_avx512.cc): the maximum, exp of the shifted values with their sum, then the scale or the log-sum,
+// in 16 lanes. False, with y untouched, when the row holds a NaN (every output is then NaN: the caller's own row
+// makes them). y may be x.
+bool softmax_row_avx512(const float* x, float* y, int64_t n, bool log_softmax);
+#endif
+
 }  // namespace norm
 }  // namespace mrt
 
