@@ -1100,6 +1100,35 @@ def test_matmul_bias_and_residual_adds_become_one_node(case: tuple[Any, ...]) ->
         np.testing.assert_array_equal(fused.run(None, feed)[0], expected)
 
 
+@pytest.mark.parametrize(("x_shape", "z_shape"), [
+    ((2, 5, 8), (2, 5, 6)),   # the product's shape at run time: added on each tile
+    ((2, 5, 8), (6,)),        # a residual broadcast along the rows
+    ((1, 5, 8), (3, 5, 6)),   # the product broadcast against the residual: the sum is the residual's shape
+    ((2, 5, 8), (2, 1, 6)),
+])
+def test_matmul_add_residual_of_shapes_not_known_is_fused_and_broadcasts(x_shape: tuple[int, ...],
+                                                                        z_shape: tuple[int, ...]) -> None:
+    # x and the residual with symbolic dims (the optimizer cannot compare the residual Add's operand shapes):
+    # fused all the same, and the sum is the unfused graph's, whichever operand is broadcast.
+    rng = np.random.default_rng(len(z_shape) + z_shape[0])
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["mm"]), helper.make_node("Add", ["mm", "b"], ["biased"]),
+             helper.make_node("Add", ["z", "biased"], ["y"])]
+    inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", "S", 8]),
+              helper.make_tensor_value_info("z", TensorProto.FLOAT, ["A", "B", "C"][:len(z_shape)])]
+    inits = [_const("w", rng.standard_normal((8, 6)).astype(np.float32)),
+             _const("b", rng.standard_normal(6).astype(np.float32))]
+    outputs = [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)]
+    graph = helper.make_graph(nodes, "mm", inputs, outputs, inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    feed = {"x": rng.standard_normal(x_shape).astype(np.float32), "z": rng.standard_normal(z_shape).astype(np.float32)}
+    fused = _session(model, Level.ORT_ENABLE_ALL)
+    assert _ops(fused) == ["ai.mosaicrt::MatMulAdd"]
+    want = _session(model, Level.ORT_DISABLE_ALL).run(None, feed)[0]
+    got = fused.run(None, feed)[0]
+    assert got.shape == want.shape == np.broadcast_shapes((*x_shape[:-1], 6), z_shape)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
 @pytest.mark.parametrize("variant", ["bias_per_row", "bias_raises_rank", "bias_overridable", "matmul_used_twice",
                                      "bias_not_constant", "read_by_subgraph"])
 def test_matmul_add_is_left_alone_where_it_would_change_the_result(variant: str) -> None:
