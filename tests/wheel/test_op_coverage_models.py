@@ -686,6 +686,24 @@ def test_transformer_contrib_ops_match_onnxruntime() -> None:
         _assert_close(*_run_both(_ms_model(nodes, ins, init, n_out), feed))
 
 
+@pytest.mark.parametrize("n", [1, 7, 15, 16, 17, 31, 33, 1000, 1025])
+def test_gelu_matches_the_erf_definition_at_every_length(n: int) -> None:
+    # Lengths around the 8- and 16-lane loops, with large, tiny, infinite and NaN values among them.
+    import math
+
+    rng = np.random.default_rng(n)
+    x = (rng.standard_normal(n) * 3).astype(np.float32)
+    specials = np.array([0.0, -0.0, 1e-30, -9.5, 9.5, 40.0, -40.0, np.inf, -np.inf, np.nan], np.float32)
+    x[: min(n, specials.size)] = specials[: min(n, specials.size)]
+    ins = [helper.make_tensor_value_info("x", TensorProto.FLOAT, [n])]
+    model = _ms_model([helper.make_node("Gelu", ["x"], ["y"], domain="com.microsoft")], ins, [], 1)
+    got = mosaicrt.InferenceSession(model).run(None, {"x": x})[0]
+    # at -inf the definition is -inf * 0: NaN, as onnxruntime gives
+    want = np.array([0.5 * v * (1 + math.erf(v / math.sqrt(2))) if math.isfinite(v) else
+                     (v if v != -math.inf else math.nan) for v in x.astype(np.float64)], np.float64)
+    np.testing.assert_allclose(got.astype(np.float64), want, rtol=2e-6, atol=1e-6, equal_nan=True)
+
+
 def _small_cnn() -> onnx.ModelProto:
     rng = np.random.default_rng(20)
     init: list[onnx.TensorProto] = []

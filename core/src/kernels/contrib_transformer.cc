@@ -6,6 +6,7 @@
 // transposes are refused).
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <vector>
 
 #include "../gemm/sgemm.h"
@@ -21,6 +22,12 @@ enum class GeluKind { kErf, kBiasErf, kTanh };
 
 void gelu_erf_float(const float* x, float* y, int64_t n) {
 #if defined(MOSAICRT_X86_SIMD)
+  // with the SGEMM's AVX-512 kernel (MOSAICRT_SGEMM_KERNEL=avx2 runs, and tests, the AVX2 blocks below)
+  static const bool avx512 = std::strcmp(sgemm_kernel_name(), "avx512f") == 0;
+  if (avx512) {
+    fastmath::gelu_erf_avx512(x, y, n);
+    return;
+  }
   if (fastmath::cpu_has_avx2_fma()) {  // on the vectorized erf, a block at a time
     constexpr int64_t kBlock = 1024;
     float t[kBlock];

@@ -104,6 +104,8 @@ void exp_avx2(const float* x, float* y, int64_t n);
 void tanh_avx2(const float* x, float* y, int64_t n);
 void sigmoid_avx2(const float* x, float* y, int64_t n);
 void erf_avx2(const float* x, float* y, int64_t n);
+// elementwise_math_avx512.cc: y = 0.5 x (1 + erf_f(x / sqrt 2)) in 16 lanes (y may be x); for AVX-512 CPUs.
+void gelu_erf_avx512(const float* x, float* y, int64_t n);
 #endif
 
 }  // namespace fastmath
