@@ -337,6 +337,70 @@ def test_conv_with_constant_filters_matches_fed_filters(case: tuple[int, ...], t
     np.testing.assert_allclose(fused.run(None, feed)[0], plain.run(None, {**feed, "w": w})[0], rtol=1e-4, atol=1e-4)
 
 
+POINTWISE_CASES = [
+    # 1x1 convolutions of at most 128 input channels per group on maps of >= 64 positions run on the pointwise
+    # kernel on AVX-512 CPUs: (in channels, out channels, (H, W), group, batch)
+    (1, 1, (8, 8), 1, 1),        # one tile of 64 positions, one channel
+    (3, 7, (9, 9), 1, 2),        # 81 positions: a tile and one of 17 (a last vector of 1); 7 = 6 + 1 channels
+    (16, 13, (7, 10), 1, 1),     # 70 = 64 + 6 positions; 13 = 6 + 6 + 1 channels
+    (128, 64, (16, 17), 1, 2),   # the deepest it takes
+    (129, 20, (8, 9), 1, 1),     # one deeper: the GEMM
+    (32, 12, (12, 12), 2, 2),    # groups of 16 -> 6
+    (24, 144, (14, 14), 1, 1),   # a MobileNetV2 expansion, 196 positions
+]
+
+
+@pytest.mark.parametrize("case", POINTWISE_CASES, ids=lambda c: f"c{c[0]}m{c[1]}-{c[2][0]}x{c[2][1]}-g{c[3]}n{c[4]}")
+@pytest.mark.parametrize("epilogue", ["none", "relu", "clip", "residual_relu", "leaky_relu"])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_pointwise_convs_match_numpy(case: tuple[Any, ...], epilogue: str, threads: int) -> None:
+    # Every output stage the kernel applies in its registers (bias, residual, Relu, Clip), and one it does not
+    # (LeakyRelu: the GEMM path), against the products in float64.
+    c, m, (h, w_), group, batch = case
+    rng = np.random.default_rng(c * m + h + w_)
+    w = (rng.standard_normal((m, c // group, 1, 1)) / np.sqrt(c // group)).astype(np.float32)
+    b = rng.standard_normal(m).astype(np.float32)
+    x = _x((batch, c, h, w_), seed=3)
+    z = _x((batch, m, h, w_), seed=4)
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], group=group)]
+    inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(x.shape))]
+    feed = {"x": x}
+    last = "c"
+    if epilogue == "residual_relu":
+        nodes.append(helper.make_node("Add", ["z", "c"], ["s"]))
+        inputs.append(helper.make_tensor_value_info("z", TensorProto.FLOAT, list(z.shape)))
+        feed["z"] = z
+        last = "s"
+    act = {"relu": ("Relu", {}), "residual_relu": ("Relu", {}), "clip": ("Clip", {}),
+           "leaky_relu": ("LeakyRelu", {"alpha": 0.1})}.get(epilogue)
+    inits = [_const("w", w), _const("b", b), _const("lo", np.array(-0.5, np.float32)),
+             _const("hi", np.array(0.7, np.float32))]
+    if act:
+        nodes.append(helper.make_node(act[0], [last, *(["lo", "hi"] if act[0] == "Clip" else [])], ["y"], **act[1]))
+    else:
+        nodes[-1].output[0] = "y"
+    graph = helper.make_graph(nodes, "pw", inputs, [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                              inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    opts = mosaicrt.SessionOptions()
+    opts.intra_op_num_threads = threads
+    sess = mosaicrt.InferenceSession(model.SerializeToString(), sess_options=opts)
+    assert len(_ops(sess)) == 1, _ops(sess)
+    got = sess.run(None, feed)[0]
+    xg = x.astype(np.float64).reshape(batch, group, c // group, h * w_)
+    wg = w.astype(np.float64).reshape(group, m // group, c // group)
+    want = np.einsum("gmk,ngkp->ngmp", wg, xg).reshape(batch, m, h, w_) + b.reshape(1, m, 1, 1)
+    if epilogue == "residual_relu":
+        want = want + z
+    if epilogue in ("relu", "residual_relu"):
+        want = np.maximum(want, 0)
+    elif epilogue == "clip":
+        want = np.clip(want, -0.5, 0.7)
+    elif epilogue == "leaky_relu":
+        want = np.where(want >= 0, want, 0.1 * want)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
 DIRECT_CASES = [
     # 2-D windows with >= 8 output channels per group run on the direct kernel on AVX-512 CPUs:
     # (in channels, out channels, (H, W), (KH, KW), strides, pads [t, l, b, r], dilations, group, auto_pad)

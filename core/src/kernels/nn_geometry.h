@@ -237,6 +237,22 @@ std::vector<float> pack_direct_filters(const float* w, int64_t M, int64_t C, int
 // y[M, OH * OW] = conv(x[C, H, W]); `epi` (if set) is applied to each finished chunk of positions.
 void conv_direct_avx512(const DirectConv& g, const float* x, const float* wpacked, float* y, const TileEpilogue& epi,
                         ThreadPool* pool);
+
+// A pointwise (1x1, stride 1, unpadded) convolution of one image and group, y[M, P] = w[M, K] x[K, P], with the
+// positions in the vector lanes (nn_conv_pointwise_avx512.cc; needs AVX-512 F): the input rows are read where
+// they are (no packed copy) and each output row leaves the registers finished: + bias[m], + z[m, p] (the
+// residual, same layout as y), then `act`; bias and z optional.
+struct PointwiseConv {
+  int64_t K, M, P;
+  const float* bias = nullptr;
+  const float* z = nullptr;
+  RegisterAct act;
+};
+// w[M, K] in the kernel's layout: blocks of kPointwiseRows output channels, for each k the block's values
+// contiguous, the last block zero padded.
+constexpr int64_t kPointwiseRows = 6;
+std::vector<float> pack_pointwise_filters(const float* w, int64_t M, int64_t K);
+void conv_pointwise_avx512(const PointwiseConv& g, const float* x, const float* wpacked, float* y, ThreadPool* pool);
 #endif
 
 // A 3x3, stride-1, undilated convolution of one image and group by Winograd F(2x2, 3x3)

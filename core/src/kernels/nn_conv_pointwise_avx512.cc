@@ -1,0 +1,126 @@
+// Pointwise convolution on AVX-512 (declared in nn_geometry.h): y[M, P] = w[M, K] x[K, P] for one image and
+// group, 64 positions (four vectors) by 6 output channels per tile. Each step k loads the tile's four vectors of
+// input row k straight from the input planes and multiplies them by the 6 channels' weights for k (broadcast);
+// the 24 sums stay in registers over all of K and leave them finished (bias, residual, activation). Against the
+// GEMM, the input is not copied into packed panels and the output is written once: for the small depths of
+// mobile and squeeze layers (16..144 input channels) those two passes cost as much as the products.
+#include <immintrin.h>
+
+#include <algorithm>
+#include <array>
+#include <utility>
+
+#include "../threadpool.h"
+#include "nn_geometry.h"
+
+namespace mrt {
+namespace nn {
+namespace {
+
+constexpr int kRows = static_cast<int>(kPointwiseRows);
+constexpr int64_t kTile = 64;  // positions per tile (four vectors)
+
+inline __mmask16 first16(int64_t n) { return n >= 16 ? __mmask16(0xFFFF) : static_cast<__mmask16>((1u << n) - 1); }
+
+// R output channels (rows of y) by V vectors of positions; the last vector holds `tail` positions (1..16).
+template <int R, int V>
+void tile(const float* x, int64_t P, int64_t K, const float* wp, const float* bias, const float* z,
+          const RegisterAct& act, float* y, int64_t tail) {
+  const __mmask16 last = first16(tail);
+  // one named array per vector of positions: GCC keeps these in registers (a 2-D array is kept in memory)
+  __m512 a0[R], a1[R], a2[R], a3[R];
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) {
+    a0[r] = _mm512_setzero_ps();
+    if constexpr (V > 1) a1[r] = _mm512_setzero_ps();
+    if constexpr (V > 2) a2[r] = _mm512_setzero_ps();
+    if constexpr (V > 3) a3[r] = _mm512_setzero_ps();
+  }
+  // the last vector of the tile is loaded under the mask of its positions
+  const __mmask16 m0 = V == 1 ? last : __mmask16(0xFFFF), m1 = V == 2 ? last : __mmask16(0xFFFF),
+                  m2 = V == 3 ? last : __mmask16(0xFFFF), m3 = V == 4 ? last : __mmask16(0xFFFF);
+  for (int64_t k = 0; k < K; ++k, x += P, wp += kRows) {
+    const __m512 x0 = _mm512_maskz_loadu_ps(m0, x);
+    __m512 x1 = x0, x2 = x0, x3 = x0;
+    if constexpr (V > 1) x1 = _mm512_maskz_loadu_ps(m1, x + 16);
+    if constexpr (V > 2) x2 = _mm512_maskz_loadu_ps(m2, x + 32);
+    if constexpr (V > 3) x3 = _mm512_maskz_loadu_ps(m3, x + 48);
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) {
+      const __m512 w = _mm512_set1_ps(wp[r]);
+      a0[r] = _mm512_fmadd_ps(w, x0, a0[r]);
+      if constexpr (V > 1) a1[r] = _mm512_fmadd_ps(w, x1, a1[r]);
+      if constexpr (V > 2) a2[r] = _mm512_fmadd_ps(w, x2, a2[r]);
+      if constexpr (V > 3) a3[r] = _mm512_fmadd_ps(w, x3, a3[r]);
+    }
+  }
+  const __m512 zero = _mm512_setzero_ps(), vlo = _mm512_set1_ps(act.lo), vhi = _mm512_set1_ps(act.hi);
+  // (products + bias) + residual, then the activation with its operands in the output stage's order (the same
+  // result for a NaN)
+  auto finish = [&](__m512 v, int r, int i) {
+    const __mmask16 m = i == V - 1 ? last : __mmask16(0xFFFF);
+    if (bias) v = _mm512_add_ps(v, _mm512_set1_ps(bias[r]));
+    if (z) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, z + r * P + 16 * i));
+    if (act.kind == RegisterAct::kRelu) v = _mm512_max_ps(v, zero);
+    else if (act.kind == RegisterAct::kClip) v = _mm512_min_ps(vhi, _mm512_max_ps(vlo, v));
+    _mm512_mask_storeu_ps(y + r * P + 16 * i, m, v);
+  };
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) {
+    finish(a0[r], r, 0);
+    if constexpr (V > 1) finish(a1[r], r, 1);
+    if constexpr (V > 2) finish(a2[r], r, 2);
+    if constexpr (V > 3) finish(a3[r], r, 3);
+  }
+}
+
+using TileFn = void (*)(const float*, int64_t, int64_t, const float*, const float*, const float*, const RegisterAct&,
+                        float*, int64_t);
+
+template <int R, size_t... V>
+constexpr std::array<TileFn, 4> tile_row(std::index_sequence<V...>) {
+  return {tile<R, static_cast<int>(V) + 1>...};
+}
+template <size_t... R>
+constexpr std::array<std::array<TileFn, 4>, kRows> tile_table(std::index_sequence<R...>) {
+  return {tile_row<static_cast<int>(R) + 1>(std::make_index_sequence<4>())...};
+}
+// kTiles[R - 1][V - 1]
+constexpr auto kTiles = tile_table(std::make_index_sequence<kRows>());
+
+}  // namespace
+
+std::vector<float> pack_pointwise_filters(const float* w, int64_t M, int64_t K) {
+  const int64_t blocks = (M + kPointwiseRows - 1) / kPointwiseRows;
+  std::vector<float> out(static_cast<size_t>(blocks * K * kPointwiseRows), 0.f);
+  for (int64_t m = 0; m < M; ++m)
+    for (int64_t k = 0; k < K; ++k)
+      out[static_cast<size_t>(((m / kPointwiseRows) * K + k) * kPointwiseRows + m % kPointwiseRows)] = w[m * K + k];
+  return out;
+}
+
+void conv_pointwise_avx512(const PointwiseConv& g, const float* x, const float* wpacked, float* y, ThreadPool* pool) {
+  const int64_t chunks = (g.P + kTile - 1) / kTile, blocks = (g.M + kPointwiseRows - 1) / kPointwiseRows;
+  // Work items: one tile of positions for every block of channels, so the tile's input rows (K x 256 bytes)
+  // stay in cache while all the output channels are made from them.
+  auto run = [&](int64_t c0, int64_t c1) {
+    for (int64_t c = c0; c < c1; ++c) {
+      const int64_t p0 = c * kTile, n = std::min(kTile, g.P - p0);
+      const int64_t vectors = (n + 15) / 16, tail = n - (vectors - 1) * 16;
+      for (int64_t b = 0; b < blocks; ++b) {
+        const int64_t m0 = b * kPointwiseRows, rows = std::min(kPointwiseRows, g.M - m0);
+        kTiles[static_cast<size_t>(rows - 1)][static_cast<size_t>(vectors - 1)](
+            x + p0, g.P, g.K, wpacked + b * g.K * kPointwiseRows, g.bias ? g.bias + m0 : nullptr,
+            g.z ? g.z + m0 * g.P + p0 : nullptr, g.act, y + m0 * g.P + p0, tail);
+      }
+    }
+  };
+  // a few hundred thousand multiply-adds per work item at least
+  const int64_t per_chunk = std::max<int64_t>(1, g.K * g.M * kTile);
+  const int64_t grain = std::max<int64_t>(1, (int64_t{1} << 18) / per_chunk);
+  if (pool && pool->size() > 1 && chunks > grain) pool->parallel_for(chunks, grain, run);
+  else run(0, chunks);
+}
+
+}  // namespace nn
+}  // namespace mrt
