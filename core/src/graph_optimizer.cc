@@ -801,6 +801,22 @@ bool fusable_activation(const Node& act, const GraphIndex& idx, int64_t opset, s
   return false;
 }
 
+// A Dropout's mask and a MaxPool's Indices (optional outputs) that no node, subgraph or graph output reads are
+// dropped from the node, so that its kernel does not make them: an inference Dropout passes its input through
+// without a copy, but filled its mask with ones on every run (a pass over a tensor of the activations' size).
+int drop_unread_optional_outputs(Graph& g, const GraphIndex& idx) {
+  int dropped = 0;
+  for (Node& n : g.nodes) {
+    if (!n.domain.empty() || (n.op_type != "Dropout" && n.op_type != "MaxPool")) continue;
+    for (size_t i = 1; i < n.outputs.size(); ++i) {
+      if (n.outputs[i].empty() || idx.uses.count(n.outputs[i])) continue;
+      n.outputs[i].clear();
+      ++dropped;
+    }
+  }
+  return dropped;
+}
+
 GraphOptimizerStats optimize_graph(Model& model, int level, ThreadPool& pool) {
   GraphOptimizerStats stats;
   if (level <= kOptDisabled) return stats;
@@ -809,6 +825,7 @@ GraphOptimizerStats optimize_graph(Model& model, int level, ThreadPool& pool) {
   if (onnx_opset == model.opsets.end()) return stats;
   stats.folding = fold_constants(model, pool);
   GraphIndex idx(model);
+  stats.unread_outputs_dropped = drop_unread_optional_outputs(g, idx);
   // Static shapes, for the rewrites that need ranks or equal shapes.
   const std::map<std::string, Shape> shapes =
       static_shapes(g, topological_order(g), [&](const std::string& name) { return idx.constant(name); });

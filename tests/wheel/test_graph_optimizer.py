@@ -192,6 +192,36 @@ def test_residual_add_of_shapes_that_differ_is_not_fused() -> None:
                                rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize("read", [False, True])
+def test_optional_outputs_nothing_reads_are_dropped(read: bool, tmp_path: Any) -> None:
+    # A Dropout's mask and a MaxPool's Indices that nothing reads are no longer made (the optimized model's nodes
+    # have lost them); read by a later node or returned as a graph output, they stay, with their values.
+    nodes = [helper.make_node("Dropout", ["x"], ["d", "mask"], ratio=0.5),
+             helper.make_node("MaxPool", ["d"], ["p", "idx"], kernel_shape=[2, 2], strides=[2, 2]),
+             helper.make_node("Relu", ["p"], ["y"])]
+    outputs = [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)]
+    if read:
+        nodes.append(helper.make_node("Cast", ["idx"], ["idx_f"], to=TensorProto.FLOAT))
+        outputs += [helper.make_tensor_value_info("mask", TensorProto.BOOL, None),
+                    helper.make_tensor_value_info("idx_f", TensorProto.FLOAT, None)]
+    inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 6, 6])]
+    model = helper.make_model(helper.make_graph(nodes, "g", inputs, outputs),
+                              opset_imports=[helper.make_opsetid("", 13)])
+    opts = mosaicrt.SessionOptions()
+    opts.optimized_model_filepath = str(tmp_path / "optimized.onnx")
+    sess = mosaicrt.InferenceSession(model.SerializeToString(), sess_options=opts)
+    kept = {n.op_type: [o for o in n.output if o] for n in onnx.load(opts.optimized_model_filepath).graph.node}
+    assert kept["Dropout"] == (["d", "mask"] if read else ["d"])
+    assert kept["MaxPool"] == (["p", "idx"] if read else ["p"])
+    x = _x((1, 3, 6, 6))
+    got = sess.run(None, {"x": x})
+    np.testing.assert_array_equal(got[0], np.maximum(x.reshape(1, 3, 3, 2, 3, 2).max(axis=(3, 5)), 0))
+    if read:
+        assert got[1].dtype == np.bool_ and got[1].all()
+        want = _session(model, Level.ORT_DISABLE_ALL).run(None, {"x": x})
+        np.testing.assert_array_equal(got[2], want[2])
+
+
 def test_shapes_with_symbolic_dims_are_not_folded() -> None:
     # Shape of a value with a symbolic batch dim stays a node: each run sees its own batch.
     nodes = [helper.make_node("Shape", ["x"], ["s"]),
