@@ -800,8 +800,9 @@ bool conv_is_depthwise(const ConvPlan& p) { return p.Cg == 1 && p.group > 1 && p
 // (nn_winograd.cc): 16 multiplications per 2x2 output tile instead of 36.
 // The transforms cost about as much per input and per output channel as the GEMMs do per pair of them, so
 // both counts must be large: with 32 output channels (DenseNet's 128 -> 32) they were slower than the
-// direct kernel.
-constexpr int64_t kWinogradMinInputs = 32, kWinogradMinOutputs = 64;
+// direct kernel, and with 32 or 48 input channels (SqueezeNet's 32 -> 128 on 27x27, 48 -> 192 on 13x13) as
+// fast at 1 thread and slower at 2 (light SqueezeNet at 2 threads: 3.44 -> 3.24 ms on the direct kernel).
+constexpr int64_t kWinogradMinInputs = 64, kWinogradMinOutputs = 64;
 bool conv_uses_winograd(const ConvPlan& p) {
   const Window& g = p.g;
   return g.nsp == 2 && p.group == 1 && g.kernel[0] == 3 && g.kernel[1] == 3 && g.stride[0] == 1 &&
