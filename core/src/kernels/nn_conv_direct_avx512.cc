@@ -204,7 +204,10 @@ void conv_direct_avx512(const DirectConv& g, const float* x, const float* wpacke
       const int64_t mb = item % blocks, p0 = item / blocks * direct::kChunk;
       const int64_t n = std::min(direct::kChunk, P - p0);
       const int64_t m0 = mb * lanes, valid = std::min(lanes, g.M - m0);
-      for (int64_t r = 0; r < n; ++r) rows[r] = xp + ((p0 + r) / g.OW) * Wq + (p0 + r) % g.OW;
+      for (int64_t r = 0, oh = p0 / g.OW, ow = p0 % g.OW; r < n; ++r) {  // (no division per position)
+        rows[r] = xp + oh * Wq + ow;
+        if (++ow == g.OW) ow = 0, ++oh;
+      }
       // The next item's output lines are fetched into L2 while this one computes, a share after each tile: its
       // stores go to as many planes as it has channels, more write streams than the hardware prefetcher follows,
       // and an output larger than L2 (3 -> 64 channels on 111 x 111: 3.2 MB) otherwise waits on every line.
