@@ -138,8 +138,8 @@ void matmul_kernel(OpContext& ctx) {
   });
 }
 
-// ai.mosaicrt MatMulAdd (the graph optimizer's MatMul → Add of a constant vector (→ Gelu) (→ Add of a same-shaped
-// value)): Y = act(MatMul(A, B) + C) + Z, B a float matrix, C its N column values broadcast along the last axis,
+// ai.mosaicrt MatMulAdd (the graph optimizer's MatMul → Add of a constant vector (→ Gelu) (→ Add of a residual)):
+// Y = act(MatMul(A, B) + C) + Z, B a float matrix, C its N column values broadcast along the last axis,
 // act com.microsoft Gelu (attribute activation = "Gelu") or none, Z optional. Applied on each finished tile of the
 // GEMM, in that order, when Z has the output's shape; a Z of another shape (the optimizer fuses a residual Add
 // whose shapes it cannot compare, such as a symbolic batch) is added with broadcasting after the product.
@@ -180,16 +180,15 @@ void matmul_add_kernel(OpContext& ctx) {
   const std::string activation = ctx.node().attr_string("activation", "");
   MRT_CHECK_IMPL(activation.empty() || activation == "Gelu", "MatMulAdd (ai.mosaicrt): activation '", activation,
                  "' is not supported (Gelu or none)");
-  const bool z_in_tiles = z && z->shape() == p.out_shape;
-  Tensor product;
-  Tensor& y = z && !z_in_tiles ? product : ctx.output(0, DType::kFloat, p.out_shape);
-  if (&y == &product) y = Tensor(DType::kFloat, p.out_shape, ctx.allocator());
-  const BiasResidual sums{c.data<float>(), z_in_tiles ? z->data<float>() : nullptr, p.N, activation == "Gelu"};
+  const bool z_after = z && z->shape() != p.out_shape;  // added with broadcasting, after the product
+  Tensor product = z_after ? Tensor(DType::kFloat, p.out_shape, ctx.allocator()) : Tensor();
+  Tensor& y = z_after ? product : ctx.output(0, DType::kFloat, p.out_shape);
+  const BiasResidual sums{c.data<float>(), z && !z_after ? z->data<float>() : nullptr, p.N, activation == "Gelu"};
   TileEpilogue tile;
   tile.apply = add_bias_residual;
   tile.ctx = &sums;
   if (y.numel() > 0) matmul_float(ctx, p, a.data<float>(), b.data<float>(), y.data<float>(), &tile);
-  if (z && !z_in_tiles) {
+  if (z_after) {
     Tensor& out = ctx.output(0, DType::kFloat, broadcast_shapes(p.out_shape, z->shape()));
     ew::binary_apply<float, float, float>(ctx, product, *z, out, [](float u, float v) { return u + v; });
   }

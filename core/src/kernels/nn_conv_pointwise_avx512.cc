@@ -3,7 +3,7 @@
 // input row k straight from the input planes and multiplies them by the 6 channels' weights for k (broadcast);
 // the 24 sums stay in registers over all of K and leave them finished (bias, residual, activation). Against the
 // GEMM, the input is not copied into packed panels and the output is written once: for the small depths of
-// mobile and squeeze layers (16..144 input channels) those two passes cost as much as the products.
+// mobile and squeeze layers (16..128 input channels) those two passes cost as much as the products.
 #include <immintrin.h>
 
 #include <algorithm>
