@@ -8,7 +8,10 @@
 namespace mrt {
 namespace fastmath {
 
-#if defined(__GNUC__)
+// 512-bit vectors for the loop (compilers tuned for some AVX-512 CPUs prefer 256)
+#if defined(__clang__)
+#define MRT_WIDE __attribute__((min_vector_width(512)))
+#elif defined(__GNUC__)
 #define MRT_WIDE __attribute__((target("prefer-vector-width=512")))
 #else
 #define MRT_WIDE

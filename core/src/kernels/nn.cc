@@ -1203,13 +1203,13 @@ void conv_compute(OpContext& ctx, const Epilogue* epi, const InputStage* in = nu
               nn::pack_direct_filters(W.data<float>() + grp * p.Mg * p.Cg * taps, p.Mg, p.Cg, taps));
       });
     }
-#endif
     if (conv_uses_pointwise(p)) {
       std::call_once(packed->pointwise_once, [&] {
         for (int64_t grp = 0; grp < p.group; ++grp)
           packed->pointwise.push_back(nn::pack_pointwise_filters(W.data<float>() + grp * p.Mg * p.Cg, p.Mg, p.Cg));
       });
     }
+#endif
     if (conv_uses_transposed(p)) {
       std::call_once(packed->transposed_once, [&] {
         const int64_t K = W.numel() / std::max<int64_t>(p.M, 1);
