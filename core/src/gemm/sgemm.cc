@@ -608,6 +608,11 @@ const SgemmKernel& sgemm_active_kernel() {
 
 const char* sgemm_kernel_name() { return sgemm_active_kernel().name; }
 
+bool sgemm_kernel_is_avx512() {
+  static const bool yes = std::strcmp(sgemm_kernel_name(), "avx512f") == 0;
+  return yes;
+}
+
 void sgemm_with_kernel(const SgemmKernel& kernel, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
                        float alpha, const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C,
                        int64_t ldc, ThreadPool* pool) {

@@ -30,6 +30,9 @@ void sgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float al
 // Name of the micro-kernel sgemm() dispatches to on this CPU ("avx512f", "avx2_fma", "neon",
 // "portable").
 const char* sgemm_kernel_name();
+// Whether that micro-kernel is the AVX-512 one. The other AVX-512 kernels (convolutions, softmax rows, GELU)
+// follow it, so that MOSAICRT_SGEMM_KERNEL=avx2 also runs, and tests, the paths of CPUs without AVX-512.
+bool sgemm_kernel_is_avx512();
 
 // An operand packed once into the micro-kernel's panel layout, for constant weights
 // (MatMul/Gemm B, Conv filters as A). Build with sgemm_pack_a/b, keep it (e.g. in

@@ -6,7 +6,6 @@
 // transposes are refused).
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <vector>
 
 #include "../gemm/sgemm.h"
@@ -23,8 +22,7 @@ enum class GeluKind { kErf, kBiasErf, kTanh };
 void gelu_erf_float(const float* x, float* y, int64_t n) {
 #if defined(MOSAICRT_X86_SIMD)
   // with the SGEMM's AVX-512 kernel (MOSAICRT_SGEMM_KERNEL=avx2 runs, and tests, the AVX2 blocks below)
-  static const bool avx512 = std::strcmp(sgemm_kernel_name(), "avx512f") == 0;
-  if (avx512) {
+  if (sgemm_kernel_is_avx512()) {
     fastmath::gelu_erf_avx512(x, y, n);
     return;
   }

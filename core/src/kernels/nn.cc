@@ -419,16 +419,8 @@ bool cpu_has_avx2() {
 #endif
 }
 
-// The SGEMM dispatcher runs its AVX-512 kernel: the AVX-512 convolution kernels (direct, depthwise) follow it,
-// so that MOSAICRT_SGEMM_KERNEL=avx2 also runs, and tests, the convolution paths of CPUs without AVX-512.
-bool cpu_has_avx512_kernels() {
-#if defined(MOSAICRT_X86_SIMD)
-  static const bool yes = std::strcmp(sgemm_kernel_name(), "avx512f") == 0;
-  return yes;
-#else
-  return false;
-#endif
-}
+// The AVX-512 convolution kernels (direct, depthwise, pointwise) run where the SGEMM runs its AVX-512 kernel.
+bool cpu_has_avx512_kernels() { return sgemm_kernel_is_avx512(); }
 
 
 // Fused output stage of com.microsoft FusedConv: y = act(y + z), z optional (same shape).
