@@ -12,6 +12,7 @@
 #include "gemm/backend_registry.h"
 #include "gemm/sgemm.h"
 #include "ep/registry.h"
+#include "process_exit.h"
 #include "session.h"
 
 struct MrtStatus {
@@ -66,6 +67,14 @@ MrtStatus* guarded(F&& f) {
   } catch (...) {
     return make_status(MRT_INTERNAL, "unknown exception");
   }
+}
+
+// A call that runs kernels or EP code, under the exit gate (process_exit.h): after another thread began
+// to exit the process, the call blocks instead of running into objects that exit() destroys.
+template <class F>
+MrtStatus* gated(F&& f) {
+  mrt::ExitPass pass;
+  return guarded(std::forward<F>(f));
 }
 
 #define MRT_REQUIRE_ARG(p) \
@@ -174,19 +183,20 @@ MRT_API MrtStatus* MrtCreateStatus(MrtErrorCode code, const char* message) {
 }
 
 MRT_API MrtStatus* MrtRegisterExecutionProviderLibrary(const char* registration_name, const char* path) {
-  return guarded([&] {
+  return gated([&] {
     MRT_REQUIRE_ARG(registration_name);
     MRT_REQUIRE_ARG(path);
     mrt::EpRegistry::instance().register_library(registration_name, path);
   });
 }
 MRT_API MrtStatus* MrtUnregisterExecutionProviderLibrary(const char* registration_name) {
-  return guarded([&] {
+  return gated([&] {
     MRT_REQUIRE_ARG(registration_name);
     mrt::EpRegistry::instance().unregister_library(registration_name);
   });
 }
 MRT_API const char* MrtGetAvailableProviders(void) {
+  mrt::ExitPass pass;
   std::lock_guard<std::mutex> lock(g_snapshot_mutex);
   try {
     std::string s;
@@ -198,7 +208,7 @@ MRT_API const char* MrtGetAvailableProviders(void) {
   return g_provider_names.c_str();
 }
 MRT_API MrtStatus* MrtGetEpDevices(MrtEpDeviceInfo* devices, size_t capacity, size_t* count) {
-  return guarded([&] {
+  return gated([&] {
     MRT_REQUIRE_ARG(count);
     if (capacity && !devices) mrt::fail(MRT_INVALID_ARGUMENT, "devices must not be NULL when capacity > 0");
     std::vector<mrt::EpDevice> all = mrt::EpRegistry::instance().ep_devices();
@@ -339,7 +349,7 @@ MRT_API MrtStatus* MrtSessionOptionsSetConfigEntry(MrtSessionOptions* options, c
 }
 
 MRT_API MrtStatus* MrtCreateSession(const char* model_path, const MrtSessionOptions* options, MrtSession** out) {
-  return guarded([&] {
+  return gated([&] {
     MRT_REQUIRE_ARG(model_path);
     MRT_REQUIRE_ARG(out);
     mrt::SessionOptions o = options ? options->options : mrt::SessionOptions();
@@ -352,7 +362,7 @@ MRT_API MrtStatus* MrtCreateSession(const char* model_path, const MrtSessionOpti
 
 MRT_API MrtStatus* MrtCreateSessionFromBytes(const void* model_data, size_t model_size,
                                              const MrtSessionOptions* options, MrtSession** out) {
-  return guarded([&] {
+  return gated([&] {
     MRT_REQUIRE_ARG(out);
     if (!model_data && model_size) mrt::fail(MRT_INVALID_ARGUMENT, "model_data must not be NULL");
     mrt::SessionOptions o = options ? options->options : mrt::SessionOptions();
@@ -362,7 +372,10 @@ MRT_API MrtStatus* MrtCreateSessionFromBytes(const void* model_data, size_t mode
     *out = handle;
   });
 }
-MRT_API void MrtReleaseSession(MrtSession* session) { delete session; }
+MRT_API void MrtReleaseSession(MrtSession* session) {
+  mrt::ExitPass pass;
+  delete session;
+}
 
 MRT_API MrtStatus* MrtSessionGetIoCount(const MrtSession* session, MrtIoKind kind, size_t* count) {
   return guarded([&] {
@@ -397,7 +410,7 @@ MRT_API MrtStatus* MrtSessionGetIoDim(const MrtSession* session, MrtIoKind kind,
 
 MRT_API MrtStatus* MrtRun(MrtSession* session, const char* const* input_names, const MrtValue* const* inputs,
                           size_t n_inputs, const char* const* output_names, size_t n_outputs, MrtValue** outputs) {
-  return guarded([&] {
+  return gated([&] {
     MRT_REQUIRE_ARG(session);
     MRT_REQUIRE_ARG(outputs);
     if (n_inputs && (!input_names || !inputs)) mrt::fail(MRT_INVALID_ARGUMENT, "input arrays must not be NULL");
@@ -426,6 +439,8 @@ MRT_API MrtStatus* MrtRun(MrtSession* session, const char* const* input_names, c
   });
 }
 
+MRT_API int64_t MrtBeginProcessExit(uint32_t timeout_ms) { return mrt::begin_process_exit(timeout_ms); }
+
 MRT_API MrtStatus* MrtCreateRunOptions(MrtRunOptions** out) {
   return guarded([&] {
     MRT_REQUIRE_ARG(out);
@@ -444,7 +459,7 @@ MRT_API MrtStatus* MrtRunWithOptions(MrtSession* session, const MrtRunOptions* r
                                      const char* const* input_names, const MrtTensorRef* inputs, size_t n_inputs,
                                      const char* const* output_names, size_t n_outputs,
                                      const MrtTensorRef* bound_outputs, MrtValue** outputs, MrtTensorRef* output_info) {
-  return guarded([&] {
+  return gated([&] {
     MRT_REQUIRE_ARG(session);
     MRT_REQUIRE_ARG(outputs);
     if (n_inputs && (!input_names || !inputs)) mrt::fail(MRT_INVALID_ARGUMENT, "input arrays must not be NULL");
@@ -612,7 +627,10 @@ MRT_API MrtStatus* MrtValueGetInfo(const MrtValue* value, int32_t* elem_type, si
   });
 }
 
-MRT_API void MrtReleaseValue(MrtValue* value) { delete value; }
+MRT_API void MrtReleaseValue(MrtValue* value) {
+  mrt::ExitPass pass;  // device memory goes back to its EP
+  delete value;
+}
 
 MRT_API MrtStatus* MrtValueGetKind(const MrtValue* value, MrtValueKind* kind) {
   return guarded([&] {

@@ -4,6 +4,7 @@
 #include "function_inliner.h"
 #include "subgraph.h"
 #include "graph_optimizer.h"
+#include "process_exit.h"
 #include "session_extras.h"
 #include "static_shapes.h"
 #include "type_inference.h"
@@ -935,6 +936,8 @@ std::vector<Tensor> Session::run(const std::vector<std::string>& input_names, co
   for (auto& s : steps_) {
     if (control.terminate && control.terminate->load(std::memory_order_relaxed))
       fail(MRT_CANCELLED, "the run was terminated before ", s.node->label(), ": RunOptions.terminate is set");
+    if (process_exiting() && !is_exiting_thread())
+      fail(MRT_CANCELLED, "the run was stopped before ", s.node->label(), ": the process is exiting");
     ctx.node_ = s.node;
     ctx.opset_ = s.opset;
     const Clock::time_point node_start = profile ? Clock::now() : Clock::time_point();

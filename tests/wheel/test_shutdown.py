@@ -101,3 +101,60 @@ def test_processes_exit_mid_run_cleanly(tmp_path: Path) -> None:
     assert not bad, f"{len(bad)} of {PROCESSES} processes misbehaved, e.g. {bad[:3]}"
     slowest = max(t for *_, t in results)
     assert slowest < PER_PROCESS_TIMEOUT_S
+
+
+SLOW_KERNEL_CHILD = textwrap.dedent(
+    """
+    import atexit, sys, threading, time
+    import numpy as np
+
+    def after_the_gate():  # registered before mosaicrt's own hook, so it runs after the gate closed
+        print("exiting thread:", float(sess.run(None, {"x": x})[0].sum()), flush=True)
+
+    atexit.register(after_the_gate)
+    import mosaicrt
+
+    mode, lib, model = sys.argv[1:4]
+    mosaicrt.register_execution_provider_library("exitgate:cpu", lib)
+    sess = mosaicrt.InferenceSession(model, providers=[("FakeCpu_exitgate", {"ops": "Relu", "sleep_ms": "300"}),
+                                                       "CPUExecutionProvider"])
+    x = np.array([[-1.0, 0.5, 2.0], [3.0, -4.0, 0.0]], np.float32)
+    entered = threading.Event()
+
+    def loop():
+        while True:
+            entered.set()
+            sess.run(None, {"x": x})
+
+    threading.Thread(target=loop, daemon=True).start()
+    entered.wait()
+    time.sleep(0.05)  # inside the 300 ms kernel
+    if mode == "sys.exit":
+        sys.exit(3)
+    """
+)
+
+
+@pytest.mark.parametrize("mode", ["return", "sys.exit"])
+def test_exit_waits_for_a_kernel_in_flight(tmp_path: Path, mode: str) -> None:
+    """A daemon thread is inside a 300 ms EP kernel when the script exits. Interpreter exit must let the kernel
+    finish before exit() destroys the EP library's static state (the test EP reports it on stderr and ends
+    the process with 70 if it sees that), keep the daemon thread out afterwards, and still serve runs from the
+    exiting thread's own atexit hooks."""
+    from test_plugin_eps import CXX, X, _compile
+    from test_plugin_eps import _model as _plugin_model
+
+    if CXX is None:
+        pytest.skip("no C++ compiler (c++/g++) to build the test plugin library")
+    lib = _compile(tmp_path, "fake_ep")
+    model = tmp_path / "plugin.onnx"
+    model.write_bytes(_plugin_model().SerializeToString())
+    script = tmp_path / "slow_kernel_child.py"
+    script.write_text(SLOW_KERNEL_CHILD)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONWARNINGS"}
+    proc = subprocess.run([sys.executable, str(script), mode, str(lib), str(model)], capture_output=True, text=True,
+                          timeout=PER_PROCESS_TIMEOUT_S, env=env, check=False)
+    assert (proc.returncode, proc.stderr) == (MODES[mode], "")
+    expected = float((1 / (1 + np.exp(-np.maximum(X + X, 0)))).sum())
+    assert proc.stdout.startswith("exiting thread: ")
+    assert abs(float(proc.stdout.split(":")[1]) - expected) < 1e-5

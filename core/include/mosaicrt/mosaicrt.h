@@ -36,7 +36,7 @@ extern "C" {
 #endif
 
 #define MRT_ABI_VERSION_MAJOR 1
-#define MRT_ABI_VERSION_MINOR 4
+#define MRT_ABI_VERSION_MINOR 5
 
 typedef enum MrtErrorCode {
   MRT_OK = 0,
@@ -296,6 +296,18 @@ MRT_API MrtStatus* MrtValueGetMap(const MrtValue* value, MrtValue** keys, MrtVal
 /* The ONNX type of input/output `index`: "tensor(float)", "tensor(string)", "seq(tensor(int64))",
  * "optional(tensor(float))", ...; "?" stands for an unknown element type. Valid while the session lives. */
 MRT_API MrtStatus* MrtSessionGetIoType(const MrtSession* session, MrtIoKind kind, size_t index, const char** type);
+
+/* ---- (1.5) exiting the process ----
+ * exit() destroys the static objects of the library and of the EP libraries; a run still going on another
+ * thread at that moment can crash the process on its way out. Call MrtBeginProcessExit on the exiting
+ * thread before exit() when other threads may be inside mosaicrt (the Python package does it from an atexit
+ * hook). Runs in flight on other threads stop before their next node; the call waits up to timeout_ms for
+ * them, and for session creations and releases in flight, to leave, and returns how many were still in
+ * flight when it gave up (0: none). From then on, any other thread that calls MrtRun, MrtRunWithOptions,
+ * MrtCreateSession*, MrtReleaseSession, MrtReleaseValue or the EP library and device functions, or whose
+ * call was in flight, blocks for good instead of returning into a process being torn down. The calling
+ * thread keeps full use of the API. */
+MRT_API int64_t MrtBeginProcessExit(uint32_t timeout_ms);
 
 #ifdef __cplusplus
 }

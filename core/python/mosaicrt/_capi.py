@@ -6,6 +6,7 @@ The shared library is looked up next to this file (the wheel layout) unless the
 
 from __future__ import annotations
 
+import atexit
 import ctypes
 import os
 import sys
@@ -15,7 +16,7 @@ from typing import Any
 from ._errors import raise_for_code
 
 ABI_MAJOR = 1  # the C ABI major version this package speaks
-ABI_MINOR = 4  # the newest functions it calls arrived in 1.4
+ABI_MINOR = 5  # the newest function it calls (MrtBeginProcessExit) arrived in 1.5
 
 
 def _library_names() -> list[str]:
@@ -193,6 +194,8 @@ def _declare(lib: ctypes.CDLL) -> None:
     fn("MrtValueGetSequenceItem", StatusP, ValueP, ctypes.c_size_t, ctypes.POINTER(ValueP))
     fn("MrtSessionGetIoType", StatusP, SessionP, ctypes.c_int, ctypes.c_size_t, c_char_pp)
     fn("MrtValueGetMap", StatusP, ValueP, ctypes.POINTER(ValueP), ctypes.POINTER(ValueP))
+    # ABI 1.5: exiting the process
+    fn("MrtBeginProcessExit", ctypes.c_int64, ctypes.c_uint32)
 
 
 def _load() -> ctypes.CDLL:
@@ -215,6 +218,22 @@ def _load() -> ctypes.CDLL:
 
 lib = _load()
 library_path: str = lib._name
+
+#: How long interpreter exit waits for runs on other (daemon) threads to stop at their next node.
+EXIT_WAIT_MS = 10_000
+
+
+def _begin_process_exit() -> None:
+    """atexit hook. After it, the interpreter tears down and exit() destroys the native libraries' static
+    objects, which a run still going on a daemon thread would touch: stop those runs and keep other threads
+    out of the library from now on (MrtBeginProcessExit; this thread keeps using it)."""
+    left = lib.MrtBeginProcessExit(EXIT_WAIT_MS)
+    if left:
+        sys.stderr.write(f"mosaicrt: {left} call(s) on other threads still running {EXIT_WAIT_MS / 1000:g} s after "
+                         "the interpreter began to exit; the process may crash on its way out\n")
+
+
+atexit.register(_begin_process_exit)
 
 
 def check(status: Any) -> None:

@@ -9,15 +9,22 @@
 //   ops=Relu,Add          which op types to claim
 //   fail=compute|create_kernel|capability|create_ep   make that step fail (compute throws a
 //                         C++ exception inside the kernel, caught at the ABI boundary)
+//   sleep_ms=N            each kernel takes N ms, watching the library's static state meanwhile: if exit()
+//                         destroys it under a running kernel (what a real EP library's caches suffer), the
+//                         kernel reports it on stderr and the process ends with status 70
 // Compile-time switches build deliberately broken variants:
 //   -DFAKE_ABI_VERSION=0x00020000   claim another EP ABI
 //   -DFAKE_FACTORY_ABI=...          put another ABI in the factory struct
 //   -DFAKE_NO_ENTRY                 export no MrtEpCreateFactories
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "mosaicrt/ep.h"
@@ -32,6 +39,17 @@
 namespace {
 
 const MrtEpApi* g_api = nullptr;
+
+// Static state of the library, as an EP library's primitive cache is: exit() destroys it. Its destructor
+// lingers a little, as tearing down a real cache does, so that a kernel still running sees it happen.
+struct LibraryState {
+  volatile bool alive = true;
+  ~LibraryState() {
+    alive = false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+};
+LibraryState g_state;
 
 std::vector<std::string> split(const std::string& s, char sep) {
   std::vector<std::string> out;
@@ -54,6 +72,7 @@ struct FakeEp {
   std::string name;
   std::vector<std::string> ops{"Relu", "Add"};
   std::string fail;
+  int sleep_ms = 0;
 };
 
 struct FakeKernel {
@@ -106,6 +125,15 @@ MrtStatus* ep_compute(MrtEp* base, void* kernel, MrtEpKernelContext* ctx) {
   auto* ep = reinterpret_cast<FakeEp*>(base);
   try {
     if (ep->fail == "compute") throw std::runtime_error("simulated kernel crash in " + ep->name);
+    const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(ep->sleep_ms);
+    while (std::chrono::steady_clock::now() < until) {
+      if (!g_state.alive) {
+        std::fputs("fake EP: a kernel is running while exit() destroys the library's static state\n", stderr);
+        std::fflush(stderr);
+        std::_Exit(70);
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
     run(*static_cast<FakeKernel*>(kernel), ctx);
     return nullptr;
   } catch (const std::exception& e) {
@@ -146,6 +174,7 @@ MrtStatus* f_create_ep(MrtEpFactory* base, const MrtHardwareDevice* const*, size
     std::string k = keys[i], v = values[i];
     if (k == "ops") ep->ops = split(v, ',');
     else if (k == "fail") ep->fail = v;
+    else if (k == "sleep_ms") ep->sleep_ms = std::atoi(v.c_str());
     else return g_api->CreateStatus(MRT_INVALID_ARGUMENT, ("unknown provider option '" + k + "'").c_str());
   }
   if (ep->fail == "create_ep") return error("create_ep failure requested by the test");
