@@ -25,10 +25,6 @@ Gate& gate() {
 
 thread_local int t_depth = 0;  // passes open on this thread; an EP callback may call in again
 
-bool other_thread_after_close(Gate& g) {
-  return g.closed.load() && g.exiting.load() != std::this_thread::get_id();
-}
-
 [[noreturn]] void park(Gate& g) {
   std::unique_lock<std::mutex> lock(g.mu);
   g.left.notify_all();  // this thread's pass may have been the last one the exiting thread waits for
@@ -37,42 +33,34 @@ bool other_thread_after_close(Gate& g) {
 
 }  // namespace
 
-ExitPass::ExitPass() : nested_(t_depth++ > 0) {
-  if (nested_) return;  // counted by the outer pass
+bool exit_stops_this_thread() {
+  Gate& g = gate();
+  return g.closed.load() && g.exiting.load() != std::this_thread::get_id();
+}
+
+ExitPass::ExitPass() {
+  if (t_depth++ > 0) return;  // counted by the outer pass
   Gate& g = gate();
   // Count first, then look at the gate; the exiting thread closes first, then counts. Whichever order
   // the two threads run in, either this pass sees the gate closed or the exiting thread sees it counted.
   g.in_flight.fetch_add(1);
-  counted_ = true;
-  if (other_thread_after_close(g)) {
-    counted_ = false;
+  if (exit_stops_this_thread()) {
     g.in_flight.fetch_sub(1);
     park(g);
   }
+  counted_ = true;
 }
 
-ExitPass::~ExitPass() { leave(); }
-
-void ExitPass::leave() {
-  if (!open_) return;
-  open_ = false;
+ExitPass::~ExitPass() {
   --t_depth;
   if (!counted_) return;
-  counted_ = false;
   Gate& g = gate();
   g.in_flight.fetch_sub(1);
   if (!g.closed.load()) return;
-  if (g.exiting.load() == std::this_thread::get_id()) {
-    std::lock_guard<std::mutex> lock(g.mu);
-    g.left.notify_all();
-    return;
-  }
-  park(g);
+  if (exit_stops_this_thread()) park(g);
+  std::lock_guard<std::mutex> lock(g.mu);
+  g.left.notify_all();
 }
-
-bool process_exiting() { return gate().closed.load(std::memory_order_relaxed); }
-
-bool is_exiting_thread() { return gate().exiting.load() == std::this_thread::get_id(); }
 
 int64_t begin_process_exit(uint32_t timeout_ms) {
   Gate& g = gate();

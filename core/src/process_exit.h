@@ -13,27 +13,23 @@
 namespace mrt {
 
 // Held for the length of a call that runs kernels or EP code: a run, a session's creation or release,
-// an EP library's registration. Constructed after the gate closed on another thread, it never returns.
+// an EP library's registration. Constructed after the gate closed on another thread, it never returns;
+// destroyed there after the gate closed, it does not return either: the call's result would be handed
+// back to a caller that the process is already tearing down.
 class ExitPass {
  public:
   ExitPass();
   ~ExitPass();
   ExitPass(const ExitPass&) = delete;
   ExitPass& operator=(const ExitPass&) = delete;
-  // Ends the pass. On a thread other than the exiting one, after the gate closed, it does not return:
-  // the call's result would be handed back to a caller that the process is already tearing down.
-  void leave();
 
  private:
-  bool nested_;  // inside another pass of this thread, which does the counting
-  bool counted_ = false;
-  bool open_ = true;
+  bool counted_ = false;  // false inside another pass of this thread, which does the counting
 };
 
-// True once the gate is closed; runs check it between nodes and stop.
-bool process_exiting();
-// True on the thread that closed the gate.
-bool is_exiting_thread();
+// True once the gate is closed and this is not the thread that closed it: runs check it between nodes
+// and stop.
+bool exit_stops_this_thread();
 
 // Closes the gate and waits up to timeout_ms for the passes in flight on other threads to end.
 // Returns how many were still in flight when it gave up (0: all ended). Calling it again (from any

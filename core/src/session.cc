@@ -936,7 +936,7 @@ std::vector<Tensor> Session::run(const std::vector<std::string>& input_names, co
   for (auto& s : steps_) {
     if (control.terminate && control.terminate->load(std::memory_order_relaxed))
       fail(MRT_CANCELLED, "the run was terminated before ", s.node->label(), ": RunOptions.terminate is set");
-    if (process_exiting() && !is_exiting_thread())
+    if (exit_stops_this_thread())
       fail(MRT_CANCELLED, "the run was stopped before ", s.node->label(), ": the process is exiting");
     ctx.node_ = s.node;
     ctx.opset_ = s.opset;
