@@ -31,15 +31,24 @@ namespace mrt {
 namespace nn {
 namespace {
 
+// A row tile (kRow) takes R consecutive positions of one output row: their bases in the staged planes are
+// consecutive too, so one base pointer and constant displacements address all of them. With no base pointer per
+// position the tile can be taller: up to kRowTileRows(NZ) positions for one or two vectors of channels, where the
+// filter loads per multiply-add limit the pointer tile (3x3 128 -> 32 on 56x56, alone: 182 GFLOP/s with 8
+// positions, 218 with 14; 16 -> 1 vector: 126 -> 186). GCC unrolls at most 16 rows, hence the cap.
+constexpr int kRowTileRows(int nz) { return nz == 1 ? 16 : nz == 2 ? 14 : 0; }
+constexpr int kRowTileMaxRows = 16;
+
 // acc[r] = position r's sums for 16 x NZ channels over `steps` (channel, tap) steps; rows[r]: position r's
-// base in the staged planes, offs: each step's offset from a base, w: the block's filters (per step, NZ x 16
-// values), then + bias (16 x NZ values, or null) and the activation `act` (none on a part sum), stored as row r
-// of `out`. With `resume` the sums start from row r of `out` (a part sum over earlier steps) instead of 0: the
-// same additions in the same order as one call over all the steps.
-template <int R, int NZ>
+// base in the staged planes (for a row tile: rows[0] only, position r's is rows[0] + r), offs: each step's offset
+// from a base, w: the block's filters (per step, NZ x 16 values), then + bias (16 x NZ values, or null) and the
+// activation `act` (none on a part sum), stored as row r of `out`. With `resume` the sums start from row r of
+// `out` (a part sum over earlier steps) instead of 0: the same additions in the same order as one call over all
+// the steps.
+template <int R, int NZ, bool kRow>
 MRT_DIRECT_TILE void tile(const float* const* rows, const int64_t* offs, int64_t steps, const float* w,
                           const float* bias, const RegisterAct& act, bool resume, float* out, int64_t ldo) {
-  static_assert(NZ >= 1 && NZ <= 4 && R >= 1 && R <= direct::max_rows(NZ), "tile shape");
+  static_assert(NZ >= 1 && NZ <= 4 && R >= 1 && R <= (kRow ? kRowTileRows(NZ) : direct::max_rows(NZ)), "tile shape");
   // one named array per vector column: GCC keeps these in registers (a 2-D array was spilled)
   __m512 a0[R], a1[R], a2[R], a3[R];
   for (int r = 0; r < R; ++r) {
@@ -49,17 +58,18 @@ MRT_DIRECT_TILE void tile(const float* const* rows, const int64_t* offs, int64_t
     if constexpr (NZ > 2) a2[r] = resume ? _mm512_loadu_ps(o + 32) : _mm512_setzero_ps();
     if constexpr (NZ > 3) a3[r] = resume ? _mm512_loadu_ps(o + 48) : _mm512_setzero_ps();
   }
-  const float* p[R];
-  for (int r = 0; r < R; ++r) p[r] = rows[r];
+  const float* p[kRow ? 1 : R];
+  for (int r = 0; r < (kRow ? 1 : R); ++r) p[r] = rows[r];
   for (int64_t s = 0; s < steps; ++s, w += NZ * 16) {
     const int64_t o = offs[s];
+    const float* q = p[0] + o;  // a row tile's first position
     const __m512 b0 = _mm512_loadu_ps(w);
     __m512 b1 = b0, b2 = b0, b3 = b0;
     if constexpr (NZ > 1) b1 = _mm512_loadu_ps(w + 16);
     if constexpr (NZ > 2) b2 = _mm512_loadu_ps(w + 32);
     if constexpr (NZ > 3) b3 = _mm512_loadu_ps(w + 48);
     for (int r = 0; r < R; ++r) {
-      const __m512 a = _mm512_set1_ps(p[r][o]);
+      const __m512 a = _mm512_set1_ps(kRow ? q[r] : p[r][o]);
       a0[r] = _mm512_fmadd_ps(a, b0, a0[r]);
       if constexpr (NZ > 1) a1[r] = _mm512_fmadd_ps(a, b1, a1[r]);
       if constexpr (NZ > 2) a2[r] = _mm512_fmadd_ps(a, b2, a2[r]);
@@ -85,9 +95,22 @@ MRT_DIRECT_TILE void tile(const float* const* rows, const int64_t* offs, int64_t
 
 template <int R, int NZ>
 struct Tile {
-  static constexpr auto fn = &tile<R, NZ>;
+  static constexpr auto fn = &tile<R, NZ, false>;
 };
 constexpr auto kTiles = direct::tile_table<Tile>();  // kTiles[NZ - 1][R - 1]
+
+using TileFn = decltype(&tile<1, 1, false>);
+template <int NZ, size_t... I>
+constexpr std::array<TileFn, kRowTileMaxRows> row_tiles(std::index_sequence<I...>) {
+  return {&tile<(int(I) + 1 < kRowTileRows(NZ) ? int(I) + 1 : kRowTileRows(NZ)), NZ, true>...};
+}
+// kRowTiles[NZ - 1][R - 1] for NZ of 1 and 2 (R past kRowTileRows(NZ): never called)
+constexpr std::array<std::array<TileFn, kRowTileMaxRows>, 2> kRowTiles{
+    row_tiles<1>(std::make_index_sequence<kRowTileMaxRows>()), row_tiles<2>(std::make_index_sequence<kRowTileMaxRows>())};
+
+// Row tiles for a map whose rows split into tiles of at least this many positions (7 x 7 maps keep the
+// pointer tiles of 8 positions, two rows in one: 200 against 185 GFLOP/s).
+constexpr int64_t kRowTileMinRows = 10;
 
 // Bytes of a block's filters per piece of steps (see conv_direct_avx512).
 constexpr int64_t kDirectPieceBytes = int64_t{192} << 10;
@@ -171,8 +194,37 @@ void conv_direct_avx512(const DirectConv& g, const float* x, const float* wpacke
             c * channel + ((r % sh) * sw + q % sw) * plane + (r / sh) * Wq + q / sw;
       }
   const int64_t lanes = direct_conv_lanes(g.M), nz = lanes / 16, blocks = (g.M + lanes - 1) / lanes;
-  const int rmax = direct::max_rows(static_cast<int>(nz));
-  const int64_t P = g.OH * g.OW, chunks = (P + direct::kChunk - 1) / direct::kChunk;
+  const int rmax = direct::max_rows(static_cast<int>(nz)), row_cap = kRowTileRows(static_cast<int>(nz));
+  const int64_t P = g.OH * g.OW;
+  // With row tiles, a chunk is whole output rows (as many as fit in kChunk positions), or an even share of one
+  // row wider than that; otherwise kChunk consecutive positions, whose pointer tiles may span rows.
+  const bool by_rows = row_cap > 0 && g.OW / ((g.OW + row_cap - 1) / row_cap) >= kRowTileMinRows;
+  const int64_t rows_per_chunk = std::max<int64_t>(1, direct::kChunk / g.OW);
+  const int64_t row_shares = (g.OW + direct::kChunk - 1) / direct::kChunk;  // chunks per row when wider
+  const int64_t chunks = !by_rows               ? (P + direct::kChunk - 1) / direct::kChunk
+                         : g.OW <= direct::kChunk ? (g.OH + rows_per_chunk - 1) / rows_per_chunk
+                                                  : g.OH * row_shares;
+  // chunk -> (first position, positions)
+  auto chunk_at = [&](int64_t ci) -> std::pair<int64_t, int64_t> {
+    if (!by_rows) return {ci * direct::kChunk, std::min(direct::kChunk, P - ci * direct::kChunk)};
+    if (g.OW <= direct::kChunk) {
+      const int64_t p0 = ci * rows_per_chunk * g.OW;
+      return {p0, std::min(rows_per_chunk * g.OW, P - p0)};
+    }
+    const int64_t oh = ci / row_shares, share = ci % row_shares;
+    const int64_t a = share * g.OW / row_shares, b = (share + 1) * g.OW / row_shares;
+    return {oh * g.OW + a, b - a};
+  };
+  // the tiles of a chunk's n positions: fn(first, count), rows split evenly into row tiles when by_rows
+  auto for_each_chunk_tile = [&](int64_t p0, int64_t n, auto&& fn) {
+    if (!by_rows) return direct::for_each_tile(n, rmax, fn);
+    for (int64_t r = 0; r < n;) {
+      const int64_t len = std::min(g.OW - (p0 + r) % g.OW, n - r), at = r;
+      direct::for_each_tile(len, row_cap, [&](int64_t r0, int64_t R) { fn(at + r0, R); });
+      r += len;
+    }
+  };
+  const TileFn* table = by_rows ? kRowTiles[static_cast<size_t>(nz - 1)].data() : kTiles[static_cast<size_t>(nz - 1)].data();
   // the bias of the padded channels of the last block: 0
   std::vector<float> bias_lanes;
   if (g.bias) {
@@ -188,8 +240,9 @@ void conv_direct_avx512(const DirectConv& g, const float* x, const float* wpacke
   // input rows stay in cache across the blocks.
   // The lines an item writes: up to `lanes` planes, each a run of at most kChunk floats.
   auto item_lines = [&](int64_t item, auto&& fn) {
-    const int64_t mb = item % blocks, p0 = item / blocks * direct::kChunk;
-    const int64_t n = std::min(direct::kChunk, P - p0), m0 = mb * lanes, valid = std::min(lanes, g.M - m0);
+    const int64_t mb = item % blocks;
+    const auto [p0, n] = chunk_at(item / blocks);
+    const int64_t m0 = mb * lanes, valid = std::min(lanes, g.M - m0);
     for (int64_t l = 0; l < valid; ++l) {
       const uintptr_t first = reinterpret_cast<uintptr_t>(y + (m0 + l) * P + p0) & ~uintptr_t{63};
       const uintptr_t end = reinterpret_cast<uintptr_t>(y + (m0 + l) * P + p0 + n);
@@ -201,8 +254,8 @@ void conv_direct_avx512(const DirectConv& g, const float* x, const float* wpacke
     const float* rows[direct::kChunk];  // each position's base in the staged planes
     const char* ahead[direct::kMaxLanes * (direct::kChunk / 16 + 1)];
     for (int64_t item = b; item < e; ++item) {
-      const int64_t mb = item % blocks, p0 = item / blocks * direct::kChunk;
-      const int64_t n = std::min(direct::kChunk, P - p0);
+      const int64_t mb = item % blocks;
+      const auto [p0, n] = chunk_at(item / blocks);
       const int64_t m0 = mb * lanes, valid = std::min(lanes, g.M - m0);
       for (int64_t r = 0, oh = p0 / g.OW, ow = p0 % g.OW; r < n; ++r) {  // (no division per position)
         rows[r] = xp + oh * Wq + ow;
@@ -213,13 +266,15 @@ void conv_direct_avx512(const DirectConv& g, const float* x, const float* wpacke
       // and an output larger than L2 (3 -> 64 channels on 111 x 111: 3.2 MB) otherwise waits on every line.
       int64_t n_ahead = 0, next_ahead = 0;
       if (item + 1 < e) item_lines(item + 1, [&](const char* line) { ahead[n_ahead++] = line; });
-      const int64_t tiles = ((n + rmax - 1) / rmax) * ((steps + piece - 1) / piece);
+      int64_t tiles = 0;
+      for_each_chunk_tile(p0, n, [&](int64_t, int64_t) { ++tiles; });
+      tiles *= (steps + piece - 1) / piece;
       const int64_t per_tile = (n_ahead + tiles - 1) / std::max<int64_t>(tiles, 1);
       for (int64_t s0 = 0; s0 < steps; s0 += piece) {
         const int64_t ns = std::min(piece, steps - s0);
         const bool last = s0 + ns == steps;
-        direct::for_each_tile(n, rmax, [&](int64_t r0, int64_t R) {
-          kTiles[static_cast<size_t>(nz - 1)][static_cast<size_t>(R - 1)](
+        for_each_chunk_tile(p0, n, [&](int64_t r0, int64_t R) {
+          table[static_cast<size_t>(R - 1)](
               rows + r0, offs.data() + s0, ns, wpacked + (mb * steps + s0) * lanes,
               g.bias && last ? bias_lanes.data() + m0 : nullptr, last ? g.act : RegisterAct{}, s0 > 0,
               acc + r0 * lanes, lanes);
