@@ -7,7 +7,8 @@
 
 Both runtimes run the same serialized model with sequential node execution and `intra_op_num_threads` set to
 --threads. onnxruntime keeps its default graph optimizations (it is the peer to beat). The two runtimes are
-timed in short alternating blocks so load changes on a shared machine hit both alike. The table shows the
+timed in short alternating blocks so load changes on a shared machine hit both alike; a model faster than
+SAMPLE_MS is timed in samples of as many back-to-back runs as fill it (the mean per run). The table shows the
 median latency per model, the ratio mosaicrt / onnxruntime of the medians (lower is better for mosaicrt),
 the ratio of the fastest runs (steadier on a busy machine) and the largest output difference, then the
 geometric mean of the ratios per thread count.
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import statistics
 import sys
 import time
@@ -68,6 +70,11 @@ def _time_runs(fn: Callable[[], object]) -> float:
 
 
 BLOCK = 3
+# A timed sample of a whole-model timing is the mean of k back-to-back runs, k = the runs that fill SAMPLE_MS
+# (1 for any model slower than that), the same k for both runtimes: a model of tens of microseconds timed one
+# run at a time after each block's pause measured the wake-up from the pause, not the model (the quantized MLP
+# at 2 threads: medians 0.032 against 0.022 ms, fastest runs equal, 2 ms later both ~0.016).
+SAMPLE_MS = 2.0
 SWITCH_PAUSE_S = 2.0  # before each block of a whole-model timing: the other runtime's spinning threads go idle
 PROFILE_PAUSE_S = 0.05  # the same in the per-node profile (in one process, many short nodes)
 
@@ -98,8 +105,8 @@ def _time_alternating(sessions: dict[str, Any], feed: dict[str, Any], repeat: in
     return times
 
 
-# A runtime's timing process: loads the model and the feed, then answers each line "<n>" on stdin with the
-# milliseconds of one untimed and n timed runs (a JSON list on stdout).
+# A runtime's timing process: loads the model and the feed, then answers each line "<n> <k>" on stdin with one
+# untimed run and n samples, each the mean milliseconds of k runs (a JSON list on stdout).
 _WORKER = """
 import json, sys, time
 import numpy as np
@@ -110,13 +117,14 @@ feed = dict(np.load(feed_path))
 sess = _make_session(runtime, open(model, "rb").read(), threads)
 clock = time.perf_counter
 for line in sys.stdin:
-    n = int(line)
+    n, k = map(int, line.split())
     sess.run(None, feed)
     out = []
     for _ in range(n):
         t = clock()
-        sess.run(None, feed)
-        out.append((clock() - t) * 1e3)
+        for _ in range(k):
+            sess.run(None, feed)
+        out.append((clock() - t) * 1e3 / k)
     print(json.dumps(out), flush=True)
 """
 
@@ -147,26 +155,26 @@ def _time_in_processes(data: bytes, feed: dict[str, Any], threads: int, repeat: 
                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
                    for rt in ("mosaicrt", "onnxruntime")}  # fmt: skip
         try:
-            def block(rt: str, n: int) -> list[float]:
+            def block(rt: str, n: int, k: int = 1) -> list[float]:
                 w = workers[rt]
                 assert w.stdin is not None and w.stdout is not None
                 time.sleep(SWITCH_PAUSE_S)
-                w.stdin.write(f"{n}\n")
+                w.stdin.write(f"{n} {k}\n")
                 w.stdin.flush()
                 line = w.stdout.readline()
                 if not line:
                     raise RuntimeError(f"the {rt} timing process ended (exit {w.wait()})")
                 return [float(v) for v in json.loads(line)]
 
-            for rt in workers:
-                block(rt, warmup)
+            fastest = min(min(block(rt, max(warmup, 1))) for rt in workers)
+            k = max(1, math.ceil(SAMPLE_MS / max(fastest, 1e-3)))
             times: dict[str, list[float]] = {rt: [] for rt in workers}
             order = list(workers)
             while any(len(t) < repeat for t in times.values()):
                 for rt in order:
                     n = min(BLOCK, repeat - len(times[rt]))
                     if n > 0:
-                        times[rt] += block(rt, n)
+                        times[rt] += block(rt, n, k)
                 order.reverse()
             return times
         finally:
