@@ -239,10 +239,12 @@ inline void prefetch_rows(const float* p, int64_t rows, int64_t ld, int64_t cols
 #endif
 }
 
-// Row panels of an M block of `rows`: mr high when A is pre-packed (the last one shorter); otherwise
-// evened out (see the driver).
+// Row panels of an M block of `rows`: mr high when A is pre-packed (the last one shorter); otherwise mr high
+// too when the last panel keeps at least 4 rows (full panels are packed by the kernel's own packer, a shorter
+// panel by the generic loop, several times slower), else evened out (see the driver).
 int64_t panel_height(int64_t rows, int64_t mr, bool a_packed) {
-  return a_packed ? mr : ceil_div(rows, ceil_div(rows, mr));
+  const int64_t last = rows % mr;
+  return a_packed || last == 0 || last >= 4 ? mr : ceil_div(rows, ceil_div(rows, mr));
 }
 
 // What the micro-kernel calls on an M block of `rows` cost, in rows: a tile of fewer than 4 rows
@@ -272,7 +274,10 @@ void choose_split(int64_t M, int64_t npanels, int64_t mr, int64_t max_mc, int th
   std::vector<double> load(static_cast<size_t>(threads));
   int64_t last_mc = -1;
   for (int64_t nb = min_blocks; nb <= max_blocks; ++nb) {
-    const int64_t mc = std::min(max_mc, ceil_div(ceil_div(M, nb), mr) * mr);
+    // A pre-packed A comes in panels of mr rows, so its blocks are whole panels; rows packed by the task itself
+    // can be split anywhere (128 rows on 2 threads: 64 + 64, where 72 + 56 lost to a split of the columns, in
+    // which both threads pack all of A: the transformer's products at 2 threads spent 6 % packing A).
+    const int64_t mc = a_packed ? std::min(max_mc, ceil_div(ceil_div(M, nb), mr) * mr) : std::min(max_mc, ceil_div(M, nb));
     if (mc == last_mc) continue;
     last_mc = mc;
     const int64_t blocks = ceil_div(M, mc);
