@@ -13,6 +13,9 @@
 
 #include <algorithm>
 #include <cstring>
+#if defined(__SSE2__)
+#include <xmmintrin.h>
+#endif
 
 #include "../error.h"
 #include "../threadpool.h"
@@ -145,7 +148,31 @@ void pack_a(const SgemmKernel& kr, bool trans_a, const float* A, int64_t lda, in
     } else {  // A is [M, K]: read the panel's rows side by side, write contiguously
       const float* rp[kSgemmMaxMr];
       for (int64_t i = 0; i < rows; ++i) rp[i] = A + (row0 + i) * lda + k0;
-      for (int64_t k = 0; k < kc; ++k) {
+      int64_t k = 0;
+#if defined(__SSE2__)
+      // 4 rows x 4 steps at a time through a 4x4 transpose (panels shorter than mr, such as the 10-row panels of
+      // a 49-row block, which the kernel's own packer does not take)
+      if (mr % 4 == 0) {
+        for (; k + 4 <= kc; k += 4) {
+          int64_t i = 0;
+          for (; i + 4 <= rows; i += 4) {
+            __m128 r0 = _mm_loadu_ps(rp[i] + k), r1 = _mm_loadu_ps(rp[i + 1] + k);
+            __m128 r2 = _mm_loadu_ps(rp[i + 2] + k), r3 = _mm_loadu_ps(rp[i + 3] + k);
+            _MM_TRANSPOSE4_PS(r0, r1, r2, r3);
+            _mm_storeu_ps(p + k * mr + i, r0);
+            _mm_storeu_ps(p + (k + 1) * mr + i, r1);
+            _mm_storeu_ps(p + (k + 2) * mr + i, r2);
+            _mm_storeu_ps(p + (k + 3) * mr + i, r3);
+          }
+          for (int64_t kk = k; kk < k + 4; ++kk) {
+            float* d = p + kk * mr;
+            for (int64_t j = i; j < rows; ++j) d[j] = rp[j][kk];
+            for (int64_t j = rows; j < mr; ++j) d[j] = 0.f;
+          }
+        }
+      }
+#endif
+      for (; k < kc; ++k) {
         float* d = p + k * mr;
         int64_t i = 0;
         for (; i < rows; ++i) d[i] = rp[i][k];
