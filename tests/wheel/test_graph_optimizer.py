@@ -450,12 +450,17 @@ DIRECT_CASES = [
     (8, 16, (20, 21), (4, 4), (4, 4), (0, 0, 0, 0), (1, 1), 1, "SAME_LOWER"),
     (96, 64, (7, 7), (3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 1, "NOTSET"),     # 864 steps: filters in 2 pieces
     (200, 16, (9, 8), (4, 4), (2, 1), (1, 2, 1, 1), (1, 1), 1, "NOTSET"),    # 3200 steps of 16 lanes: 2 pieces
-    # row tiles (16 or 32 lanes, rows of at least 10 positions): one base per tile of a row's positions
-    (16, 16, (5, 150), (3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 1, "NOTSET"),   # rows wider than a chunk: 3 shares
+    # row tiles (16 or 32 lanes, rows of at least 10 positions, more than 144 steps): one base per tile of a row
+    (20, 16, (5, 150), (3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 1, "NOTSET"),   # rows wider than a chunk: 3 shares
     (32, 30, (14, 14), (3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 1, "NOTSET"),   # 4 rows a chunk, tiles of 14
-    (12, 32, (31, 60), (3, 3), (2, 2), (1, 1, 1, 1), (1, 1), 1, "NOTSET"),   # strided: rows of 30, tiles of 10
+    (24, 32, (31, 60), (3, 3), (2, 2), (1, 1, 1, 1), (1, 1), 1, "NOTSET"),   # strided: rows of 30, tiles of 10
     (200, 32, (6, 24), (3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 1, "NOTSET"),   # 1800 steps: 2 pieces, tiles of 12
-    (7, 10, (21, 70), (3, 3), (1, 2), (0, 2, 1, 0), (2, 3), 1, "NOTSET"),    # dilated, strided columns, odd rows
+    (20, 10, (21, 70), (3, 3), (1, 2), (0, 2, 1, 0), (2, 3), 1, "NOTSET"),   # dilated, strided columns, odd rows
+    # positions in the lanes (at most 144 steps, rows of at least 16): the cases of 5, 6, 8 and 3 -> 24 channels
+    # above, and
+    (3, 64, (40, 150), (3, 3), (2, 2), (1, 1, 1, 1), (1, 1), 1, "NOTSET"),   # a stem: rows of 75 in 2 shares
+    (16, 64, (20, 55), (3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 1, "NOTSET"),   # SqueezeNet's expansion, 144 steps
+    (4, 27, (18, 40), (2, 5), (1, 1), (0, 2, 1, 2), (3, 1), 1, "NOTSET"),    # 27 channels: blocks of 6, one of 3
 ]
 
 

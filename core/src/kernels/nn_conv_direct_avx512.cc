@@ -131,13 +131,33 @@ std::vector<float> pack_direct_filters(const float* w, int64_t M, int64_t C, int
   return out;
 }
 
-void conv_direct_avx512(const DirectConv& g, const float* x, const float* wpacked, float* y,
-                        const TileEpilogue& epi, ThreadPool* pool) {
+namespace {
+
+// The input planes of both direct kernels, copied into zero-padded (phase) planes, and the offset of each
+// (channel, tap) step from a position's base: position (oh, ow) has its base at xp + oh * Wq + ow.
+struct StagedInput {
+  const float* xp;
+  int64_t Wq;
+  std::vector<int64_t> offs;
+};
+
+std::vector<float>& staging_buffer() {
+  static thread_local std::vector<float> staging;
+  return staging;
+}
+
+// kept between runs while small; a large layer's staging is not held by the thread afterwards
+void release_large_staging() {
+  std::vector<float>& staging = staging_buffer();
+  if (staging.capacity() * sizeof(float) > (size_t{64} << 20)) std::vector<float>().swap(staging);
+}
+
+StagedInput stage_input(const DirectConv& g, const float* x, ThreadPool* pool) {
   const int64_t sh = g.sh, sw = g.sw, phases = sh * sw;
   // each phase plane: the rows and columns the outputs reach
   const int64_t Hq = g.OH + (g.KH - 1) * g.dh / sh, Wq = g.OW + (g.KW - 1) * g.dw / sw;
   const int64_t plane = (Hq * Wq + 15) / 16 * 16, channel = phases * plane;
-  static thread_local std::vector<float> staging;
+  std::vector<float>& staging = staging_buffer();
   if (staging.size() < static_cast<size_t>(g.C * channel)) staging.resize(static_cast<size_t>(g.C * channel));
   float* xp = staging.data();
   auto stage = [&](int64_t c0, int64_t c1) {
@@ -195,6 +215,17 @@ void conv_direct_avx512(const DirectConv& g, const float* x, const float* wpacke
         offs[static_cast<size_t>((c * g.KH + kh) * g.KW + kw)] =
             c * channel + ((r % sh) * sw + q % sw) * plane + (r / sh) * Wq + q / sw;
       }
+  return {xp, Wq, std::move(offs)};
+}
+
+}  // namespace
+
+void conv_direct_avx512(const DirectConv& g, const float* x, const float* wpacked, float* y,
+                        const TileEpilogue& epi, ThreadPool* pool) {
+  const StagedInput in = stage_input(g, x, pool);
+  const float* xp = in.xp;
+  const int64_t Wq = in.Wq, taps = g.KH * g.KW, steps = g.C * taps;
+  const std::vector<int64_t>& offs = in.offs;
   const int64_t lanes = direct_conv_lanes(g.M), nz = lanes / 16, blocks = (g.M + lanes - 1) / lanes;
   const int rmax = direct::max_rows(static_cast<int>(nz)), row_cap = kRowTileRows(static_cast<int>(nz));
   const int64_t P = g.OH * g.OW;
@@ -320,8 +351,30 @@ void conv_direct_avx512(const DirectConv& g, const float* x, const float* wpacke
   const int64_t items = chunks * blocks;
   if (pool && pool->size() > 1 && items > 1) pool->parallel_for(items, 1, body);
   else body(0, items);
-  // kept between runs while small; a large layer's staging is not held by the thread afterwards
-  if (staging.capacity() * sizeof(float) > (size_t{64} << 20)) std::vector<float>().swap(staging);
+  release_large_staging();
+}
+
+void conv_direct_lanes_avx512(const DirectConv& g, const float* x, const float* wpacked, float* y,
+                              const TileEpilogue& epi, ThreadPool* pool) {
+  const StagedInput in = stage_input(g, x, pool);
+  const int64_t steps = g.C * g.KH * g.KW, P = g.OH * g.OW;
+  // Work items: a share of an output row (at most 64 positions, evened out) for one block of channels; shares
+  // outer, blocks inner, so that a share's input rows stay in cache across the blocks.
+  const int64_t shares = (g.OW + 63) / 64, blocks = (g.M + kPointwiseRows - 1) / kPointwiseRows;
+  auto run = [&](int64_t b, int64_t e) {
+    for (int64_t item = b; item < e; ++item) {
+      const int64_t mb = item % blocks, seg = item / blocks, oh = seg / shares, share = seg % shares;
+      const int64_t ow0 = share * g.OW / shares, ow1 = (share + 1) * g.OW / shares;
+      const int64_t m0 = mb * kPointwiseRows, rows = std::min(kPointwiseRows, g.M - m0), p0 = oh * g.OW + ow0;
+      pointwise_tile_offs_avx512(in.xp + oh * in.Wq + ow0, in.offs.data(), steps, wpacked + mb * steps * kPointwiseRows,
+                                 rows, ow1 - ow0, g.bias ? g.bias + m0 : nullptr, g.act, y + m0 * P + p0, P);
+      if (epi.apply) epi.apply(epi.ctx, m0, rows, p0, ow1 - ow0, y + m0 * P + p0, P);
+    }
+  };
+  const int64_t items = g.OH * shares * blocks;
+  if (pool && pool->size() > 1 && items > 1) pool->parallel_for(items, 1, run);
+  else run(0, items);
+  release_large_staging();
 }
 
 }  // namespace nn

@@ -22,10 +22,12 @@ constexpr int64_t kTile = 64;  // positions per tile (four vectors)
 
 inline __mmask16 first16(int64_t n) { return n >= 16 ? __mmask16(0xFFFF) : static_cast<__mmask16>((1u << n) - 1); }
 
-// R output channels (rows of y) by V vectors of positions; the last vector holds `tail` positions (1..16).
-template <int R, int V>
-void tile(const float* x, int64_t P, int64_t K, const float* wp, const float* bias, const float* z,
-          const RegisterAct& act, float* y, int64_t tail) {
+// R output channels (rows of y, and of z, P floats apart) by V vectors of positions; the last vector holds `tail`
+// positions (1..16). Step k reads the input row at x + k * P, or with kOffs at x + offs[k] (a direct convolution's
+// (channel, tap) steps over its staged planes, conv_direct_lanes_avx512).
+template <int R, int V, bool kOffs>
+void tile(const float* x, int64_t P, const int64_t* offs, int64_t K, const float* wp, const float* bias,
+          const float* z, const RegisterAct& act, float* y, int64_t tail) {
   const __mmask16 last = first16(tail);
   // one named array per vector of positions: GCC keeps these in registers (a 2-D array is kept in memory)
   __m512 a0[R], a1[R], a2[R], a3[R];
@@ -39,12 +41,14 @@ void tile(const float* x, int64_t P, int64_t K, const float* wp, const float* bi
   // the last vector of the tile is loaded under the mask of its positions
   const __mmask16 m0 = V == 1 ? last : __mmask16(0xFFFF), m1 = V == 2 ? last : __mmask16(0xFFFF),
                   m2 = V == 3 ? last : __mmask16(0xFFFF), m3 = V == 4 ? last : __mmask16(0xFFFF);
-  for (int64_t k = 0; k < K; ++k, x += P, wp += kRows) {
-    const __m512 x0 = _mm512_maskz_loadu_ps(m0, x);
+  const float* row = x;
+  for (int64_t k = 0; k < K; ++k, row += P, wp += kRows) {
+    const float* xr = kOffs ? x + offs[k] : row;
+    const __m512 x0 = _mm512_maskz_loadu_ps(m0, xr);
     __m512 x1 = x0, x2 = x0, x3 = x0;
-    if constexpr (V > 1) x1 = _mm512_maskz_loadu_ps(m1, x + 16);
-    if constexpr (V > 2) x2 = _mm512_maskz_loadu_ps(m2, x + 32);
-    if constexpr (V > 3) x3 = _mm512_maskz_loadu_ps(m3, x + 48);
+    if constexpr (V > 1) x1 = _mm512_maskz_loadu_ps(m1, xr + 16);
+    if constexpr (V > 2) x2 = _mm512_maskz_loadu_ps(m2, xr + 32);
+    if constexpr (V > 3) x3 = _mm512_maskz_loadu_ps(m3, xr + 48);
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
       const __m512 w = _mm512_set1_ps(wp[r]);
@@ -74,19 +78,20 @@ void tile(const float* x, int64_t P, int64_t K, const float* wp, const float* bi
   }
 }
 
-using TileFn = void (*)(const float*, int64_t, int64_t, const float*, const float*, const float*, const RegisterAct&,
-                        float*, int64_t);
+using TileFn = void (*)(const float*, int64_t, const int64_t*, int64_t, const float*, const float*, const float*,
+                        const RegisterAct&, float*, int64_t);
 
-template <int R, size_t... V>
+template <bool kOffs, int R, size_t... V>
 constexpr std::array<TileFn, 4> tile_row(std::index_sequence<V...>) {
-  return {tile<R, static_cast<int>(V) + 1>...};
+  return {tile<R, static_cast<int>(V) + 1, kOffs>...};
 }
-template <size_t... R>
+template <bool kOffs, size_t... R>
 constexpr std::array<std::array<TileFn, 4>, kRows> tile_table(std::index_sequence<R...>) {
-  return {tile_row<static_cast<int>(R) + 1>(std::make_index_sequence<4>())...};
+  return {tile_row<kOffs, static_cast<int>(R) + 1>(std::make_index_sequence<4>())...};
 }
-// kTiles[R - 1][V - 1]
-constexpr auto kTiles = tile_table(std::make_index_sequence<kRows>());
+// kTiles[R - 1][V - 1], and the same over arbitrary input rows
+constexpr auto kTiles = tile_table<false>(std::make_index_sequence<kRows>());
+constexpr auto kOffsTiles = tile_table<true>(std::make_index_sequence<kRows>());
 
 }  // namespace
 
@@ -115,7 +120,7 @@ void conv_pointwise_avx512(const PointwiseConv& g, const float* x, const float* 
       for (int64_t p0 = s * span; p0 < std::min(g.P, (s + 1) * span); p0 += kTile) {
         const int64_t n = std::min(kTile, g.P - p0), vectors = (n + 15) / 16, tail = n - (vectors - 1) * 16;
         kTiles[static_cast<size_t>(rows - 1)][static_cast<size_t>(vectors - 1)](
-            x + p0, g.P, g.K, w, g.bias ? g.bias + m0 : nullptr, g.z ? g.z + m0 * g.P + p0 : nullptr, g.act,
+            x + p0, g.P, nullptr, g.K, w, g.bias ? g.bias + m0 : nullptr, g.z ? g.z + m0 * g.P + p0 : nullptr, g.act,
             y + m0 * g.P + p0, tail);
       }
     }
@@ -125,6 +130,14 @@ void conv_pointwise_avx512(const PointwiseConv& g, const float* x, const float* 
   const int64_t grain = std::max<int64_t>(1, (int64_t{1} << 18) / per_item);
   if (pool && pool->size() > 1 && items > grain) pool->parallel_for(items, grain, run);
   else run(0, items);
+}
+
+void pointwise_tile_offs_avx512(const float* x, const int64_t* offs, int64_t steps, const float* wpacked,
+                                int64_t rows, int64_t n, const float* bias, const RegisterAct& act, float* y,
+                                int64_t ldy) {
+  const int64_t vectors = (n + 15) / 16;
+  kOffsTiles[static_cast<size_t>(rows - 1)][static_cast<size_t>(vectors - 1)](x, ldy, offs, steps, wpacked, bias,
+                                                                             nullptr, act, y, n - (vectors - 1) * 16);
 }
 
 }  // namespace nn

@@ -253,6 +253,18 @@ struct PointwiseConv {
 constexpr int64_t kPointwiseRows = 6;
 std::vector<float> pack_pointwise_filters(const float* w, int64_t M, int64_t K);
 void conv_pointwise_avx512(const PointwiseConv& g, const float* x, const float* wpacked, float* y, ThreadPool* pool);
+// One tile of the pointwise kernel over arbitrary input rows: y[r, 0:n] (rows ldy apart) = act(bias[r] +
+// sum_s w[s][r] x[offs[s] + 0:n]) for r < rows (<= kPointwiseRows) and n <= 64 positions; `wpacked`: one block
+// of pack_pointwise_filters (steps x kPointwiseRows values), bias optional.
+void pointwise_tile_offs_avx512(const float* x, const int64_t* offs, int64_t steps, const float* wpacked,
+                                int64_t rows, int64_t n, const float* bias, const RegisterAct& act, float* y,
+                                int64_t ldy);
+// A direct convolution of few (channel, tap) steps (conv_uses_direct_lanes) with the positions in the vector
+// lanes: tiles of up to 64 positions of one output row by kPointwiseRows channels over the staged planes of
+// conv_direct_avx512, each output row written once, finished, with no transpose. `wpacked`: the filters
+// [M, C * KH * KW] in pack_pointwise_filters' layout.
+void conv_direct_lanes_avx512(const DirectConv& g, const float* x, const float* wpacked, float* y,
+                              const TileEpilogue& epi, ThreadPool* pool);
 #endif
 
 // A 3x3, stride-1, undilated convolution of one image and group by Winograd F(2x2, 3x3)
