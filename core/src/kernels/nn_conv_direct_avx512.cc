@@ -35,8 +35,10 @@ namespace {
 // consecutive too, so one base pointer and constant displacements address all of them. With no base pointer per
 // position the tile can be taller: up to kRowTileRows(NZ) positions for one or two vectors of channels, where the
 // filter loads per multiply-add limit the pointer tile (3x3 128 -> 32 on 56x56, alone: 182 GFLOP/s with 8
-// positions, 218 with 14; 16 -> 1 vector: 126 -> 186). GCC unrolls at most 16 rows, hence the cap.
-constexpr int kRowTileRows(int nz) { return nz == 1 ? 16 : nz == 2 ? 14 : 0; }
+// positions, 218 with 14; 16 -> 1 vector: 126 -> 186). GCC unrolls at most 16 rows, hence the cap. With four
+// vectors the freed registers hold a seventh position's accumulators (28, the filters in the other 4, the
+// broadcasts folded into the multiply-adds): 192 -> 201 GFLOP/s on 3x3 128 -> 64 rows of 56.
+constexpr int kRowTileRows(int nz) { return nz == 1 ? 16 : nz == 2 ? 14 : nz == 4 ? 7 : 8; }
 constexpr int kRowTileMaxRows = 16;
 
 // acc[r] = position r's sums for 16 x NZ channels over `steps` (channel, tap) steps; rows[r]: position r's
@@ -106,13 +108,17 @@ template <int NZ, size_t... I>
 constexpr std::array<TileFn, kRowTileMaxRows> row_tiles(std::index_sequence<I...>) {
   return {&tile<(int(I) + 1 < kRowTileRows(NZ) ? int(I) + 1 : kRowTileRows(NZ)), NZ, true>...};
 }
-// kRowTiles[NZ - 1][R - 1] for NZ of 1 and 2 (R past kRowTileRows(NZ): never called)
-constexpr std::array<std::array<TileFn, kRowTileMaxRows>, 2> kRowTiles{
-    row_tiles<1>(std::make_index_sequence<kRowTileMaxRows>()), row_tiles<2>(std::make_index_sequence<kRowTileMaxRows>())};
+// kRowTiles[NZ - 1][R - 1] (R past kRowTileRows(NZ): never called; NZ = 3 takes pointer tiles, row_tile_min)
+constexpr std::array<std::array<TileFn, kRowTileMaxRows>, 4> kRowTiles{
+    row_tiles<1>(std::make_index_sequence<kRowTileMaxRows>()), row_tiles<2>(std::make_index_sequence<kRowTileMaxRows>()),
+    row_tiles<3>(std::make_index_sequence<kRowTileMaxRows>()), row_tiles<4>(std::make_index_sequence<kRowTileMaxRows>())};
 
-// Row tiles for a map whose rows split into tiles of at least this many positions (7 x 7 maps keep the
-// pointer tiles of 8 positions, two rows in one: 200 against 185 GFLOP/s).
-constexpr int64_t kRowTileMinRows = 10;
+// Row tiles for a map whose rows split into tiles of at least this many positions, per block width (0: never).
+// One or two vectors: 10 (7 x 7 maps keep the pointer tiles of 8 positions, two rows in one: 200 against 185
+// GFLOP/s); four: 6, the pointer tiles' own height, on maps of one chunk only (7 x 7: four 3x3 512 -> 512 5.08
+// -> 4.85 ms). On larger maps chunks of whole rows end inside a line of the output planes, which the threads
+// working on neighbouring chunks then both write (3x3 64 -> 128 stride 2 to 28 x 28 at 2 threads: 0.36 -> 0.40).
+constexpr int64_t row_tile_min(int nz) { return nz <= 2 ? 10 : nz == 4 ? 6 : 0; }
 
 // Bytes of a block's filters per piece of steps (see conv_direct_avx512).
 constexpr int64_t kDirectPieceBytes = int64_t{192} << 10;
@@ -231,7 +237,9 @@ void conv_direct_avx512(const DirectConv& g, const float* x, const float* wpacke
   const int64_t P = g.OH * g.OW;
   // With row tiles, a chunk is whole output rows (as many as fit in kChunk positions), or an even share of one
   // row wider than that; otherwise kChunk consecutive positions, whose pointer tiles may span rows.
-  const bool by_rows = row_cap > 0 && g.OW >= kRowTileMinRows && g.OW / ((g.OW + row_cap - 1) / row_cap) >= kRowTileMinRows;
+  const int64_t row_min = row_tile_min(static_cast<int>(nz));
+  const bool by_rows = row_min > 0 && g.OW >= row_min && g.OW / ((g.OW + row_cap - 1) / row_cap) >= row_min &&
+                       (nz != 4 || P <= direct::kChunk);
   const int64_t rows_per_chunk = std::max<int64_t>(1, direct::kChunk / std::max<int64_t>(1, g.OW));
   const int64_t row_shares = (g.OW + direct::kChunk - 1) / direct::kChunk;  // chunks per row when wider
   const int64_t chunks = !by_rows               ? (P + direct::kChunk - 1) / direct::kChunk
