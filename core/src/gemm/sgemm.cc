@@ -304,7 +304,8 @@ void choose_split(int64_t M, int64_t npanels, int64_t mr, int64_t max_mc, int th
     // A pre-packed A comes in panels of mr rows, so its blocks are whole panels; rows packed by the task itself
     // can be split anywhere (128 rows on 2 threads: 64 + 64, where 72 + 56 lost to a split of the columns, in
     // which both threads pack all of A: the transformer's products at 2 threads spent 6 % packing A).
-    const int64_t mc = a_packed ? std::min(max_mc, ceil_div(ceil_div(M, nb), mr) * mr) : std::min(max_mc, ceil_div(M, nb));
+    const int64_t mc =
+        a_packed ? std::min(max_mc, ceil_div(ceil_div(M, nb), mr) * mr) : std::min(max_mc, ceil_div(M, nb));
     if (mc == last_mc) continue;
     last_mc = mc;
     const int64_t blocks = ceil_div(M, mc);

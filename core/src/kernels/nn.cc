@@ -615,10 +615,10 @@ struct PackedFilters {
   // Filters in the direct kernel's layout (conv_direct_avx512), per group; built on first use.
   std::vector<std::vector<float>> direct;
   std::once_flag direct_once;
-  // Filters in the pointwise kernel's layout (conv_pointwise_avx512, and conv_direct_lanes_avx512 over all the
-  // taps), per group; built on first use.
+  // Filters in the pointwise kernel's layout (conv_pointwise_avx512), per group; built on first use.
   std::vector<std::vector<float>> pointwise;
   std::once_flag pointwise_once;
+  // The same layout over all the (channel, tap) steps, for conv_direct_lanes_avx512.
   std::vector<std::vector<float>> lanes;
   std::once_flag lanes_once;
   // Filters transposed (K x Mg) and packed as the GEMM's B, for outputs of few positions

@@ -109,9 +109,10 @@ constexpr std::array<TileFn, kRowTileMaxRows> row_tiles(std::index_sequence<I...
   return {&tile<(int(I) + 1 < kRowTileRows(NZ) ? int(I) + 1 : kRowTileRows(NZ)), NZ, true>...};
 }
 // kRowTiles[NZ - 1][R - 1] (R past kRowTileRows(NZ): never called; NZ = 3 takes pointer tiles, row_tile_min)
-constexpr std::array<std::array<TileFn, kRowTileMaxRows>, 4> kRowTiles{
-    row_tiles<1>(std::make_index_sequence<kRowTileMaxRows>()), row_tiles<2>(std::make_index_sequence<kRowTileMaxRows>()),
-    row_tiles<3>(std::make_index_sequence<kRowTileMaxRows>()), row_tiles<4>(std::make_index_sequence<kRowTileMaxRows>())};
+using RowTiles = std::array<TileFn, kRowTileMaxRows>;
+constexpr auto kRows16 = std::make_index_sequence<kRowTileMaxRows>();
+constexpr std::array<RowTiles, 4> kRowTiles{row_tiles<1>(kRows16), row_tiles<2>(kRows16), row_tiles<3>(kRows16),
+                                            row_tiles<4>(kRows16)};
 
 // Row tiles for a map whose rows split into tiles of at least this many positions, per block width (0: never).
 // One or two vectors: 10 (7 x 7 maps keep the pointer tiles of 8 positions, two rows in one: 200 against 185
@@ -265,7 +266,8 @@ void conv_direct_avx512(const DirectConv& g, const float* x, const float* wpacke
       r += len;
     }
   };
-  const TileFn* table = by_rows ? kRowTiles[static_cast<size_t>(nz - 1)].data() : kTiles[static_cast<size_t>(nz - 1)].data();
+  const TileFn* table = by_rows ? kRowTiles[static_cast<size_t>(nz - 1)].data()
+                                : kTiles[static_cast<size_t>(nz - 1)].data();
   // the bias of the padded channels of the last block: 0
   std::vector<float> bias_lanes;
   if (g.bias) {
