@@ -52,6 +52,17 @@ def test_without_a_seed_sessions_draw_differently() -> None:
     assert not np.array_equal(make().run(None, {})[0], make().run(None, {})[0])
 
 
+@pytest.mark.parametrize(("elem", "np_type"), [(TensorProto.FLOAT, np.float32), (TensorProto.FLOAT16, np.float16)])
+def test_uniform_draws_that_round_to_high_stay_inside_the_open_interval(elem: int, np_type: type) -> None:
+    # high is the output type's next value after low: about half of the draws, computed in double, round up to
+    # high when stored; the interval [low, high) holds only low
+    high = float(np.nextafter(np_type(1.0), np_type(2.0)))
+    sess = _session(helper.make_node("RandomUniform", [], ["y"], shape=[4096], low=1.0, high=high, dtype=elem,
+                                     seed=5.0), [], elem)
+    (y,) = sess.run(None, {})
+    assert y.dtype == np_type and (y == np_type(1.0)).all()
+
+
 @pytest.mark.parametrize(("elem", "np_type"), [(TensorProto.FLOAT16, np.float16), (TensorProto.DOUBLE, np.float64)])
 def test_like_forms_take_the_input_shape_and_type_unless_dtype_says(elem: int, np_type: type) -> None:
     x = np.zeros((3, 5, 7), np_type)

@@ -37,14 +37,21 @@ DType random_dtype(const Node& n, DType fallback) {
   return t;
 }
 
-// out[i] = value(i) over a float tensor, split across the pool.
+// out[i] = value(i) over a float tensor, split across the pool. With `below` set, a value that the
+// conversion to the output type rounds up to `below` or past it is stored as `fallback` instead: a uniform
+// draw just under `high` may round to `high` in float (or further in float16), and its interval is open there.
 template <class F>
-void fill_float(OpContext& ctx, Tensor& y, F value) {
+void fill_float(OpContext& ctx, Tensor& y, F value, std::optional<double> below = std::nullopt,
+                double fallback = 0.0) {
   const int64_t n = y.numel();
   MRT_EW_DISPATCH_FLOATLIKE(y.dtype(), ctx.node().op_type.c_str(), {
     T* p = y.data_as<T>();
+    const T fallback_t = Compute<T>::store(static_cast<compute_t<T>>(fallback));
     auto body = [&](int64_t b, int64_t e) {
-      for (int64_t i = b; i < e; ++i) p[i] = Compute<T>::store(static_cast<compute_t<T>>(value(i)));
+      for (int64_t i = b; i < e; ++i) {
+        p[i] = Compute<T>::store(static_cast<compute_t<T>>(value(i)));
+        if (below && !(static_cast<double>(Compute<T>::load(p[i])) < *below)) p[i] = fallback_t;
+      }
     };
     if (n < 2 * kRandomGrain) body(0, n);
     else ctx.threads().parallel_for(n, kRandomGrain, body);
@@ -63,10 +70,10 @@ void fill_random(OpContext& ctx, Tensor& y, bool normal) {
     fill_float(ctx, y, [&](int64_t i) { return mean + scale * rng::normal(key, base + static_cast<uint64_t>(i)); });
   } else {
     const double low = n.attr_float("low", 0.f), high = n.attr_float("high", 1.f);
-    fill_float(ctx, y, [&](int64_t i) {
-      const double v = low + (high - low) * rng::uniform01(key, first + static_cast<uint64_t>(i));
-      return v < high || !(high > low) ? v : low;  // rounding may reach `high`: the interval is [low, high)
-    });
+    // the interval is [low, high): a draw that rounds to `high` becomes `low` (low == high gives low)
+    fill_float(
+        ctx, y, [&](int64_t i) { return low + (high - low) * rng::uniform01(key, first + static_cast<uint64_t>(i)); },
+        high > low ? std::optional<double>(high) : std::nullopt, low);
   }
 }
 
