@@ -328,8 +328,14 @@ void choose_split(int64_t M, int64_t npanels, int64_t mr, int64_t max_mc, int th
   }
 }
 
-// Below ~2 MFLOP (a few microseconds) waking the workers costs more than it saves.
-bool use_threads(ThreadPool* pool, double flops) { return pool != nullptr && pool->size() > 1 && flops >= 2.0e6; }
+// Below ~2 MFLOP (a few microseconds) waking the workers costs more than it saves, unless the product streams
+// at least kThreadBytes of B: a few rows against a weight matrix take the time of reading it, which two cores
+// share (4 tokens against 256 x 256 weights, 0.5 MFLOP: the transformer block at 4 tokens 0.45 -> 0.41 ms at
+// 2 threads, where its sixteen such products had run on one core).
+constexpr double kThreadBytes = 256.0 * 1024;
+bool use_threads(ThreadPool* pool, double flops, double b_bytes = 0) {
+  return pool != nullptr && pool->size() > 1 && (flops >= 2.0e6 || b_bytes >= kThreadBytes);
+}
 
 // One operand: either raw memory (p, ld, trans) or a pre-packed operand.
 struct OperandA {
@@ -439,7 +445,7 @@ void gemm_driver(const SgemmKernel& kr, int64_t M, int64_t N, int64_t K, float a
   }
   const int64_t mr = kr.mr, nr = kr.nr;
   const int threads = pool ? pool->size() : 1;
-  const bool parallel = use_threads(pool, 2.0 * M * N * K);
+  const bool parallel = use_threads(pool, 2.0 * M * N * K, 4.0 * static_cast<double>(N) * K);
 
   const int64_t npanels = ceil_div(N, nr);
   // B panels produced by a source (Conv's im2col) cost more to remake for every M block
