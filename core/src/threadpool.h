@@ -7,6 +7,12 @@
 
 namespace mrt {
 
+// The CPU the calling thread runs on, or -1 where that is not known (Linux only).
+int current_cpu();
+// If the calling thread runs on `cpu`, moves it to another of the CPUs it may run on (the kernel picks which)
+// and leaves its allowed set as it was; a thread allowed one CPU, or cpu < 0, is left where it is. Linux only.
+void leave_cpu(int cpu);
+
 class ThreadPool {
  public:
   // threads <= 0 → hardware concurrency. A pool of 1 runs everything inline.

@@ -2,13 +2,24 @@
 // jobs back to back (late workers must not run a finished job's function or miss a new
 // one), two pools driven at once from two threads (oversubscribed cores), parallel_tasks one
 // index per call, a participant's share run by the other when it is held up, nested calls inline, and
-// exceptions reaching the caller.
+// exceptions reaching the caller; on Linux, that idle workers sleep, that a run's start wakes them, and that
+// leave_cpu moves a thread off a CPU without changing the CPUs it may use.
 #include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <stdexcept>
 #include <thread>
 #include <vector>
+
+#if defined(__linux__)
+#include <dirent.h>
+#include <sched.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <fstream>
+#include <string>
+#endif
 
 #include "threadpool.h"
 
@@ -37,6 +48,82 @@ int hammer(ThreadPool& pool, int jobs, unsigned seed) {
   }
   return errors;
 }
+
+#if defined(__linux__)
+// Threads of this process other than the caller that are running or runnable (state R): a spinning worker is,
+// a sleeping one is not.
+int runnable_others() {
+  int n = 0;
+  const std::string self = std::to_string(gettid());
+  if (DIR* d = opendir("/proc/self/task")) {
+    while (dirent* e = readdir(d)) {
+      if (e->d_name[0] == '.' || self == e->d_name) continue;
+      std::ifstream stat(std::string("/proc/self/task/") + e->d_name + "/stat");
+      std::string line;
+      std::getline(stat, line);
+      const size_t close = line.rfind(')');  // the state follows the parenthesized name
+      if (close != std::string::npos && close + 2 < line.size() && line[close + 2] == 'R') ++n;
+    }
+    closedir(d);
+  }
+  return n;
+}
+
+// Waits up to 2 s for runnable_others() == want; returns the last count.
+int await_runnable(int want) {
+  int n = -1;
+  for (int i = 0; i < 200 && (n = runnable_others()) != want; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  return n;
+}
+
+int check_sleep_and_wake() {
+  int failures = 0;
+  ThreadPool pool(2);
+  pool.parallel_for(1000, 1, [](int64_t, int64_t) {});
+  if (const int n = await_runnable(0); n != 0) {
+    std::printf("FAIL idle: %d threads still runnable 2 s after the last job\n", n);
+    ++failures;
+  }
+  pool.begin_run();  // no parallel work yet: the run's start alone wakes the worker, which then spins
+  if (const int n = await_runnable(1); n != 1) {
+    std::printf("FAIL begin_run: %d threads runnable, expected the woken worker\n", n);
+    ++failures;
+  }
+  pool.end_run();
+  if (const int n = await_runnable(0); n != 0) {
+    std::printf("FAIL end_run: %d threads still runnable 2 s after the run ended\n", n);
+    ++failures;
+  }
+  return failures;
+}
+
+int check_leave_cpu() {
+  cpu_set_t before, after;
+  if (sched_getaffinity(0, sizeof before, &before) != 0 || CPU_COUNT(&before) < 2) {
+    std::printf("leave_cpu: fewer than 2 CPUs allowed, not checked\n");
+    return 0;
+  }
+  bool moved = false;
+  for (int attempt = 0; attempt < 5 && !moved; ++attempt) {  // the scheduler may move the thread back at once
+    const int cpu = current_cpu();
+    leave_cpu(cpu);
+    moved = current_cpu() != cpu;
+  }
+  sched_getaffinity(0, sizeof after, &after);
+  int failures = 0;
+  if (!moved) {
+    std::printf("FAIL leave_cpu: the thread stayed on its CPU in 5 tries\n");
+    ++failures;
+  }
+  if (!CPU_EQUAL(&before, &after)) {
+    std::printf("FAIL leave_cpu: the allowed CPUs changed\n");
+    ++failures;
+  }
+  leave_cpu(-1);  // an unknown CPU: nothing to do
+  return failures;
+}
+#endif
 
 }  // namespace
 
@@ -111,6 +198,10 @@ int main() {
     ++failures;
   }
   failures += hammer(a, 200, 3);  // the pool still works after an exception
+#if defined(__linux__)
+  failures += check_sleep_and_wake();
+  failures += check_leave_cpu();
+#endif
   std::printf("threadpool: %s\n", failures ? "FAILED" : "OK");
   return failures ? 1 : 0;
 }
