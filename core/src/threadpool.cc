@@ -193,8 +193,9 @@ ThreadPool::~ThreadPool() {
 // A worker asleep when a run begins is woken now: on a virtual machine a wake-up takes up to a few hundred
 // microseconds, which the run's first parallel region would otherwise wait for (its chunks falling to the
 // caller meanwhile); started here, the wake-up overlaps the run's setup and first nodes (the transformer block
-// at 4 tokens, 2 threads, the first run after a 0.5 s pause: 1.7-2.0 -> 1.5 ms). (The worker increments `sleepers` and then reads `active_runs`, this the
-// other way round, both sequentially consistent: a worker about to sleep either sees the run or is seen.)
+// at 4 tokens, 2 threads, the first run after a 0.5 s pause: 1.7-2.0 -> 1.5 ms). The worker increments
+// `sleepers` and then reads `active_runs`, this the other way round, both sequentially consistent: a worker
+// about to sleep either sees the run or is seen.
 void ThreadPool::begin_run() {
   Impl& im = *impl_;
   im.active_runs.fetch_add(1, std::memory_order_seq_cst);
