@@ -8,6 +8,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "../aligned_vector.h"
+
 namespace mrt {
 
 class ThreadPool;
@@ -40,12 +42,12 @@ bool sgemm_kernel_is_avx512();
 struct PackedA {
   int64_t M = 0, K = 0;
   const SgemmKernel* kernel = nullptr;
-  std::vector<float> data;  // per kc block: ceil(M/mr) panels of kc x mr values, zero padded
+  AlignedVector<float> data;  // per kc block: ceil(M/mr) panels of kc x mr values, zero padded
 };
 struct PackedB {
   int64_t K = 0, N = 0;
   const SgemmKernel* kernel = nullptr;
-  std::vector<float> data;  // ceil(N/nr) panels of K x nr values, zero padded
+  AlignedVector<float> data;  // ceil(N/nr) panels of K x nr values, zero padded
 };
 
 // Pack op(A) ([M,K]) or op(B) ([K,N]) for the active micro-kernel.

@@ -613,13 +613,13 @@ void conv_depthwise_2d(const ConvPlan& p, const T* x, const T* w, const T* bias,
 struct PackedFilters {
   std::vector<PackedA> groups;
   // Filters in the direct kernel's layout (conv_direct_avx512), per group; built on first use.
-  std::vector<std::vector<float>> direct;
+  std::vector<AlignedVector<float>> direct;
   std::once_flag direct_once;
   // Filters in the pointwise kernel's layout (conv_pointwise_avx512), per group; built on first use.
-  std::vector<std::vector<float>> pointwise;
+  std::vector<AlignedVector<float>> pointwise;
   std::once_flag pointwise_once;
   // The same layout over all the (channel, tap) steps, for conv_direct_lanes_avx512.
-  std::vector<std::vector<float>> lanes;
+  std::vector<AlignedVector<float>> lanes;
   std::once_flag lanes_once;
   // Filters transposed (K x Mg) and packed as the GEMM's B, for outputs of few positions
   // (see conv_few_positions); built on first use.

@@ -95,9 +95,9 @@ constexpr auto kOffsTiles = tile_table<true>(std::make_index_sequence<kRows>());
 
 }  // namespace
 
-std::vector<float> pack_pointwise_filters(const float* w, int64_t M, int64_t K) {
+AlignedVector<float> pack_pointwise_filters(const float* w, int64_t M, int64_t K) {
   const int64_t blocks = (M + kPointwiseRows - 1) / kPointwiseRows;
-  std::vector<float> out(static_cast<size_t>(blocks * K * kPointwiseRows), 0.f);
+  AlignedVector<float> out(static_cast<size_t>(blocks * K * kPointwiseRows), 0.f);
   for (int64_t m = 0; m < M; ++m)
     for (int64_t k = 0; k < K; ++k)
       out[static_cast<size_t>(((m / kPointwiseRows) * K + k) * kPointwiseRows + m % kPointwiseRows)] = w[m * K + k];

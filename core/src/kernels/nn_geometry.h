@@ -233,7 +233,7 @@ struct DirectConv {
 int direct_conv_lanes(int64_t M);
 // w[M, C, taps] in the kernel's layout: blocks of direct_conv_lanes(M) channels, for each (c, tap) the
 // block's values contiguous, the last block zero padded.
-std::vector<float> pack_direct_filters(const float* w, int64_t M, int64_t C, int64_t taps);
+AlignedVector<float> pack_direct_filters(const float* w, int64_t M, int64_t C, int64_t taps);
 // y[M, OH * OW] = conv(x[C, H, W]); `epi` (if set) is applied to each finished chunk of positions.
 void conv_direct_avx512(const DirectConv& g, const float* x, const float* wpacked, float* y, const TileEpilogue& epi,
                         ThreadPool* pool);
@@ -251,7 +251,7 @@ struct PointwiseConv {
 // w[M, K] in the kernel's layout: blocks of kPointwiseRows output channels, for each k the block's values
 // contiguous, the last block zero padded.
 constexpr int64_t kPointwiseRows = 6;
-std::vector<float> pack_pointwise_filters(const float* w, int64_t M, int64_t K);
+AlignedVector<float> pack_pointwise_filters(const float* w, int64_t M, int64_t K);
 void conv_pointwise_avx512(const PointwiseConv& g, const float* x, const float* wpacked, float* y, ThreadPool* pool);
 // One tile of the pointwise kernel over arbitrary input rows: y[r, 0:n] (rows ldy apart) = act(bias[r] +
 // sum_s w[s][r] x[offs[s] + 0:n]) for r < rows (<= kPointwiseRows) and n <= 64 positions; `wpacked`: one block

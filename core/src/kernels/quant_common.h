@@ -20,6 +20,7 @@
 #include <emmintrin.h>
 #endif
 
+#include "../aligned_vector.h"
 #include "../kernel.h"
 #include "norm_util.h"
 
@@ -140,7 +141,7 @@ const Igemm8Kernel* igemm8_find(const char* name);
 struct PackedB8 {
   const Igemm8Kernel* kernel = nullptr;
   int64_t K = 0, N = 0, Kp = 0, panels = 0, nr = 0;  // Kp: K padded to the kernel's kalign
-  std::vector<int8_t> data;     // panels of Kp x nr bytes in the kernel's layout
+  AlignedVector<int8_t> data;   // panels of Kp x nr bytes in the kernel's layout
   std::vector<int32_t> zb;      // panels * nr: zero point of each column (in B's domain)
   std::vector<int32_t> colfix;  // panels * nr: K * zb[n] - sum_k b[k, n]
   const int8_t* panel(int64_t p) const { return data.data() + p * Kp * nr; }
@@ -172,7 +173,7 @@ struct DirectWeights8 {
   int64_t M = 0, C = 0, KH = 0, KW = 0;
   bool per_tap = false;        // one run of C bytes per tap (dilated columns), else one of KW x C per kernel row
   int nz = 4;                  // output channels per block: 16 x nz
-  std::vector<int8_t> data;    // per block of 16 x nz channels, per run and quad of its bytes: nz x 64 bytes
+  AlignedVector<int8_t> data;  // per block of 16 x nz channels, per run and quad of its bytes: nz x 64 bytes
   std::vector<int32_t> wsum;   // per output channel: the sum of its weights
 };
 // QLinearConv's requantization applied by the direct kernel to each finished tile (no int32 output):
