@@ -336,11 +336,18 @@ void Session::build() {
   }
 
   if (level > kOptDisabled) {
-    const std::map<std::string, Shape> shapes = static_shapes(g, order, [&](const std::string& name) -> const Tensor* {
-      const int id = value_id(name);
-      return fixed_constant(id) ? &constants_[id] : nullptr;
-    });
-    plan_concat_placement(shapes, known);
+    find_concat_candidates(known);
+    if (!concat_candidates_.empty()) {
+      order_ = order;
+      const std::map<std::string, Shape> shapes = static_shapes(g, order, [&](const std::string& name) -> const Tensor* {
+        const int id = value_id(name);
+        return fixed_constant(id) ? &constants_[id] : nullptr;
+      });
+      static_concat_plan_ = plan_concat_placement(shapes);
+      // a Concat whose shapes follow from the feeds' (a symbolic batch dimension) is planned per set of them
+      for (const auto& [si, dtype] : concat_candidates_)
+        if (!shapes.count(steps_[si].node->outputs[0])) concat_plans_per_shape_ = true;
+    }
   }
 
   // Lifetimes: release a value after its last consumer, unless it is a graph output.
@@ -361,39 +368,55 @@ void Session::build() {
 
 // A Concat (CPU EP) whose output shape is static and whose inputs are contiguous slices of it (every dimension
 // before the axis is 1: a batch-1 Concat along channels, as in Inception, SqueezeNet and DenseNet) is assembled
-// in place: each input that only this Concat reads and that a CPU EP kernel produces is given its slice of the
-// Concat's buffer as its output, and the Concat copies only the other inputs. A kernel that produces another
-// shape or type than the static one gets its own buffer as before (OpContext::output), and the Concat copies it:
-// the results never depend on the placement.
-void Session::plan_concat_placement(const std::map<std::string, Shape>& shapes,
-                                    const std::map<std::string, ValueInfo>& known) {
-  std::vector<int> producer(names_.size(), -1), uses(names_.size(), 0);
-  for (size_t si = 0; si < steps_.size(); ++si) {
-    for (int id : steps_[si].outputs)
-      if (id >= 0) producer[id] = static_cast<int>(si);
-    for (int id : steps_[si].inputs)
-      if (id >= 0) ++uses[id];
-  }
-  const std::set<int> graph_outputs(output_ids_.begin(), output_ids_.end());
-  auto on_cpu = [](const Step& st) { return st.kernel && !st.plugin && !st.device; };
+// in place: each input that a CPU EP kernel produces is given its slice of the Concat's buffer as its output,
+// and the Concat copies only the other inputs. A kernel that produces another shape or type than the static one
+// gets its own buffer as before (OpContext::output), and the Concat copies it: the results never depend on the
+// placement. An input may have other readers (no kernel writes into its inputs, so they read the same values in
+// the slice), but a value gets one slice only: the first Concat that reads it. When the placed input is itself
+// an assembled Concat's output, that Concat is assembled inside this one's buffer (ConcatPlacement::parent), so a
+// chain of Concats, each feeding the next as DenseNet's layers do, copies nothing: every layer's Concat used to
+// copy all the channels before it (DenseNet-121: 58 Concats of up to 3.2 MB each).
+void Session::find_concat_candidates(const std::map<std::string, ValueInfo>& known) {
   for (size_t ci = 0; ci < steps_.size(); ++ci) {
-    Step& c = steps_[ci];
+    const Step& c = steps_[ci];
     const Node& n = *c.node;
-    if (!on_cpu(c) || !n.domain.empty() || n.op_type != "Concat" || n.outputs.size() != 1 || c.outputs[0] < 0 ||
-        n.inputs.size() < 2 || c.inputs.size() != n.inputs.size() || c.opset < 4)
+    if (!c.kernel || c.plugin || c.device || !n.domain.empty() || n.op_type != "Concat" || n.outputs.size() != 1 ||
+        c.outputs[0] < 0 || n.inputs.size() < 2 || c.inputs.size() != n.inputs.size() || c.opset < 4)
       continue;
-    auto out = shapes.find(n.outputs[0]);
     auto info = known.find(n.outputs[0]);
-    if (out == shapes.end() || info == known.end()) continue;
+    if (info == known.end()) continue;
     const DType dtype = info->second.elem_type;
     if (dtype == DType::kUndefined || dtype == DType::kString || !dtype_is_storable(dtype)) continue;
+    concat_candidates_.emplace_back(ci, dtype);
+  }
+}
+
+std::shared_ptr<const Session::ConcatPlan> Session::plan_concat_placement(
+    const std::map<std::string, Shape>& shapes) const {
+  auto plan = std::make_shared<ConcatPlan>();
+  plan->placed.resize(steps_.size());
+  plan->assembles.assign(steps_.size(), -1);
+  std::vector<int> producer(names_.size(), -1);
+  std::vector<bool> placed_value(names_.size(), false);
+  for (size_t si = 0; si < steps_.size(); ++si)
+    for (int id : steps_[si].outputs)
+      if (id >= 0) producer[id] = static_cast<int>(si);
+  const std::set<int> graph_outputs(output_ids_.begin(), output_ids_.end());
+  auto on_cpu = [](const Step& st) { return st.kernel && !st.plugin && !st.device; };
+  for (const auto& [ci, dtype] : concat_candidates_) {
+    const Step& c = steps_[ci];
+    const Node& n = *c.node;
+    auto out = shapes.find(n.outputs[0]);
+    if (out == shapes.end()) continue;
     const Shape& shape = out->second;
     const int64_t rank = static_cast<int64_t>(shape.size());
     int64_t axis = n.attr_int("axis", 0);
     if (axis < 0) axis += rank;
     if (axis < 0 || axis >= rank || !std::all_of(shape.begin(), shape.begin() + axis, [](int64_t d) { return d == 1; }))
       continue;
-    std::vector<std::pair<size_t, Step::Placed>> placed;  // (producer step, record)
+    std::vector<std::pair<size_t, Placed>> placed;  // (producer step, record)
+    std::vector<int> placed_ids;
+    const int here = static_cast<int>(plan->placements.size());
     size_t offset = 0;
     size_t k = 0;
     for (; k < n.inputs.size(); ++k) {
@@ -402,20 +425,57 @@ void Session::plan_concat_placement(const std::map<std::string, Shape>& shapes,
       const size_t bytes = static_cast<size_t>(shape_size(in->second)) * dtype_size(dtype);
       const int id = c.inputs[k];
       const int p = id >= 0 ? producer[id] : -1;
-      if (p >= 0 && p < static_cast<int>(ci) && uses[id] == 1 && !graph_outputs.count(id) &&
+      if (p >= 0 && p < static_cast<int>(ci) && !placed_value[id] &&
+          std::find(placed_ids.begin(), placed_ids.end(), id) == placed_ids.end() && !graph_outputs.count(id) &&
           on_cpu(steps_[p])) {
         const auto& outs = steps_[p].outputs;
         const size_t index = static_cast<size_t>(std::find(outs.begin(), outs.end(), id) - outs.begin());
-        placed.push_back({static_cast<size_t>(p), {index, concat_placements_.size(), offset, in->second}});
+        placed.push_back({static_cast<size_t>(p), {index, static_cast<size_t>(here), offset, in->second}});
+        placed_ids.push_back(id);
       }
       offset += bytes;
     }
     if (k < n.inputs.size() || placed.empty() || offset != static_cast<size_t>(shape_size(shape)) * dtype_size(dtype))
       continue;
-    for (auto& [p, rec] : placed) steps_[p].placed.push_back(std::move(rec));
-    c.assembles = static_cast<int>(concat_placements_.size());
-    concat_placements_.push_back({ci, dtype, shape});
+    for (auto& [p, rec] : placed) {
+      const int inner = plan->assembles[p];
+      if (inner >= 0 && rec.output == 0) {  // an assembled Concat's output: assembled inside this buffer
+        plan->placements[static_cast<size_t>(inner)].parent = here;
+        plan->placements[static_cast<size_t>(inner)].parent_offset = rec.byte_offset;
+      }
+      plan->placed[p].push_back(std::move(rec));
+    }
+    for (int id : placed_ids) placed_value[id] = true;
+    plan->assembles[ci] = here;
+    plan->placements.push_back({ci, dtype, shape});
   }
+  if (plan->placements.empty()) return nullptr;
+  return plan;
+}
+
+std::shared_ptr<const Session::ConcatPlan> Session::concat_plan_for(const std::vector<std::string>& input_names,
+                                                                    const std::vector<Tensor>& input_values) {
+  if (!concat_plans_per_shape_) return static_concat_plan_;
+  std::map<std::string, Shape> feeds;
+  for (size_t i = 0; i < input_names.size(); ++i)
+    if (input_values[i].is_tensor()) feeds[input_names[i]] = input_values[i].shape();
+  std::vector<Shape> key;
+  for (const auto& v : inputs_) {
+    auto f = feeds.find(v.name);
+    key.push_back(f == feeds.end() ? Shape{} : f->second);
+  }
+  std::lock_guard<std::mutex> lock(concat_plans_mutex_);
+  auto found = concat_plans_.find(key);
+  if (found != concat_plans_.end()) return found->second;
+  if (concat_plans_.size() >= kConcatPlansKept) concat_plans_.clear();  // many shapes: start over
+  const std::map<std::string, Shape> shapes = static_shapes(
+      model_.graph, order_,
+      [&](const std::string& name) -> const Tensor* {
+        const int id = value_id(name);
+        return fixed_constant(id) ? &constants_[id] : nullptr;
+      },
+      &feeds);
+  return concat_plans_[key] = plan_concat_placement(shapes);
 }
 
 const KernelDef* Session::cpu_kernel(const Node& n, bool required) const {
@@ -915,7 +975,25 @@ std::vector<Tensor> Session::run(const std::vector<std::string>& input_names, co
       profile ? std::to_string(std::hash<std::thread::id>()(std::this_thread::get_id()) % 1000000) : std::string();
 
   std::vector<Tensor> outs;
-  std::vector<Tensor> assembling(concat_placements_.size());  // Concat outputs being assembled in place
+  // Concat outputs assembled in place, for these feeds' shapes (nullptr: none)
+  const std::shared_ptr<const ConcatPlan> concat_plan = concat_plan_for(input_names, input_values);
+  std::vector<Tensor> assembling(concat_plan ? concat_plan->placements.size() : 0);
+  // A Concat output bound to the caller's buffer is not assembled in place: its Concat copies into that buffer.
+  auto concat_bound = [&](size_t placement) {
+    return !bound.empty() && bound.count(steps_[concat_plan->placements[placement].step].outputs[0]) > 0;
+  };
+  // The buffer of an assembled Concat output, made on first use: a view into its parent's when it has one.
+  std::function<const Tensor&(size_t)> assembly = [&](size_t placement) -> const Tensor& {
+    Tensor& whole = assembling[placement];
+    if (!whole.valid()) {
+      const ConcatPlacement& cp = concat_plan->placements[placement];
+      if (cp.parent >= 0 && !concat_bound(static_cast<size_t>(cp.parent)))
+        whole = Tensor::view(assembly(static_cast<size_t>(cp.parent)), cp.dtype, cp.shape, cp.parent_offset);
+      else
+        whole = Tensor(cp.dtype, cp.shape, alloc_.get());
+    }
+    return whole;
+  };
   OpContext ctx;
   ctx.pool_ = pool_.get();
   ctx.alloc_ = alloc_.get();
@@ -989,14 +1067,18 @@ std::vector<Tensor> Session::run(const std::vector<std::string>& input_names, co
             auto b = s.outputs[i] >= 0 ? bound.find(s.outputs[i]) : bound.end();
             if (b != bound.end()) outs[i] = *b->second;  // OpContext::output hands it out on a match
           }
-        for (const auto& p : s.placed) {  // outputs made in their slice of a later Concat's output
-          const ConcatPlacement& cp = concat_placements_[p.placement];
-          if (outs[p.output].valid() || (!bound.empty() && bound.count(steps_[cp.step].outputs[0]))) continue;
-          Tensor& whole = assembling[p.placement];
-          if (!whole.valid()) whole = Tensor(cp.dtype, cp.shape, alloc_.get());
-          outs[p.output] = Tensor::view(whole, cp.dtype, p.shape, p.byte_offset);
+        const size_t si = static_cast<size_t>(&s - steps_.data());
+        if (concat_plan)
+          for (const auto& p : concat_plan->placed[si]) {  // outputs made in their slice of a later Concat's output
+            if (outs[p.output].valid() || concat_bound(p.placement)) continue;
+            const ConcatPlacement& cp = concat_plan->placements[p.placement];
+            outs[p.output] = Tensor::view(assembly(p.placement), cp.dtype, p.shape, p.byte_offset);
+          }
+        if (concat_plan && concat_plan->assembles[si] >= 0) {  // (placed in a later Concat: outs[0] is the same memory)
+          Tensor& mine = assembling[static_cast<size_t>(concat_plan->assembles[si])];
+          if (!outs[0].valid()) outs[0] = std::move(mine);
+          mine = Tensor();
         }
-        if (s.assembles >= 0 && !outs[0].valid()) outs[0] = std::move(assembling[static_cast<size_t>(s.assembles)]);
         ctx.outputs_ = &outs;
         ctx.output_names_ = &s.node->outputs;
         ctx.cache_ = s.cache.get();

@@ -102,7 +102,11 @@ class Session {
                               const std::vector<std::vector<std::string>>& outer);
   const KernelDef* cpu_kernel(const Node& n, bool required) const;
   void plan_transfers();
-  void plan_concat_placement(const std::map<std::string, Shape>& shapes, const std::map<std::string, ValueInfo>& known);
+  struct ConcatPlan;
+  void find_concat_candidates(const std::map<std::string, ValueInfo>& known);
+  std::shared_ptr<const ConcatPlan> plan_concat_placement(const std::map<std::string, Shape>& shapes) const;
+  std::shared_ptr<const ConcatPlan> concat_plan_for(const std::vector<std::string>& input_names,
+                                                    const std::vector<Tensor>& input_values);
   struct Step;
   void check_partition_output(const Step& s, size_t i, DType dtype, const Shape& shape) const;
   const DeviceTensor* device_constant(PluginEp* ep, int id);
@@ -120,15 +124,6 @@ class Session {
     std::vector<int> release;  // values whose last use is this step
     std::vector<bool> constant;
     bool tensors_only = true;  // the kernel takes tensors only (no sequence or optional values)
-    // Outputs written straight into their slice of a later Concat's output (plan_concat_placement).
-    struct Placed {
-      size_t output;     // index among this step's outputs
-      size_t placement;  // index in concat_placements_
-      size_t byte_offset;
-      Shape shape;
-    };
-    std::vector<Placed> placed;
-    int assembles = -1;  // for a Concat whose inputs are placed: its index in concat_placements_
     std::unique_ptr<OpContext::Cache> cache;
   };
 
@@ -138,13 +133,38 @@ class Session {
   std::vector<ValueInfo> inputs_, outputs_;
   std::map<std::string, int> ids_;
   std::vector<std::string> names_;
-  // Concat outputs assembled in place: the buffer is made when the first producer of a placed input runs.
+  // Concat outputs assembled in place (plan_concat_placement), for the value shapes of one set of feed shapes:
+  // the buffer is made when the first producer of a placed input runs. A Concat whose output is itself placed
+  // in a later Concat's output (DenseNet's chain, each layer's Concat the first input of the next) is
+  // assembled inside that one's buffer: `parent` (-1: none) at parent_offset.
   struct ConcatPlacement {
     size_t step;  // the Concat's step
     DType dtype;
     Shape shape;
+    int parent = -1;
+    size_t parent_offset = 0;
   };
-  std::vector<ConcatPlacement> concat_placements_;
+  // An output written straight into its slice of a later Concat's output.
+  struct Placed {
+    size_t output;     // index among the step's outputs
+    size_t placement;  // index in ConcatPlan::placements
+    size_t byte_offset;
+    Shape shape;
+  };
+  struct ConcatPlan {
+    std::vector<ConcatPlacement> placements;
+    std::vector<std::vector<Placed>> placed;  // by step
+    std::vector<int> assembles;               // by step: the placement a Concat assembles, or -1
+  };
+  // The CPU EP Concats that may be assembled in place (step, output type), the plan for the static shapes, and
+  // when some candidate's shapes depend on symbolic input dimensions, plans made per set of feed shapes.
+  std::vector<std::pair<size_t, DType>> concat_candidates_;
+  std::vector<size_t> order_;  // the graph's nodes in execution order (for static_shapes)
+  std::shared_ptr<const ConcatPlan> static_concat_plan_;
+  bool concat_plans_per_shape_ = false;
+  static constexpr size_t kConcatPlansKept = 16;  // sets of feed shapes planned at most before starting over
+  std::mutex concat_plans_mutex_;
+  std::map<std::vector<Shape>, std::shared_ptr<const ConcatPlan>> concat_plans_;
   std::vector<Tensor> constants_;            // by value id; invalid when not constant
   std::vector<int> input_ids_, output_ids_;  // graph inputs (feedable) and outputs
   std::vector<int> overridable_;             // initializers that are also graph inputs

@@ -274,11 +274,17 @@ bool infer(const Node& n, const std::vector<const Shape*>& in, const Lookup& con
 
 }  // namespace
 
-std::map<std::string, Shape> static_shapes(const Graph& g, const std::vector<size_t>& order, const Lookup& constant) {
+std::map<std::string, Shape> static_shapes(const Graph& g, const std::vector<size_t>& order, const Lookup& constant,
+                                           const std::map<std::string, Shape>* feeds) {
   std::map<std::string, Shape> shapes;
   for (const auto& [name, t] : g.initializers)
     if (t) shapes[name] = t->shape();
   for (const auto& v : g.inputs) {
+    auto fed = feeds ? feeds->find(v.name) : std::map<std::string, Shape>::const_iterator();
+    if (feeds && fed != feeds->end()) {
+      shapes[v.name] = fed->second;
+      continue;
+    }
     if (shapes.count(v.name) || !v.is_tensor || !v.has_shape) continue;
     Shape s;
     bool all = true;

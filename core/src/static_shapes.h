@@ -13,10 +13,12 @@
 namespace mrt {
 
 // `constant(name)` returns the value of a constant (nullptr otherwise). Seeds: graph inputs
-// and value_info/outputs with fully static declared shapes, and the constants.
+// and value_info/outputs with fully static declared shapes, and the constants; with `feeds`,
+// the graph inputs take these shapes instead (a run's, where the model declares symbolic dims).
 // The shapes are those the CPU EP's kernels produce for these inputs; a node whose attributes
 // or inputs are inconsistent leaves its outputs unknown (the run reports it).
 std::map<std::string, Shape> static_shapes(const Graph& g, const std::vector<size_t>& order,
-                                           const std::function<const Tensor*(const std::string&)>& constant);
+                                           const std::function<const Tensor*(const std::string&)>& constant,
+                                           const std::map<std::string, Shape>* feeds = nullptr);
 
 }  // namespace mrt

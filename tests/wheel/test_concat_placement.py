@@ -1,6 +1,6 @@
 """Concat assembled in place: the producers of a batch-1 Concat's inputs write into their slices of its output.
 
-The session gives each input that only the Concat reads, and that a CPU EP kernel makes, its slice of the
+The session gives each input that a CPU EP kernel makes (once: the first Concat that reads it) its slice of the
 Concat's buffer as its output; every other input is copied as before. Each model here is run with the
 optimizations (and so the placement) on and off: the outputs must be the same bits, at 1 and 2 threads and over
 repeated runs (the buffers are reused), whichever inputs qualify.
@@ -101,8 +101,8 @@ def test_inputs_that_cannot_be_placed_are_copied() -> None:
 @pytest.mark.parametrize("case", ["batch_2", "inner_axis", "last_axis", "int32", "dynamic_batch"])
 def test_concat_layouts(case: str) -> None:
     # Batch 2 and an inner axis with a leading dimension above 1 (the inputs are not contiguous slices: copied),
-    # the last axis of [1, 1, n] MatMul outputs and int32 values (placed), a batch left symbolic (no static
-    # shape: copied).
+    # the last axis of [1, 1, n] MatMul outputs and int32 values (placed), a batch left symbolic (planned for
+    # the feed's shape: placed).
     rng = np.random.default_rng(2)
     shape: list[Any] = [2, 3, 5, 4] if case == "batch_2" else [1, 3, 5, 4]
     axis = {"inner_axis": 2, "last_axis": 2}.get(case, 1)
@@ -150,6 +150,69 @@ def test_bound_concat_output_receives_the_result() -> None:
     binding = sess.io_binding()
     binding.bind_cpu_input("x", x)
     binding.bind_output("y", "cpu", 0, np.float32, list(out.shape), out.ctypes.data)
+    for _ in range(2):
+        sess.run_with_iobinding(binding)
+        np.testing.assert_array_equal(out, expected)
+
+
+def _dense_block(rng: np.random.Generator, layers: int, batch: Any, *, inner_outputs: bool = False) -> onnx.ModelProto:
+    """A DenseNet block: each layer reads the Concat of everything before it (Relu -> 3x3 conv, 3 new channels)
+    and the next Concat adds its output (after the previous Concat's output in even layers, before it in odd
+    ones), so every Concat reads the previous one's output, which the next layer reads too. With
+    `inner_outputs` the middle Concat is also a graph output."""
+    c, prev = 4, "x"
+    nodes, inits = [], []
+    for i in range(layers):
+        conv_nodes, conv_inits = _convs(rng, [(f"c{i}", f"r{i}", c, 3, 3)])
+        nodes += [helper.make_node("Relu", [prev], [f"r{i}"]), *conv_nodes,
+                  helper.make_node("Concat", [prev, f"c{i}"] if i % 2 == 0 else [f"c{i}", prev], [f"cat{i}"], axis=1)]
+        inits += conv_inits
+        prev, c = f"cat{i}", c + 3
+    nodes.append(helper.make_node("Sigmoid", [prev], ["y"]))
+    outputs = [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)]
+    if inner_outputs:
+        outputs.append(helper.make_tensor_value_info(f"cat{layers // 2}", TensorProto.FLOAT, None))
+    graph = helper.make_graph(nodes, "dense", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [batch, 4, 7, 5])],
+                              outputs, inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+@pytest.mark.parametrize("batch", [1, "N"])
+@pytest.mark.parametrize("inner_outputs", [False, True])
+def test_dense_chain_of_concats(batch: Any, inner_outputs: bool) -> None:
+    # Each Concat is assembled inside the next one's buffer (the chain shares the last Concat's), the Concats'
+    # outputs being read by the next layer too; a Concat that is a graph output keeps its own buffer.
+    rng = np.random.default_rng(4)
+    model = _dense_block(rng, 5, batch, inner_outputs=inner_outputs)
+    _check(model, {"x": rng.standard_normal((1, 4, 7, 5)).astype(np.float32)})
+
+
+def test_symbolic_batch_plans_per_feed_shape() -> None:
+    # With the batch left symbolic, the placement is planned for each run's feed shapes: batch 1 is assembled in
+    # place, batch 3 (inputs not contiguous slices) copied, and runs alternating between them stay exact.
+    rng = np.random.default_rng(5)
+    model = _dense_block(rng, 4, "N")
+    reference = _session(model, Level.ORT_DISABLE_ALL)
+    feeds = [{"x": rng.standard_normal((b, 4, 7, 5)).astype(np.float32)} for b in (1, 3, 1, 2, 1)]
+    for threads in (1, 2):
+        sess = _session(model, threads=threads)
+        for feed in feeds * 2:
+            np.testing.assert_array_equal(sess.run(None, feed)[0], reference.run(None, feed)[0])
+
+
+def test_bound_output_of_a_concat_chain() -> None:
+    # IOBinding on the last Concat of a chain: the chain is assembled in its own buffers and the last Concat
+    # copies into the caller's.
+    rng = np.random.default_rng(6)
+    model = _dense_block(rng, 3, "N")
+    model.graph.output.append(helper.make_tensor_value_info("cat2", TensorProto.FLOAT, None))
+    x = rng.standard_normal((1, 4, 7, 5)).astype(np.float32)
+    expected = _session(model, Level.ORT_DISABLE_ALL).run(["cat2"], {"x": x})[0]
+    sess = _session(model)
+    out = np.full(expected.shape, np.nan, np.float32)
+    binding = sess.io_binding()
+    binding.bind_cpu_input("x", x)
+    binding.bind_output("cat2", "cpu", 0, np.float32, list(out.shape), out.ctypes.data)
     for _ in range(2):
         sess.run_with_iobinding(binding)
         np.testing.assert_array_equal(out, expected)
