@@ -30,6 +30,7 @@ CASES = [
     ((111, 111), (3, 3), (2, 2), (0, 0, 0, 0), 0),  # SqueezeNet's
     ((27, 27), (3, 3), (2, 2), (0, 0, 0, 0), 1),
     ((112, 112), (3, 3), (2, 2), (1, 1, 1, 1), 0),  # ResNet's
+    ((56, 56), (2, 2), (2, 2), (0, 0, 0, 0), 0),  # DenseNet's transition (AveragePool)
     ((17, 19), (2, 2), (2, 2), (0, 0, 0, 0), 1),
     ((9, 30), (3, 5), (1, 1), (1, 2, 1, 2), 0),
     ((13, 11), (4, 2), (3, 1), (2, 0, 1, 1), 1),
@@ -143,3 +144,34 @@ def test_average_pool_2d_geometries(case: tuple, include_pad: int) -> None:
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 19)], ir_version=9)
     got = mosaicrt.InferenceSession(model.SerializeToString()).run(None, {"x": x})[0]
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("shape", [(1, 2048, 7, 7), (2, 3, 5, 4), (1, 5, 9), (1, 4, 3, 5, 2)],
+                         ids=["resnet-head", "batch-2", "1d", "3d"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["float", "double"])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_average_pool_over_the_whole_input(shape: tuple, dtype: type, threads: int) -> None:
+    """A window that is the whole input and no padding (a classifier head's AveragePool): the plane means, with
+    count_include_pad making no difference; with a pad the window is no longer the whole input."""
+    x = np.random.default_rng(len(shape)).standard_normal(shape).astype(dtype)
+    elem = TensorProto.FLOAT if dtype == np.float32 else TensorProto.DOUBLE
+    spatial = tuple(range(2, len(shape)))
+    for include_pad, pad in ((0, 0), (1, 0), (0, 1), (1, 1)):
+        node = helper.make_node("AveragePool", ["x"], ["y"], kernel_shape=list(shape[2:]),
+                                pads=[pad] * (2 * len(spatial)), count_include_pad=include_pad)
+        graph = helper.make_graph([node], "pool", [helper.make_tensor_value_info("x", elem, shape)],
+                                  [helper.make_tensor_value_info("y", elem, None)])
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 19)], ir_version=9)
+        opts = mosaicrt.SessionOptions()
+        opts.intra_op_num_threads = threads
+        got = mosaicrt.InferenceSession(model.SerializeToString(), sess_options=opts).run(None, {"x": x})[0]
+        if pad == 0:
+            want = x.astype(np.float64).mean(axis=spatial, keepdims=True)
+        else:  # windows at every offset of the padded input: only the centre one is the whole input
+            assert got.shape == (*shape[:2], *(3,) * len(spatial))
+            centre = got[(slice(None), slice(None), *(1,) * len(spatial))]
+            want = x.astype(np.float64).mean(axis=spatial)
+            np.testing.assert_allclose(centre, want, rtol=1e-5, atol=1e-6)
+            continue
+        assert got.shape == want.shape and got.dtype == dtype
+        np.testing.assert_allclose(got, want, rtol=1e-5 if dtype == np.float32 else 1e-12, atol=1e-6)

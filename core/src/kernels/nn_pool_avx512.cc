@@ -1,4 +1,5 @@
-// 2-D MaxPool without dilation or Indices on AVX-512 (F + BW), for float and 8-bit planes.
+// 2-D MaxPool without dilation or Indices on AVX-512 (F + BW), for float and 8-bit planes, and the float
+// AveragePool whose windows all lie inside the input (the same rows summed).
 //
 // One output row at a time: the window's input rows are reduced to one row by vertical maxima (whole vectors
 // along W), written into a buffer whose padding columns hold the identity (the lowest value), and the row's
@@ -31,13 +32,20 @@ inline __mmask16 inside16(int64_t c, int64_t w) {
   return hi <= lo ? __mmask16(0) : static_cast<__mmask16>(((1u << hi) - 1) & ~((1u << lo) - 1));
 }
 
-// Maxima over input rows [ih0, ih1) of the 16 columns from c; columns outside the plane hold the identity and are
-// not read.
+// The running value combined with v: the max (v first, so a NaN input is skipped) or the sum.
+template <bool kMax>
+inline __m512 combine(__m512 v, __m512 acc) {
+  return kMax ? _mm512_max_ps(v, acc) : _mm512_add_ps(acc, v);
+}
+
+// Maxima (sums) over input rows [ih0, ih1) of the 16 columns from c; columns outside the plane hold the identity
+// and are not read.
+template <bool kMax>
 inline __m512 column_max16(const float* xp, int64_t W, int64_t ih0, int64_t ih1, int64_t c, __m512 ident) {
   const __mmask16 m = inside16(c, W);
   __m512 acc = ident;
   if (m)
-    for (int64_t ih = ih0; ih < ih1; ++ih) acc = _mm512_max_ps(_mm512_mask_loadu_ps(ident, m, xp + ih * W + c), acc);
+    for (int64_t ih = ih0; ih < ih1; ++ih) acc = combine<kMax>(_mm512_mask_loadu_ps(ident, m, xp + ih * W + c), acc);
   return acc;
 }
 
@@ -52,27 +60,33 @@ bool max_pool_in_registers(const MaxPool2d& g) {
   return (g.sw == 1 && g.KW <= 17) || (g.sw == 2 && g.KW <= 33);
 }
 
-void max_pool_row_in_registers(const MaxPool2d& g, const float* xp, int64_t ih0, int64_t ih1, float* yr) {
-  const __m512 ident = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
+// With kMax false the same rows are summed instead, for an average whose windows all lie inside the input: the
+// sums are divided by `taps` on the way out.
+template <bool kMax>
+void max_pool_row_in_registers(const MaxPool2d& g, const float* xp, int64_t ih0, int64_t ih1, float* yr,
+                               float taps = 1.f) {
+  const __m512 ident = _mm512_set1_ps(kMax ? -std::numeric_limits<float>::infinity() : 0.f);
+  const __m512 vtaps = _mm512_set1_ps(taps);
+  auto out = [&](__m512 v) { return kMax ? v : _mm512_div_ps(v, vtaps); };
   const __m512i lane = _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
   const int64_t step = 16 * g.sw;
   int64_t c = -g.pl;
   if (g.sw == 1) {
-    __m512 cur = column_max16(xp, g.W, ih0, ih1, c, ident);
+    __m512 cur = column_max16<kMax>(xp, g.W, ih0, ih1, c, ident);
     for (int64_t ow = 0; ow < g.OW; ow += 16, c += step) {
-      const __m512 next = column_max16(xp, g.W, ih0, ih1, c + 16, ident);
+      const __m512 next = column_max16<kMax>(xp, g.W, ih0, ih1, c + 16, ident);
       __m512 acc = cur;
       for (int64_t kw = 1; kw < g.KW; ++kw)
-        acc = _mm512_max_ps(
+        acc = combine<kMax>(
             _mm512_permutex2var_ps(cur, _mm512_add_epi32(lane, _mm512_set1_epi32(static_cast<int>(kw))), next), acc);
-      _mm512_mask_storeu_ps(yr + ow, first16(g.OW - ow), acc);
+      _mm512_mask_storeu_ps(yr + ow, first16(g.OW - ow), out(acc));
       cur = next;
     }
     return;
   }
   const __m512i even = _mm512_add_epi32(lane, lane), odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
   auto split = [&](int64_t at, __m512& e, __m512& o) {
-    const __m512 a = column_max16(xp, g.W, ih0, ih1, at, ident), b = column_max16(xp, g.W, ih0, ih1, at + 16, ident);
+    const __m512 a = column_max16<kMax>(xp, g.W, ih0, ih1, at, ident), b = column_max16<kMax>(xp, g.W, ih0, ih1, at + 16, ident);
     e = _mm512_permutex2var_ps(a, even, b);
     o = _mm512_permutex2var_ps(a, odd, b);
   };
@@ -84,9 +98,10 @@ void max_pool_row_in_registers(const MaxPool2d& g, const float* xp, int64_t ih0,
     __m512 acc = ce;
     for (int64_t kw = 1; kw < g.KW; ++kw) {
       const __m512i shift = _mm512_add_epi32(lane, _mm512_set1_epi32(static_cast<int>(kw / 2)));
-      acc = _mm512_max_ps(kw % 2 ? _mm512_permutex2var_ps(co, shift, no) : _mm512_permutex2var_ps(ce, shift, ne), acc);
+      acc = combine<kMax>(kw % 2 ? _mm512_permutex2var_ps(co, shift, no) : _mm512_permutex2var_ps(ce, shift, ne),
+                          acc);
     }
-    _mm512_mask_storeu_ps(yr + ow, first16(g.OW - ow), acc);
+    _mm512_mask_storeu_ps(yr + ow, first16(g.OW - ow), out(acc));
     ce = ne;
     co = no;
   }
@@ -100,7 +115,7 @@ void max_pool_2d_float_avx512(const MaxPool2d& g, const float* x, float* y, Thre
       for (int64_t item = b; item < e; ++item) {
         const int64_t plane = item / g.OH, oh = item % g.OH;
         const int64_t h0 = oh * g.sh - g.pt, ih0 = std::max<int64_t>(0, h0), ih1 = std::min(g.H, h0 + g.KH);
-        max_pool_row_in_registers(g, x + plane * g.H * g.W, ih0, ih1, y + plane * g.OH * g.OW + oh * g.OW);
+        max_pool_row_in_registers<true>(g, x + plane * g.H * g.W, ih0, ih1, y + plane * g.OH * g.OW + oh * g.OW);
       }
     });
     return;
@@ -147,6 +162,21 @@ void max_pool_2d_float_avx512(const MaxPool2d& g, const float* x, float* y, Thre
       }
     }
   });
+}
+
+bool avg_pool_2d_float_avx512(const MaxPool2d& g, const float* x, float* y, ThreadPool& pool) {
+  if (!max_pool_in_registers(g) || g.pt != 0 || g.pl != 0 || (g.OH - 1) * g.sh + g.KH > g.H ||
+      (g.OW - 1) * g.sw + g.KW > g.W)
+    return false;
+  const float taps = static_cast<float>(g.KH * g.KW);
+  pool.parallel_for(g.planes * g.OH, rows_per_item(g), [&](int64_t b, int64_t e) {
+    for (int64_t item = b; item < e; ++item) {
+      const int64_t plane = item / g.OH, oh = item % g.OH;
+      max_pool_row_in_registers<false>(g, x + plane * g.H * g.W, oh * g.sh, oh * g.sh + g.KH,
+                                       y + plane * g.OH * g.OW + oh * g.OW, taps);
+    }
+  });
+  return true;
 }
 
 void max_pool_2d_bytes_avx512(const MaxPool2d& g, const uint8_t* x, bool is_signed, uint8_t* y, ThreadPool& pool) {
