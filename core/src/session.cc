@@ -339,10 +339,7 @@ void Session::build() {
     find_concat_candidates(known);
     if (!concat_candidates_.empty()) {
       order_ = order;
-      const std::map<std::string, Shape> shapes = static_shapes(g, order, [&](const std::string& name) -> const Tensor* {
-        const int id = value_id(name);
-        return fixed_constant(id) ? &constants_[id] : nullptr;
-      });
+      const std::map<std::string, Shape> shapes = value_shapes(nullptr);
       static_concat_plan_ = plan_concat_placement(shapes);
       // a Concat whose shapes follow from the feeds' (a symbolic batch dimension) is planned per set of them
       for (const auto& [si, dtype] : concat_candidates_)
@@ -376,12 +373,22 @@ void Session::build() {
 // an assembled Concat's output, that Concat is assembled inside this one's buffer (ConcatPlacement::parent), so a
 // chain of Concats, each feeding the next as DenseNet's layers do, copies nothing: every layer's Concat used to
 // copy all the channels before it (DenseNet-121: 58 Concats of up to 3.2 MB each).
+std::map<std::string, Shape> Session::value_shapes(const std::map<std::string, Shape>* feeds) const {
+  return static_shapes(
+      model_.graph, order_,
+      [&](const std::string& name) -> const Tensor* {
+        const int id = value_id(name);
+        return fixed_constant(id) ? &constants_[id] : nullptr;
+      },
+      feeds);
+}
+
 void Session::find_concat_candidates(const std::map<std::string, ValueInfo>& known) {
   for (size_t ci = 0; ci < steps_.size(); ++ci) {
     const Step& c = steps_[ci];
     const Node& n = *c.node;
-    if (!c.kernel || c.plugin || c.device || !n.domain.empty() || n.op_type != "Concat" || n.outputs.size() != 1 ||
-        c.outputs[0] < 0 || n.inputs.size() < 2 || c.inputs.size() != n.inputs.size() || c.opset < 4)
+    if (!c.on_cpu_ep() || !n.domain.empty() || n.op_type != "Concat" || n.outputs.size() != 1 || c.outputs[0] < 0 ||
+        n.inputs.size() < 2 || c.inputs.size() != n.inputs.size() || c.opset < 4)
       continue;
     auto info = known.find(n.outputs[0]);
     if (info == known.end()) continue;
@@ -402,7 +409,6 @@ std::shared_ptr<const Session::ConcatPlan> Session::plan_concat_placement(
     for (int id : steps_[si].outputs)
       if (id >= 0) producer[id] = static_cast<int>(si);
   const std::set<int> graph_outputs(output_ids_.begin(), output_ids_.end());
-  auto on_cpu = [](const Step& st) { return st.kernel && !st.plugin && !st.device; };
   for (const auto& [ci, dtype] : concat_candidates_) {
     const Step& c = steps_[ci];
     const Node& n = *c.node;
@@ -427,7 +433,7 @@ std::shared_ptr<const Session::ConcatPlan> Session::plan_concat_placement(
       const int p = id >= 0 ? producer[id] : -1;
       if (p >= 0 && p < static_cast<int>(ci) && !placed_value[id] &&
           std::find(placed_ids.begin(), placed_ids.end(), id) == placed_ids.end() && !graph_outputs.count(id) &&
-          on_cpu(steps_[p])) {
+          steps_[p].on_cpu_ep()) {
         const auto& outs = steps_[p].outputs;
         const size_t index = static_cast<size_t>(std::find(outs.begin(), outs.end(), id) - outs.begin());
         placed.push_back({static_cast<size_t>(p), {index, static_cast<size_t>(here), offset, in->second}});
@@ -456,26 +462,20 @@ std::shared_ptr<const Session::ConcatPlan> Session::plan_concat_placement(
 std::shared_ptr<const Session::ConcatPlan> Session::concat_plan_for(const std::vector<std::string>& input_names,
                                                                     const std::vector<Tensor>& input_values) {
   if (!concat_plans_per_shape_) return static_concat_plan_;
-  std::map<std::string, Shape> feeds;
-  for (size_t i = 0; i < input_names.size(); ++i)
-    if (input_values[i].is_tensor()) feeds[input_names[i]] = input_values[i].shape();
-  std::vector<Shape> key;
+  std::vector<Shape> key;  // the feeds' shapes in the order of the graph's inputs (empty: not a tensor)
   for (const auto& v : inputs_) {
-    auto f = feeds.find(v.name);
-    key.push_back(f == feeds.end() ? Shape{} : f->second);
+    const auto at = std::find(input_names.begin(), input_names.end(), v.name);
+    const size_t i = static_cast<size_t>(at - input_names.begin());
+    key.push_back(i < input_values.size() && input_values[i].is_tensor() ? input_values[i].shape() : Shape{});
   }
   std::lock_guard<std::mutex> lock(concat_plans_mutex_);
   auto found = concat_plans_.find(key);
   if (found != concat_plans_.end()) return found->second;
   if (concat_plans_.size() >= kConcatPlansKept) concat_plans_.clear();  // many shapes: start over
-  const std::map<std::string, Shape> shapes = static_shapes(
-      model_.graph, order_,
-      [&](const std::string& name) -> const Tensor* {
-        const int id = value_id(name);
-        return fixed_constant(id) ? &constants_[id] : nullptr;
-      },
-      &feeds);
-  return concat_plans_[key] = plan_concat_placement(shapes);
+  std::map<std::string, Shape> feeds;
+  for (size_t i = 0; i < input_names.size(); ++i)
+    if (input_values[i].is_tensor()) feeds[input_names[i]] = input_values[i].shape();
+  return concat_plans_[key] = plan_concat_placement(value_shapes(&feeds));
 }
 
 const KernelDef* Session::cpu_kernel(const Node& n, bool required) const {

@@ -103,6 +103,8 @@ class Session {
   const KernelDef* cpu_kernel(const Node& n, bool required) const;
   void plan_transfers();
   struct ConcatPlan;
+  // static_shapes over the optimized graph (order_), seeded with `feeds` when given
+  std::map<std::string, Shape> value_shapes(const std::map<std::string, Shape>* feeds) const;
   void find_concat_candidates(const std::map<std::string, ValueInfo>& known);
   std::shared_ptr<const ConcatPlan> plan_concat_placement(const std::map<std::string, Shape>& shapes) const;
   std::shared_ptr<const ConcatPlan> concat_plan_for(const std::vector<std::string>& input_names,
@@ -125,6 +127,7 @@ class Session {
     std::vector<bool> constant;
     bool tensors_only = true;  // the kernel takes tensors only (no sequence or optional values)
     std::unique_ptr<OpContext::Cache> cache;
+    bool on_cpu_ep() const { return kernel && !plugin && !device; }  // a CPU EP kernel on host memory
   };
 
   Model model_;

@@ -261,6 +261,15 @@ void separable_pool_run(const PoolPlan& p, PoolKind kind, const T* x, T* y, Thre
 template <bool kMax>
 void pool_2d_float(const PoolPlan& p, const float* x, float* y, ThreadPool& pool);
 
+#if defined(MOSAICRT_X86_SIMD)
+// The 2-D geometry of the AVX-512 pooling kernels (nn_pool_avx512.cc) from a plan of one depth step.
+nn::MaxPool2d pool_2d_geometry(const PoolPlan& p) {
+  const Window& g = p.g;
+  return {p.planes,    g.in[1],     g.in[2],     g.out[1],      g.out[2],     g.kernel[1],
+          g.kernel[2], g.stride[1], g.stride[2], g.pad_begin[1], g.pad_begin[2]};
+}
+#endif
+
 template <class T>
 void avg_lp_pool_run(const PoolPlan& p, PoolKind kind, const T* x, T* y, ThreadPool& pool) {
   if constexpr (std::is_same<T, float>::value) {
@@ -269,8 +278,7 @@ void avg_lp_pool_run(const PoolPlan& p, PoolKind kind, const T* x, T* y, ThreadP
         g.dilation[2] == 1) {
 #if defined(MOSAICRT_X86_SIMD)
       static const bool avx512 = (cpu_features() & kCpuAvx512) == kCpuAvx512;
-      const nn::MaxPool2d m{p.planes,    g.in[1],     g.in[2],     g.out[1],      g.out[2],     g.kernel[1],
-                            g.kernel[2], g.stride[1], g.stride[2], g.pad_begin[1], g.pad_begin[2]};
+      const nn::MaxPool2d m = pool_2d_geometry(p);
       if (avx512 && nn::avg_pool_2d_float_avx512(m, x, y, pool)) return;
 #endif
       pool_2d_float<false>(p, x, y, pool);
@@ -423,8 +431,7 @@ void max_pool_dispatch(const PoolPlan& p, const T* x, T* y, int64_t* indices, Th
     static const bool avx512 = (cpu_features() & kCpuAvx512) == kCpuAvx512;
     if (avx512 && !indices && g.in[0] == 1 && g.out[0] == 1 && g.kernel[0] == 1 && g.dilation[1] == 1 &&
         g.dilation[2] == 1) {
-      const nn::MaxPool2d m{p.planes,    g.in[1],     g.in[2],     g.out[1],      g.out[2],     g.kernel[1],
-                            g.kernel[2], g.stride[1], g.stride[2], g.pad_begin[1], g.pad_begin[2]};
+      const nn::MaxPool2d m = pool_2d_geometry(p);
       if constexpr (std::is_same<T, float>::value)
         nn::max_pool_2d_float_avx512(m, x, y, pool);
       else
