@@ -182,6 +182,10 @@ def clean_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     return env
 
 
+#: how much of a failed test's message a record's reason keeps
+_MESSAGE_CHARS = 160
+
+
 def parse_junit(path: Path) -> Counts:
     root = ET.parse(path).getroot()
     suites = [root] if root.tag == "testsuite" else root.findall("testsuite")
@@ -190,6 +194,23 @@ def parse_junit(path: Path) -> Counts:
         for key in total:
             total[key] += int(s.get(key, "0"))
     return Counts(**total)
+
+
+def failed_tests(path: Path, *, limit: int = 3) -> list[str]:
+    """The first ``limit`` failed or erroring tests of a JUnit report, each with the first line of its message."""
+    out = []
+    for case in ET.parse(path).getroot().iter("testcase"):
+        problem = case.find("failure")
+        if problem is None:
+            problem = case.find("error")
+        if problem is None:
+            continue
+        message = (problem.get("message") or "").strip().splitlines()
+        first = message[0][:_MESSAGE_CHARS] if message else problem.tag
+        out.append(f"{case.get('classname', '')}::{case.get('name', '?')} ({first})")
+        if len(out) == limit:
+            break
+    return out
 
 
 def run_wheel_tests(
@@ -421,6 +442,8 @@ def _run_one(
             else:
                 outcome = "failed"
                 reason = f"pytest exit {rc}"
+                if junit.is_file():
+                    reason += "".join(f"; {t}" for t in failed_tests(junit))
     return TestRecord(
         wheel=wheel.name,
         sha256=sha,

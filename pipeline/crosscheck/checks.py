@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import platforms
@@ -29,6 +29,12 @@ _CTEST_RESULT = re.compile(
     r"^\s*\d+/\d+ Test\s+#\d+: (?P<name>\S+) \.*\s*(?P<stars>\*{3})?(?P<status>Passed|Failed|Not Run|Timeout|"
     r"Exception: [\w ]+?|Subprocess aborted|Child aborted)\s+[\d.]+ sec"
 )
+_CTEST_START = re.compile(r"^\s*Start\s+(?P<number>\d+): (?P<name>\S+)\s*$")
+_CTEST_LINE = re.compile(r"^(?P<number>\d+): (?P<text>.*)$")
+#: how many lines of a failed test's output its failure names
+_WHY_LINES = 3
+#: what ctest -V itself prints among a test's numbered lines
+_CTEST_OWN_LINES = ("Test command:", "Working Directory:", "Test timeout", "Environment variables:")
 _UNDEFINED_REF = re.compile(r"undefined reference to [`'‘](?P<sym>[^'’`]+)['’]")
 
 
@@ -171,21 +177,41 @@ class TestRun:
 
     statuses: dict[str, str]
     kernels: tuple[str, ...]
+    #: each test's own output lines (ctest -V), by name
+    outputs: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
 
 def parse_ctest(output: str) -> TestRun:
     statuses: dict[str, str] = {}
     kernels: list[str] = []
+    names: dict[str, str] = {}  # test number -> name
+    lines: dict[str, list[str]] = {}  # test number -> its output
     for raw in output.splitlines():
         m = _CTEST_RESULT.match(raw)
         if m:
             statuses[m["name"]] = m["status"].strip()
             continue
-        line = re.sub(r"^\d+: ", "", raw)  # ctest -V prefixes test output with the test number
+        start = _CTEST_START.match(raw)
+        if start:
+            names[start["number"]] = start["name"]
+            continue
+        numbered = _CTEST_LINE.match(raw)  # ctest -V prefixes test output with the test number
+        line = numbered["text"] if numbered else raw
+        if numbered:
+            lines.setdefault(numbered["number"], []).append(line)
         k = _KERNEL_LINE.match(line)  # "<family> kernel <registry name>: [N cases] OK"
         if k:
             kernels.append(f"{k['family']}:{k['kernel']}")
-    return TestRun(statuses=statuses, kernels=tuple(dict.fromkeys(kernels)))
+    outputs = {names.get(n, f"test {n}"): tuple(v) for n, v in lines.items()}
+    return TestRun(statuses=statuses, kernels=tuple(dict.fromkeys(kernels)), outputs=outputs)
+
+
+def _why(output: Sequence[str]) -> str:
+    """What a failed test said: its FAIL lines, else its last lines (a crash, an emulator's message)."""
+    said = [line.strip() for line in output if line.strip() and not line.startswith(_CTEST_OWN_LINES)]
+    fails = [line for line in said if line.startswith(("FAIL", "error", "Error"))]
+    shown = fails[:_WHY_LINES] if fails else said[-_WHY_LINES:]
+    return " | ".join(shown) if shown else "no output"
 
 
 def check_native_tests(target: Target, run: TestRun, *, returncode: int, emulator: str) -> Check:
@@ -197,11 +223,14 @@ def check_native_tests(target: Target, run: TestRun, *, returncode: int, emulato
     problems = []
     for name, status in bad.items():
         if status.startswith(("Exception", "Child aborted", "Subprocess aborted")):
-            problems.append(f"{name} crashed under {emulator} ({status})")
+            problem = f"{name} crashed under {emulator} ({status})"
         elif status == "Timeout":
-            problems.append(f"{name} timed out under {emulator}")
+            problem = f"{name} timed out under {emulator}"
         else:
-            problems.append(f"{name} {status.lower()} under {emulator}")
+            problem = f"{name} {status.lower()} under {emulator}"
+        if name in run.outputs:
+            problem += f" [it said: {_why(run.outputs[name])}]"
+        problems.append(problem)
     missing = [k for k in target.crosscheck_kernels if not any(k in ran for ran in run.kernels)]
     if missing:
         problems.append(

@@ -232,6 +232,28 @@ def test_native_tests_name_a_crash_under_emulation() -> None:
     assert c.detail == "3/4 passed; model_qmatmul crashed under qemu-aarch64 (Exception: SegFault)"
 
 
+def test_a_failed_native_test_is_named_with_what_it_said() -> None:
+    """The report carries the failing test's own FAIL lines (or its last lines, for a crash), so a failure on a
+    machine whose build folder is gone can still be read from the crosscheck's output."""
+    failed = CTEST_OUTPUT.replace("#2: sgemm_check ......................   Passed",
+                                  "#2: sgemm_check ......................***Failed")  # fmt: skip
+    text = failed.replace(
+        "2: sgemm kernel neon: OK\n",
+        "2: Test command: /usr/bin/qemu-aarch64 mrt_sgemm_check\n2: FAIL neon mode=1: C[0,3]=2 ref=1\n",
+    )
+    run = parse_ctest(text)
+    assert "FAIL neon mode=1: C[0,3]=2 ref=1" in run.outputs["sgemm_check"]
+    assert run.outputs["capi_smoke"] == ("mosaicrt 0.1.0 (version=0.1.0,arch=arm64)", "1 passed, 0 failed")
+    c = check_native_tests(ARMV7, run, returncode=8, emulator="qemu-arm")
+    assert "sgemm_check failed under qemu-arm [it said: FAIL neon mode=1: C[0,3]=2 ref=1];" in c.detail, c.detail
+    # no FAIL line (a crash, the emulator's own message): the last three lines, ctest's own lines left out
+    crashed = failed.replace("2: sgemm kernel avx2: compiled in, not supported by this CPU (skipped)\n",
+                             "2: Test command: wine mrt_sgemm_check.exe\n2: wine: Unhandled page fault at 0x0\n")
+    c = check_native_tests(ARMV7, parse_ctest(crashed), returncode=8, emulator="qemu-arm")
+    assert ("sgemm_check failed under qemu-arm [it said: sgemm kernel portable: OK | sgemm kernel neon: OK | "
+            "wine: Unhandled page fault at 0x0];") in c.detail, c.detail
+
+
 def test_native_tests_require_the_dotprod_and_i8mm_kernels_on_aarch64() -> None:
     text = CTEST_OUTPUT.replace("3: igemm kernel i8mm: 120 cases OK\n", "").replace(
         "***Exception: SegFault", "   Passed"

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.wheeltest import SUITE, clean_env, find_pythons, parse_junit
+from pipeline.wheeltest import SUITE, clean_env, failed_tests, find_pythons, parse_junit
 
 from .conftest import REPO
 
@@ -41,6 +41,22 @@ def test_parse_junit(tmp_path: Path) -> None:
     )
     c = parse_junit(xml)
     assert (c.tests, c.failures, c.errors, c.skipped, c.passed) == (10, 2, 1, 3, 4)
+
+
+def test_failed_tests_are_named_with_their_message(tmp_path: Path) -> None:
+    """A failed wheel suite's record names what failed, so a CI log without the venv's log still says why."""
+    xml = tmp_path / "j.xml"
+    xml.write_text(
+        '<?xml version="1.0"?><testsuites><testsuite name="pytest" tests="4" failures="1" errors="1">'
+        '<testcase classname="test_a" name="test_ok"/>'
+        '<testcase classname="test_a" name="test_bad"><failure message="AssertionError: 7 == 0&#10;more">'
+        "traceback</failure></testcase>"
+        '<testcase classname="test_b" name="test_setup"><error message="">traceback</error></testcase>'
+        '<testcase classname="test_b" name="test_skip"><skipped message="no GPU"/></testcase>'
+        "</testsuite></testsuites>"
+    )
+    assert failed_tests(xml) == ["test_a::test_bad (AssertionError: 7 == 0)", "test_b::test_setup (error)"]
+    assert failed_tests(xml, limit=1) == ["test_a::test_bad (AssertionError: 7 == 0)"]
 
 
 def test_the_wheel_suite_is_self_contained() -> None:
