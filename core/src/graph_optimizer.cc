@@ -537,12 +537,28 @@ int fuse_dynamic_quant_matmul(Graph& g, GraphIndex& idx, std::vector<bool>& remo
         removed[add - g.nodes.data()] = true;
       }
     }
+    // A Relu after the layer (the hidden layers of an MLP) is applied to each finished row: one node and one pass
+    // over the output less (the quantized MLP at batch 1 runs in about 17 us, of which each node costs ~1).
+    Node* relu = single_consumer(out);
+    const bool with_relu = relu && relu->op_type == "Relu" && relu->domain.empty() && relu->inputs.size() == 1 &&
+                           relu->outputs.size() == 1;
+    if (with_relu) {
+      out = relu->outputs[0];
+      removed[relu - g.nodes.data()] = true;
+    }
     const std::string x = dq->inputs[0];
     mm.domain = "com.microsoft";
     mm.op_type = "DynamicQuantizeMatMul";
     mm.inputs = {x, mm.inputs[1], w_scale, wzp};
     if (!bias.empty()) mm.inputs.push_back(bias);
     mm.outputs = {out};
+    if (with_relu) {
+      Attribute a;
+      a.name = "activation";
+      a.type = AttrType::kString;
+      a.s = "Relu";
+      mm.attributes.push_back(a);
+    }
     removed[dq - g.nodes.data()] = true;
     removed[cast - g.nodes.data()] = true;
     removed[mul - g.nodes.data()] = true;

@@ -933,8 +933,9 @@ def test_quantize_static_qdq_resnet_runs_in_integers_and_matches_onnxruntime() -
 @pytest.mark.parametrize("weight_type", ["QUInt8", "QInt8"])
 @pytest.mark.parametrize("batch", [1, 7])
 def test_quantize_dynamic_mlp_runs_as_one_node_per_layer_and_matches_the_chain(weight_type: str, batch: int) -> None:
-    """quantize_dynamic's chain per MatMul becomes com.microsoft DynamicQuantizeMatMul (bias Add included); the
-    result is bit for bit the unfused chain's, and matches onnxruntime (which fuses the same chain)."""
+    """quantize_dynamic's chain per MatMul becomes com.microsoft DynamicQuantizeMatMul (bias Add and the hidden
+    layers' Relu included); the result is bit for bit the unfused chain's, and matches onnxruntime (which fuses the
+    same chain)."""
     import onnxruntime
     from models import quantized_mlp
 
@@ -943,7 +944,8 @@ def test_quantize_dynamic_mlp_runs_as_one_node_per_layer_and_matches_the_chain(w
     fused = _session(model, Level.ORT_ENABLE_ALL)
     ops = _ops(fused)
     assert ops.count("com.microsoft::DynamicQuantizeMatMul") == layers, ops
-    for gone in ("DynamicQuantizeLinear", "MatMulInteger", "Cast", "Mul", "Add"):
+    assert sum(n.op_type == "Relu" for n in model.graph.node) == layers - 1
+    for gone in ("DynamicQuantizeLinear", "MatMulInteger", "Cast", "Mul", "Add", "Relu"):
         assert gone not in ops, ops
     plain = _session(model, Level.ORT_DISABLE_ALL)
     assert "MatMulInteger" in _ops(plain)
@@ -953,6 +955,23 @@ def test_quantize_dynamic_mlp_runs_as_one_node_per_layer_and_matches_the_chain(w
     want = onnxruntime.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(
         None, {"input": x})[0]
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_a_relu_whose_input_is_also_an_output_stays_after_the_fused_layer() -> None:
+    """The first layer's pre-activation value is a graph output too: that layer keeps its Relu (its output must
+    exist), the second layer's Relu is fused; both results bit for bit the unfused chain's."""
+    from models import quantized_mlp
+
+    model = quantized_mlp("QInt8")
+    relus = [n for n in model.graph.node if n.op_type == "Relu"]
+    model.graph.output.append(helper.make_tensor_value_info(relus[0].input[0], TensorProto.FLOAT, None))
+    fused = _session(model, Level.ORT_ENABLE_ALL)
+    ops = _ops(fused)
+    assert ops.count("com.microsoft::DynamicQuantizeMatMul") == 3 and ops.count("Relu") == 1, ops
+    x = np.random.default_rng(3).standard_normal((2, 256)).astype(np.float32)
+    for got, want in zip(fused.run(None, {"input": x}), _session(model, Level.ORT_DISABLE_ALL).run(None, {"input": x}),
+                         strict=True):
+        np.testing.assert_array_equal(got, want)
 
 
 def test_dynamic_quant_chain_with_other_readers_is_left_alone() -> None:

@@ -287,13 +287,25 @@ void dynamic_quantize_matmul_kernel(OpContext& ctx) {
   const Tensor* bias = ctx.optional_input(4);
   MRT_CHECK_ARG(!bias || (bias->dtype() == DType::kFloat && bias->numel() == N), op, ": bias ",
                 bias ? bias->describe() : "", " must be float32 with ", N, " elements");
+  // ai.mosaicrt's extension: the graph optimizer fuses a Relu that follows the chain (activation="Relu")
+  const std::string activation = ctx.node().attr_string("activation", "");
+  MRT_CHECK_ARG(activation.empty() || activation == "Relu", op, ": activation '", activation,
+                "' is not supported (Relu or none)");
+  const bool relu = !activation.empty();
+  // Relu as the unfused node computes it (a NaN stays NaN)
+  auto activate = [relu](float* yr, int64_t n) {
+    if (relu)
+      for (int64_t i = 0; i < n; ++i) yr[i] = yr[i] < 0.f ? 0.f : yr[i];
+  };
   Tensor& Y = ctx.output(0, DType::kFloat, p.out);
   if (Y.numel() == 0) return;
   const int64_t rows = Y.numel() / N;
   if (p.K == 0) {  // an empty product: the bias (or zeros) in every row
     float* y = Y.data<float>();
-    for (int64_t r = 0; r < rows; ++r)
+    for (int64_t r = 0; r < rows; ++r) {
       for (int64_t n = 0; n < N; ++n) y[r * N + n] = bias ? bias->data<float>()[n] : 0.f;
+      activate(y + r * N, N);
+    }
     return;
   }
   Tensor q(DType::kUInt8, A.shape(), ctx.allocator());
@@ -337,6 +349,7 @@ void dynamic_quantize_matmul_kernel(OpContext& ctx) {
       // would otherwise round once where the chain's Mul and Add round twice
       if (b)
         for (int64_t n = 0; n < N; ++n) yr[n] += b[n];
+      activate(yr, N);
     }
   });
 }
