@@ -471,6 +471,15 @@ int fuse_qdq(Graph& g, GraphIndex& idx, std::vector<bool>& removed,
   return fused;
 }
 
+// The `activation` attribute of a node a fusion made (FusedConv, MatMulAdd, DynamicQuantizeMatMul, ...).
+void add_activation(Node& n, const std::string& activation) {
+  Attribute a;
+  a.name = "activation";
+  a.type = AttrType::kString;
+  a.s = activation;
+  n.attributes.push_back(a);
+}
+
 // ---- Dynamic quantization: DynamicQuantizeLinear → MatMulInteger → Cast → Mul (→ Add bias) as one node ----
 // What onnxruntime's quantize_dynamic makes of every MatMul: x is quantized per run, multiplied in integers with
 // the constant 8-bit weights, and the product scaled back by Mul(x_scale, w_scale). The chain becomes
@@ -552,13 +561,7 @@ int fuse_dynamic_quant_matmul(Graph& g, GraphIndex& idx, std::vector<bool>& remo
     mm.inputs = {x, mm.inputs[1], w_scale, wzp};
     if (!bias.empty()) mm.inputs.push_back(bias);
     mm.outputs = {out};
-    if (with_relu) {
-      Attribute a;
-      a.name = "activation";
-      a.type = AttrType::kString;
-      a.s = "Relu";
-      mm.attributes.push_back(a);
-    }
+    if (with_relu) add_activation(mm, "Relu");
     removed[dq - g.nodes.data()] = true;
     removed[cast - g.nodes.data()] = true;
     removed[mul - g.nodes.data()] = true;
@@ -674,11 +677,7 @@ int fuse_matmul_add(Graph& g, GraphIndex& idx, std::vector<bool>& removed,
     removed[static_cast<size_t>(add - g.nodes.data())] = true;
     if (Node* act = single_consumer(mm.outputs[0]); act && act->domain == "com.microsoft" && act->op_type == "Gelu" &&
                                                      act->inputs.size() == 1 && act->outputs.size() == 1) {
-      Attribute a;
-      a.name = "activation";
-      a.type = AttrType::kString;
-      a.s = "Gelu";
-      mm.attributes.push_back(a);
+      add_activation(mm, "Gelu");
       mm.outputs[0] = act->outputs[0];
       removed[static_cast<size_t>(act - g.nodes.data())] = true;
     }
@@ -746,13 +745,7 @@ int fuse_preactivation(Graph& g, GraphIndex& idx, std::vector<bool>& removed,
     conv.inputs.resize(4);
     conv.inputs.push_back(an);
     conv.inputs.push_back(bn_name);
-    if (plain) {
-      Attribute act;
-      act.name = "activation";
-      act.type = AttrType::kString;
-      act.s = "Identity";
-      conv.attributes.push_back(act);
-    }
+    if (plain) add_activation(conv, "Identity");
     conv.domain = "ai.mosaicrt";
     conv.op_type = "FusedConv";
     removed[static_cast<size_t>(bn - g.nodes.data())] = true;
@@ -906,11 +899,7 @@ GraphOptimizerStats optimize_graph(Model& model, int level, ThreadPool& pool) {
     if (!fused) continue;
     n.domain = "com.microsoft";
     n.op_type = "FusedConv";
-    Attribute a;
-    a.name = "activation";
-    a.type = AttrType::kString;
-    a.s = activation.empty() ? "Identity" : activation;
-    n.attributes.push_back(a);
+    add_activation(n, activation.empty() ? "Identity" : activation);
     if (!activation_params.empty()) {
       Attribute params;
       params.name = "activation_params";
