@@ -12,7 +12,9 @@
 #include "sgemm.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
+#include <vector>
 #if defined(__SSE2__)
 #include <xmmintrin.h>
 #endif
@@ -239,10 +241,15 @@ void pack_b(const SgemmKernel& kr, bool trans_b, const float* B, int64_t ldb, in
   }
 }
 
-// Grow-only scratch owned by the calling thread.
-float* scratch(AlignedVector<float>& buf, size_t n) {
-  if (buf.size() < n) buf.resize(n);
-  return buf.data();
+// Grow-only scratch owned by the calling thread, its start on a cache line (kCacheLine). A plain vector with the
+// slack to align in: a thread_local AlignedVector crashed at thread exit in the MinGW build (its thread_local
+// destructors can run after the thread's TLS block is gone, and the aligned free dereferences the stale pointer
+// where free() tolerated it: sgemm_check under wine, now and then).
+float* scratch(std::vector<float>& buf, size_t n) {
+  constexpr size_t slack = kCacheLine / sizeof(float) - 1;
+  if (buf.size() < n + slack) buf.resize(n + slack);
+  const uintptr_t at = reinterpret_cast<uintptr_t>(buf.data());
+  return reinterpret_cast<float*>((at + kCacheLine - 1) & ~uintptr_t{kCacheLine - 1});
 }
 
 void scale_c(int64_t M, int64_t N, float beta, float* C, int64_t ldc) {
@@ -478,7 +485,7 @@ void gemm_driver(const SgemmKernel& kr, int64_t M, int64_t N, int64_t K, float a
   // is written, and the output stage reads its residual, as one sequential stretch: panels outer would
   // touch every row of the M block per panel, more streams than the hardware prefetchers follow.
   auto single_step = [&](int64_t ic, int64_t mcb, int64_t ph, int64_t q0, int64_t q1, float* abuf) {
-    thread_local AlignedVector<float> stretch_scratch;
+    thread_local std::vector<float> stretch_scratch;
     const int64_t panel_floats = K * nr;
     const int64_t stretch = std::max<int64_t>(1, kStretchBytes / (panel_floats * static_cast<int64_t>(sizeof(float))));
     float* bbuf = B.packed ? nullptr
@@ -512,7 +519,7 @@ void gemm_driver(const SgemmKernel& kr, int64_t M, int64_t N, int64_t K, float a
   // (a single row of a row-major A as it is), else in an mr-high panel; each output gets the same K steps in
   // the same order as below.
   auto one_panel_rows = [&](int64_t ic, int64_t mcb, int64_t q0, int64_t q1) {
-    thread_local AlignedVector<float> row_scratch;
+    thread_local std::vector<float> row_scratch;
     const SgemmMicroKernel compact = A.packed ? nullptr : kr.rows_compact_a[mcb];
     const SgemmMicroKernel tile = compact ? compact : kr.rows[mcb];
     const int64_t a_step = compact ? mcb : mr;  // floats of A per K step
@@ -547,7 +554,7 @@ void gemm_driver(const SgemmKernel& kr, int64_t M, int64_t N, int64_t K, float a
   // step, kept in L2) and each B panel right before using it (kept in L1); a B panel is
   // thus packed once per M block, which costs ~1/(2*mc) of the arithmetic.
   auto task = [&](int64_t t0, int64_t t1) {
-    thread_local AlignedVector<float> a_scratch, b_scratch;
+    thread_local std::vector<float> a_scratch, b_scratch;
     float* abuf = A.packed ? nullptr : scratch(a_scratch, static_cast<size_t>(ceil_div(mc, mr) * mr * kcs));
     float* own_b = B.packed ? nullptr : scratch(b_scratch, static_cast<size_t>(kcs * nr));
     for (int64_t t = t0; t < t1; ++t) {
