@@ -207,9 +207,10 @@ def parse_ctest(output: str) -> TestRun:
 
 
 def _why(output: Sequence[str]) -> str:
-    """What a failed test said: its FAIL lines, else its last lines (a crash, an emulator's message)."""
+    """What a failed test said: its FAIL lines and an emulator's crash line (wine's dump ends in module lists), else
+    its last lines."""
     said = [line.strip() for line in output if line.strip() and not line.startswith(_CTEST_OWN_LINES)]
-    fails = [line for line in said if line.startswith(("FAIL", "error", "Error"))]
+    fails = [line for line in said if line.startswith(("FAIL", "error", "Error")) or "Unhandled" in line]
     shown = fails[:_WHY_LINES] if fails else said[-_WHY_LINES:]
     return " | ".join(shown) if shown else "no output"
 
