@@ -461,6 +461,10 @@ DIRECT_CASES = [
     (3, 64, (40, 150), (3, 3), (2, 2), (1, 1, 1, 1), (1, 1), 1, "NOTSET"),   # a stem: rows of 75 in 2 shares
     (16, 64, (20, 55), (3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 1, "NOTSET"),   # SqueezeNet's expansion, 144 steps
     (4, 27, (18, 40), (2, 5), (1, 1), (0, 2, 1, 2), (3, 1), 1, "NOTSET"),    # 27 channels: blocks of 6, one of 3
+    # tiles of 64 flat positions over the staged rows, the columns past each output row dropped:
+    (16, 24, (70, 90), (3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 1, "NOTSET"),   # 3 spans of tiles, the last partial
+    (6, 8, (12, 16), (3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 1, "NOTSET"),     # staged rows of 18: most vectors in 2
+    (5, 7, (21, 35), (5, 5), (2, 2), (1, 1, 1, 1), (1, 1), 1, "NOTSET"),     # phase rows of 19, 17 of them outputs
 ]
 
 

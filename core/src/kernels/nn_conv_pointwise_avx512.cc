@@ -25,9 +25,10 @@ inline __mmask16 first16(int64_t n) { return n >= 16 ? __mmask16(0xFFFF) : stati
 // R output channels (rows of y, and of z, P floats apart) by V vectors of positions; the last vector holds `tail`
 // positions (1..16). Step k reads the input row at x + k * P, or with kOffs at x + offs[k] (a direct convolution's
 // (channel, tap) steps over its staged planes, conv_direct_lanes_avx512).
+// With `flat` (kOffs only), the positions are flat ones over staged rows and land in y as FlatRows says.
 template <int R, int V, bool kOffs>
 void tile(const float* x, int64_t P, const int64_t* offs, int64_t K, const float* wp, const float* bias,
-          const float* z, const RegisterAct& act, float* y, int64_t tail) {
+          const float* z, const RegisterAct& act, float* y, int64_t tail, const FlatRows* flat) {
   const __mmask16 last = first16(tail);
   // one named array per vector of positions: GCC keeps these in registers (a 2-D array is kept in memory)
   __m512 a0[R], a1[R], a2[R], a3[R];
@@ -61,13 +62,33 @@ void tile(const float* x, int64_t P, const int64_t* offs, int64_t K, const float
   const __m512 zero = _mm512_setzero_ps(), vlo = _mm512_set1_ps(act.lo), vhi = _mm512_set1_ps(act.hi);
   // (products + bias) + residual, then the activation with its operands in the output stage's order (the same
   // result for a NaN)
+  // flat positions: where vector i starts (output row and column) and how many of its lanes lie in that row
+  int64_t frow[4] = {}, fcol[4] = {}, fhere[4] = {};
+  if (kOffs && flat)
+    for (int i = 0; i < V; ++i) {
+      const int64_t q = flat->q0 + 16 * i;
+      frow[i] = q / flat->Wq;
+      fcol[i] = q - frow[i] * flat->Wq;
+      fhere[i] = std::min<int64_t>(i == V - 1 ? tail : 16, flat->Wq - fcol[i]);
+    }
+  const __m512i lane = _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
   auto finish = [&](__m512 v, int r, int i) {
     const __mmask16 m = i == V - 1 ? last : __mmask16(0xFFFF);
     if (bias) v = _mm512_add_ps(v, _mm512_set1_ps(bias[r]));
     if (z) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, z + r * P + 16 * i));
     if (act.kind == RegisterAct::kRelu) v = _mm512_max_ps(v, zero);
     else if (act.kind == RegisterAct::kClip) v = _mm512_min_ps(vhi, _mm512_max_ps(vlo, v));
-    _mm512_mask_storeu_ps(y + r * P + 16 * i, m, v);
+    if (!kOffs || !flat) {
+      _mm512_mask_storeu_ps(y + r * P + 16 * i, m, v);
+      return;
+    }
+    // the lanes in the vector's first row that are outputs, then the rest, shifted down, from the next row's start
+    float* yr = y + r * P + frow[i] * flat->OW;
+    const int64_t lanes = i == V - 1 ? tail : 16, here = fhere[i];
+    if (fcol[i] < flat->OW) _mm512_mask_storeu_ps(yr + fcol[i], first16(std::min(here, flat->OW - fcol[i])), v);
+    if (here < lanes)
+      _mm512_mask_storeu_ps(yr + flat->OW, first16(std::min(lanes - here, flat->OW)),
+                            _mm512_permutexvar_ps(_mm512_add_epi32(lane, _mm512_set1_epi32(static_cast<int>(here))), v));
   };
 #pragma GCC unroll 8
   for (int r = 0; r < R; ++r) {
@@ -79,7 +100,7 @@ void tile(const float* x, int64_t P, const int64_t* offs, int64_t K, const float
 }
 
 using TileFn = void (*)(const float*, int64_t, const int64_t*, int64_t, const float*, const float*, const float*,
-                        const RegisterAct&, float*, int64_t);
+                        const RegisterAct&, float*, int64_t, const FlatRows*);
 
 template <bool kOffs, int R, size_t... V>
 constexpr std::array<TileFn, 4> tile_row(std::index_sequence<V...>) {
@@ -121,7 +142,7 @@ void conv_pointwise_avx512(const PointwiseConv& g, const float* x, const float* 
         const int64_t n = std::min(kTile, g.P - p0), vectors = (n + 15) / 16, tail = n - (vectors - 1) * 16;
         kTiles[static_cast<size_t>(rows - 1)][static_cast<size_t>(vectors - 1)](
             x + p0, g.P, nullptr, g.K, w, g.bias ? g.bias + m0 : nullptr, g.z ? g.z + m0 * g.P + p0 : nullptr, g.act,
-            y + m0 * g.P + p0, tail);
+            y + m0 * g.P + p0, tail, nullptr);
       }
     }
   };
@@ -134,10 +155,10 @@ void conv_pointwise_avx512(const PointwiseConv& g, const float* x, const float* 
 
 void pointwise_tile_offs_avx512(const float* x, const int64_t* offs, int64_t steps, const float* wpacked,
                                 int64_t rows, int64_t n, const float* bias, const RegisterAct& act, float* y,
-                                int64_t ldy) {
+                                int64_t ldy, const FlatRows* flat) {
   const int64_t vectors = (n + 15) / 16;
-  kOffsTiles[static_cast<size_t>(rows - 1)][static_cast<size_t>(vectors - 1)](x, ldy, offs, steps, wpacked, bias,
-                                                                             nullptr, act, y, n - (vectors - 1) * 16);
+  kOffsTiles[static_cast<size_t>(rows - 1)][static_cast<size_t>(vectors - 1)](
+      x, ldy, offs, steps, wpacked, bias, nullptr, act, y, n - (vectors - 1) * 16, flat);
 }
 
 }  // namespace nn

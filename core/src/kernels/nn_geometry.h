@@ -259,9 +259,15 @@ void conv_pointwise_avx512(const PointwiseConv& g, const float* x, const float* 
 // One tile of the pointwise kernel over arbitrary input rows: y[r, 0:n] (rows ldy apart) = act(bias[r] +
 // sum_s w[s][r] x[offs[s] + 0:n]) for r < rows (<= kPointwiseRows) and n <= 64 positions; `wpacked`: one block
 // of pack_pointwise_filters (steps x kPointwiseRows values), bias optional.
+// With `flat`, the n positions are flat positions q0 .. q0 + n - 1 over staged rows of Wq columns, of which the
+// first OW are outputs: q is output (q / Wq, q % Wq), stored at y[(q / Wq) * OW + q % Wq] when q % Wq < OW, and
+// computed and dropped otherwise (Wq >= 16, so a vector of positions spans at most two rows).
+struct FlatRows {
+  int64_t Wq, OW, q0;
+};
 void pointwise_tile_offs_avx512(const float* x, const int64_t* offs, int64_t steps, const float* wpacked,
                                 int64_t rows, int64_t n, const float* bias, const RegisterAct& act, float* y,
-                                int64_t ldy);
+                                int64_t ldy, const FlatRows* flat = nullptr);
 // A direct convolution of few (channel, tap) steps (conv_uses_direct_lanes) with the positions in the vector
 // lanes: tiles of up to 64 positions of one output row by kPointwiseRows channels over the staged planes of
 // conv_direct_avx512, each output row written once, finished, with no transpose. `wpacked`: the filters

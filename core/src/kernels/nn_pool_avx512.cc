@@ -39,13 +39,18 @@ inline __m512 combine(__m512 v, __m512 acc) {
 }
 
 // Maxima (sums) over input rows [ih0, ih1) of the 16 columns from c; columns outside the plane hold the identity
-// and are not read.
-template <bool kMax>
+// and are not read. kRows > 0: ih1 - ih0 is kRows (the loop unrolled).
+template <bool kMax, int kRows>
 inline __m512 column_max16(const float* xp, int64_t W, int64_t ih0, int64_t ih1, int64_t c, __m512 ident) {
-  const __mmask16 m = inside16(c, W);
+  const __mmask16 m = c >= 0 && c + 16 <= W ? __mmask16(0xFFFF) : inside16(c, W);
   __m512 acc = ident;
-  if (m)
+  if (!m) return acc;
+  if constexpr (kRows > 0) {
+#pragma GCC unroll 8
+    for (int i = 0; i < kRows; ++i) acc = combine<kMax>(_mm512_mask_loadu_ps(ident, m, xp + (ih0 + i) * W + c), acc);
+  } else {
     for (int64_t ih = ih0; ih < ih1; ++ih) acc = combine<kMax>(_mm512_mask_loadu_ps(ident, m, xp + ih * W + c), acc);
+  }
   return acc;
 }
 
@@ -62,9 +67,11 @@ bool max_pool_in_registers(const MaxPool2d& g) {
 
 // With kMax false the same rows are summed instead, for an average whose windows all lie inside the input: the
 // sums are divided by `taps` on the way out.
-template <bool kMax>
+// kRows, kKW > 0: the row's window is kRows x kKW (its loops unrolled; 0: as g and the row say).
+template <bool kMax, int kRows = 0, int kKW = 0>
 void max_pool_row_in_registers(const MaxPool2d& g, const float* xp, int64_t ih0, int64_t ih1, float* yr,
                                float taps = 1.f) {
+  const int64_t KW = kKW > 0 ? kKW : g.KW;
   const __m512 ident = _mm512_set1_ps(kMax ? -std::numeric_limits<float>::infinity() : 0.f);
   const __m512 vtaps = _mm512_set1_ps(taps);
   auto out = [&](__m512 v) { return kMax ? v : _mm512_div_ps(v, vtaps); };
@@ -72,11 +79,12 @@ void max_pool_row_in_registers(const MaxPool2d& g, const float* xp, int64_t ih0,
   const int64_t step = 16 * g.sw;
   int64_t c = -g.pl;
   if (g.sw == 1) {
-    __m512 cur = column_max16<kMax>(xp, g.W, ih0, ih1, c, ident);
+    __m512 cur = column_max16<kMax, kRows>(xp, g.W, ih0, ih1, c, ident);
     for (int64_t ow = 0; ow < g.OW; ow += 16, c += step) {
-      const __m512 next = column_max16<kMax>(xp, g.W, ih0, ih1, c + 16, ident);
+      const __m512 next = column_max16<kMax, kRows>(xp, g.W, ih0, ih1, c + 16, ident);
       __m512 acc = cur;
-      for (int64_t kw = 1; kw < g.KW; ++kw)
+#pragma GCC unroll 8
+      for (int64_t kw = 1; kw < KW; ++kw)
         acc = combine<kMax>(
             _mm512_permutex2var_ps(cur, _mm512_add_epi32(lane, _mm512_set1_epi32(static_cast<int>(kw))), next), acc);
       _mm512_mask_storeu_ps(yr + ow, first16(g.OW - ow), out(acc));
@@ -86,7 +94,7 @@ void max_pool_row_in_registers(const MaxPool2d& g, const float* xp, int64_t ih0,
   }
   const __m512i even = _mm512_add_epi32(lane, lane), odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
   auto split = [&](int64_t at, __m512& e, __m512& o) {
-    const __m512 a = column_max16<kMax>(xp, g.W, ih0, ih1, at, ident), b = column_max16<kMax>(xp, g.W, ih0, ih1, at + 16, ident);
+    const __m512 a = column_max16<kMax, kRows>(xp, g.W, ih0, ih1, at, ident), b = column_max16<kMax, kRows>(xp, g.W, ih0, ih1, at + 16, ident);
     e = _mm512_permutex2var_ps(a, even, b);
     o = _mm512_permutex2var_ps(a, odd, b);
   };
@@ -96,7 +104,8 @@ void max_pool_row_in_registers(const MaxPool2d& g, const float* xp, int64_t ih0,
     __m512 ne, no;
     split(c + step, ne, no);
     __m512 acc = ce;
-    for (int64_t kw = 1; kw < g.KW; ++kw) {
+#pragma GCC unroll 8
+    for (int64_t kw = 1; kw < KW; ++kw) {
       const __m512i shift = _mm512_add_epi32(lane, _mm512_set1_epi32(static_cast<int>(kw / 2)));
       acc = combine<kMax>(kw % 2 ? _mm512_permutex2var_ps(co, shift, no) : _mm512_permutex2var_ps(ce, shift, ne),
                           acc);
@@ -115,7 +124,12 @@ void max_pool_2d_float_avx512(const MaxPool2d& g, const float* x, float* y, Thre
       for (int64_t item = b; item < e; ++item) {
         const int64_t plane = item / g.OH, oh = item % g.OH;
         const int64_t h0 = oh * g.sh - g.pt, ih0 = std::max<int64_t>(0, h0), ih1 = std::min(g.H, h0 + g.KH);
-        max_pool_row_in_registers<true>(g, x + plane * g.H * g.W, ih0, ih1, y + plane * g.OH * g.OW + oh * g.OW);
+        const float* xp = x + plane * g.H * g.W;
+        float* yr = y + plane * g.OH * g.OW + oh * g.OW;
+        // the common windows with their loops unrolled (3 x 3 stride 2: 0.14 -> 0.09 ms on 64 x 111 x 111)
+        if (ih1 - ih0 == 3 && g.KW == 3) max_pool_row_in_registers<true, 3, 3>(g, xp, ih0, ih1, yr);
+        else if (ih1 - ih0 == 2 && g.KW == 2) max_pool_row_in_registers<true, 2, 2>(g, xp, ih0, ih1, yr);
+        else max_pool_row_in_registers<true>(g, xp, ih0, ih1, yr);
       }
     });
     return;
