@@ -795,9 +795,12 @@ bool conv_is_depthwise(const ConvPlan& p) { return p.Cg == 1 && p.group > 1 && p
 // (nn_winograd.cc): 16 multiplications per 2x2 output tile instead of 36.
 // The transforms cost about as much per input and per output channel as the GEMMs do per pair of them, so
 // both counts must be large: with 32 output channels (DenseNet's 128 -> 32) they were slower than the
-// direct kernel, and with 32 or 48 input channels (SqueezeNet's 32 -> 128 on 27x27, 48 -> 192 on 13x13) as
-// fast at 1 thread and slower at 2 (light SqueezeNet at 2 threads: 3.44 -> 3.24 ms on the direct kernel).
-constexpr int64_t kWinogradMinInputs = 64, kWinogradMinOutputs = 64;
+// direct kernel. With 32 or 48 input channels (SqueezeNet's 32 -> 128 on 27x27, 48 -> 192 on 13x13) the
+// machines disagree: on an Intel one as fast at 1 thread and slower at 2 (light SqueezeNet at 2 threads 3.44
+// on the direct kernel against 3.24 ms); on an AMD Zen 4 one faster at both (alone, 1 thread, 32 -> 128
+// 531 -> 419 us; light SqueezeNet, alternating, 7.55-7.73 -> 7.32-7.42 ms at 1 thread, 4.04-4.09 -> 3.87-3.89
+// at 2), where the benchmark of record now runs.
+constexpr int64_t kWinogradMinInputs = 32, kWinogradMinOutputs = 64;
 bool conv_uses_winograd(const ConvPlan& p) {
   const Window& g = p.g;
   return g.nsp == 2 && p.group == 1 && g.kernel[0] == 3 && g.kernel[1] == 3 && g.stride[0] == 1 &&
