@@ -690,6 +690,9 @@ DEPTHWISE_BLOCK_CASES = [
     (37, (7, 7), (5, 5), (1, 1), (2, 2, 2, 2), (1, 1)),         # 16 + 16 + 5 single channels; 49 = 3 x 16 + 1
     (48, (9, 8), (3, 3), (2, 2), (1, 0, 1, 2), (2, 1)),         # 3 x 16, stride 2, dilated rows, asymmetric pads
     (17, (3, 5), (3, 3), (1, 1), (2, 2, 2, 2), (1, 1)),         # pads past the window: padded rows of 0 only
+    (32, (8, 8), (3, 3), (1, 1), (1, 1, 1, 1), (1, 1)),         # 2 x 16, 64 positions: four full groups
+    (16, (6, 9), (2, 4), (1, 1), (0, 1, 1, 2), (2, 1)),         # dilated rows, a 2x4 window, asymmetric pads
+    (20, (12, 4), (3, 3), (1, 1), (1, 1, 1, 1), (1, 1)),        # 4 wide, 12 rows: 16 + 4 single channels
 ]
 
 
