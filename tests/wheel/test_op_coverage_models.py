@@ -613,6 +613,45 @@ def test_quantize_linear_float_rows(out_type: Any, n: int) -> None:
     np.testing.assert_array_equal(got, want)
 
 
+@pytest.mark.parametrize("nan", [False, True], ids=["finite", "nan"])
+@pytest.mark.parametrize("n", [1, 15, 16, 17, 512, 1001, 40_003])
+def test_dynamic_quantize_linear_rows(n: int, nan: bool) -> None:
+    """DynamicQuantizeLinear over rows of every length (16 values a step plus a tail, and past 16384 values the
+    range and the quantization split over the threads): the range [min(x, 0), max(x, 0)] with NaN skipped,
+    scale = range / 255, zero point = round(-min / scale) saturated, y = round half to even of x / scale (in
+    float32) plus the zero point, saturated; NaN gives 0. The range is pinned by two values so that many others
+    sit at a tie (k + 1/2) * scale and an ulp either side, where x * (1 / scale) rounds differently."""
+    rng = np.random.default_rng(n)
+    f32 = np.float32
+    x = rng.standard_normal(n).astype(f32)
+    if n > 2:
+        lo, hi = f32(-3.1), f32(4.7)
+        scale = f32((hi - lo) / f32(255))
+        ties = ((rng.integers(-100, 100, n) + f32(0.5)).astype(f32) * scale).astype(f32)
+        ties = np.nextafter(ties, np.where(rng.integers(0, 3, n) == 0, f32(-np.inf), f32(np.inf))) \
+            if n > 16 else ties
+        x = np.where(rng.integers(0, 2, n) == 0, ties, np.clip(x, lo, hi)).astype(f32)
+        x[n // 2], x[-1] = lo, hi
+    if nan:
+        x[rng.choice(n, max(1, n // 50), replace=False)] = np.nan
+    finite = x[~np.isnan(x)]
+    lo, hi = min(np.float32(0), finite.min(initial=0)), max(np.float32(0), finite.max(initial=0))
+    scale = np.float32(1) if hi == lo else np.float32((hi - lo) / np.float32(255))
+    zp = np.float32(np.round(np.clip(np.float32(0) - lo / scale, 0, 255)))
+    q = np.round(np.clip(x / scale, np.float32(-1e6), np.float32(1e6))) + zp
+    want = np.clip(np.nan_to_num(q, nan=0), 0, 255).astype(np.uint8)
+    node = helper.make_node("DynamicQuantizeLinear", ["x"], ["y", "s", "z"])
+    graph = helper.make_graph([node], "dq", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [n])],
+                              [helper.make_tensor_value_info(v, t, None) for v, t in
+                               (("y", TensorProto.UINT8), ("s", TensorProto.FLOAT), ("z", TensorProto.UINT8))])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
+    opts = mosaicrt.SessionOptions()
+    opts.intra_op_num_threads = 2
+    y, s, z = mosaicrt.InferenceSession(model.SerializeToString(), sess_options=opts).run(None, {"x": x})
+    assert s == scale and z == np.uint8(zp)
+    np.testing.assert_array_equal(y, want)
+
+
 @pytest.mark.parametrize("n", [1, 15, 16, 17, 1000, 40_003])
 @pytest.mark.parametrize("dtype", [np.uint8, np.int8])
 @pytest.mark.parametrize("op", ["QLinearAdd", "QLinearMul"])

@@ -15,6 +15,7 @@
 #include <emmintrin.h>
 #endif
 
+#include "../gemm/backend_registry.h"
 #include "narrow_dtype.h"
 #include "quant_common.h"
 
@@ -407,6 +408,11 @@ void quantize_u8(const float* __restrict x, uint8_t* __restrict y, int64_t n, fl
 }  // namespace
 
 quant::DynamicQuantized quant::dynamic_quantize_u8(ThreadPool& pool, const float* x, int64_t n, uint8_t* y) {
+#if defined(MOSAICRT_X86_SIMD)
+  static const bool avx512 = (cpu_features() & kCpuAvx512) == kCpuAvx512;
+  auto minmax_f32 = avx512 ? quant::minmax_f32_avx512 : mrt::minmax_f32;
+  auto quantize_u8 = avx512 ? quant::quantize_u8_avx512 : mrt::quantize_u8;
+#endif
   float mn = 0.f, mx = 0.f;  // the range always includes 0
   if (n <= 16384) {
     minmax_f32(x, n, mn, mx);
@@ -425,7 +431,7 @@ quant::DynamicQuantized quant::dynamic_quantize_u8(ThreadPool& pool, const float
   const float izp = 0.0f - mn / scale;
   const float zpf = std::nearbyint(std::min(255.0f, std::max(0.0f, izp)));
   if (n <= 16384) quantize_u8(x, y, n, scale, zpf);
-  else pool.parallel_for(n, 16384, [x, y, scale, zpf](int64_t b, int64_t e) { quantize_u8(x + b, y + b, e - b, scale, zpf); });
+  else pool.parallel_for(n, 16384, [=](int64_t b, int64_t e) { quantize_u8(x + b, y + b, e - b, scale, zpf); });
   return {scale, static_cast<uint8_t>(zpf)};
 }
 

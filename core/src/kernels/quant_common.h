@@ -300,6 +300,12 @@ struct DynamicQuantized {
   uint8_t zero_point;
 };
 DynamicQuantized dynamic_quantize_u8(ThreadPool& pool, const float* x, int64_t n, uint8_t* y);
+#if defined(MOSAICRT_X86_SIMD)
+// Its two passes on AVX-512 (quant_dynamic_avx512.cc): mn / mx folded with the range of x (NaN skipped), and
+// y = saturate(round(x / scale) + zp), as the generic loops compute them.
+void minmax_f32_avx512(const float* x, int64_t n, float& mn, float& mx);
+void quantize_u8_avx512(const float* x, uint8_t* y, int64_t n, float scale, float zp);
+#endif
 
 // The buffer only grows (a resize that shrinks, then grows again on the next node, would zero-fill the
 // regrown part every time): n values are in use.

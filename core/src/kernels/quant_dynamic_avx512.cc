@@ -1,0 +1,48 @@
+// DynamicQuantizeLinear's two passes on AVX-512, 16 floats a step: the range (min and max, NaN skipped) and
+// the quantization (x / scale, clamped to +-1e6 with a NaN going to -1e6, rounded half to even with the magic
+// constant, plus the zero point, saturated to [0, 255]): the arithmetic of quant.cc's scalar and SSE2 loops,
+// so every path gives the same bytes. At batch 1 (the quantized MLP's 256- and 512-float rows) the SSE2
+// division took half a microsecond of a 17-microsecond run.
+#include <immintrin.h>
+
+#include "quant_common.h"
+
+namespace mrt {
+namespace quant {
+
+void minmax_f32_avx512(const float* x, int64_t n, float& mn, float& mx) {
+  __m512 vmn = _mm512_set1_ps(mn), vmx = _mm512_set1_ps(mx);
+  for (int64_t i = 0; i < n; i += 16) {
+    const int64_t left = n - i;
+    const __mmask16 m = left >= 16 ? __mmask16(0xFFFF) : static_cast<__mmask16>((1u << left) - 1);
+    // masked-off lanes keep the running values; min / max return their second operand for a NaN in the first
+    const __m512 v = _mm512_maskz_loadu_ps(m, x + i);
+    vmn = _mm512_mask_min_ps(vmn, m, v, vmn);
+    vmx = _mm512_mask_max_ps(vmx, m, v, vmx);
+  }
+  alignas(64) float a[16], b[16];
+  _mm512_store_ps(a, vmn);
+  _mm512_store_ps(b, vmx);
+  for (int j = 0; j < 16; ++j) {
+    mn = a[j] < mn ? a[j] : mn;
+    mx = b[j] > mx ? b[j] : mx;
+  }
+}
+
+void quantize_u8_avx512(const float* x, uint8_t* y, int64_t n, float scale, float zp) {
+  const __m512 vs = _mm512_set1_ps(scale), vz = _mm512_set1_ps(zp), magic = _mm512_set1_ps(12582912.f);
+  const __m512 lim_lo = _mm512_set1_ps(-1e6f), lim_hi = _mm512_set1_ps(1e6f), zero = _mm512_setzero_ps(),
+               top = _mm512_set1_ps(255.f);
+  for (int64_t i = 0; i < n; i += 16) {
+    const int64_t left = n - i;
+    const __mmask16 m = left >= 16 ? __mmask16(0xFFFF) : static_cast<__mmask16>((1u << left) - 1);
+    __m512 v = _mm512_div_ps(_mm512_maskz_loadu_ps(m, x + i), vs);
+    v = _mm512_min_ps(_mm512_max_ps(v, lim_lo), lim_hi);  // NaN -> -1e6 (max returns the 2nd operand)
+    v = _mm512_add_ps(_mm512_sub_ps(_mm512_add_ps(v, magic), magic), vz);
+    v = _mm512_min_ps(_mm512_max_ps(v, zero), top);
+    _mm512_mask_cvtepi32_storeu_epi8(y + i, m, _mm512_cvttps_epi32(v));
+  }
+}
+
+}  // namespace quant
+}  // namespace mrt
