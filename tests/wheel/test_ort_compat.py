@@ -141,6 +141,30 @@ def test_threads_share_a_session_and_its_copies(rt: ModuleType) -> None:
 
 
 # ---- OrtValue, IOBinding, run_with_ort_values ----
+def test_outputs_whose_shape_follows_the_feeds_across_runs(rt: ModuleType) -> None:
+    """Outputs shaped by the feeds (a batch dimension: y) or by their values (NonZero: nz), over runs that
+    change the batch, come back to an earlier one, and change only the values: every run returns its own
+    result, in arrays of its own (no later run writes into an earlier run's outputs), in one or both outputs
+    requested."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3])
+    outs = [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 3]),
+            helper.make_tensor_value_info("nz", TensorProto.INT64, [2, None])]
+    nodes = [helper.make_node("Add", ["x", "bias"], ["t"]), helper.make_node("Relu", ["t"], ["y"]),
+             helper.make_node("Greater", ["x", "zero"], ["g"]), helper.make_node("NonZero", ["g"], ["nz"])]
+    sess = _session(rt, _model(nodes, [x], outs, [numpy_helper.from_array(BIAS, "bias"),
+                                                  numpy_helper.from_array(np.array(0.0, np.float32), "zero")]))
+    rng = np.random.default_rng(5)
+    feeds = [rng.standard_normal(shape).astype(np.float32)
+             for shape in [(1, 3), (1, 3), (1, 3), (4, 3), (4, 3), (1, 3), (2, 3), (1, 3)]]
+    got = [sess.run(None, {"x": f}) for f in feeds]
+    got_y = [sess.run(["y"], {"x": f})[0] for f in feeds]
+    for f, (y, nz), y_only in zip(feeds, got, got_y, strict=True):
+        np.testing.assert_array_equal(y, _expected(f))
+        np.testing.assert_array_equal(y_only, _expected(f))
+        np.testing.assert_array_equal(nz, np.array(np.nonzero(f > 0), np.int64))
+    assert len({id(y) for y, _ in got}) == len(feeds)
+
+
 def test_ortvalue_roundtrip(rt: ModuleType) -> None:
     v = rt.OrtValue.ortvalue_from_numpy(X)
     assert v.shape() == [2, 3]

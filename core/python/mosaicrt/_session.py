@@ -501,8 +501,8 @@ class _Plan:
     """Prebuilt ctypes arrays for one (feed names, output names) combination, reused by every
     run on one thread: only data pointers and shapes are written per call."""
 
-    __slots__ = ("bound", "bound_arrays", "in_names", "key", "n_in", "n_out", "out_info", "out_names", "outputs",
-                 "refs", "shapes", "static", "static_index")
+    __slots__ = ("bound", "bound_arrays", "guess", "guess_shapes", "in_names", "key", "n_in", "n_out", "out_info",
+                 "out_names", "outputs", "refs", "shapes", "static", "static_index")
 
     def __init__(self, key: Any, feed_names: Sequence[str], out_names: Sequence[str] | None,
                  statics: list[Any]) -> None:
@@ -534,6 +534,33 @@ class _Plan:
             ref.rank = len(shape)
             ref.shape = ctypes.cast(arr, ctypes.POINTER(ctypes.c_int64))
             ref.data_bytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+        # Outputs whose shape depends on the inputs' (a batch dimension): the shapes and types the last run gave
+        # them, for the feed shapes it had (guess_shapes). A run with the same feed shapes preallocates and binds
+        # them as the fixed ones are; an output that comes out otherwise is returned as made, and learned.
+        self.guess: list[tuple[int, tuple[int, ...], np.dtype[Any]]] = []
+        self.guess_shapes: tuple[tuple[int, ...], ...] | None = None
+
+    def learn(self, feed_shapes: tuple[tuple[int, ...], ...], results: list[Any]) -> None:
+        """Remember the shapes and types of this run's outputs that are not fixed, and bind them for the next
+        run with the same feed shapes."""
+        for k, _shape, _dtype in self.guess:  # unbind the previous guess
+            self.bound[k].data = None
+            self.bound[k].data_bytes = 0
+        self.guess = []
+        for k, st in enumerate(self.static):
+            arr = results[k]
+            if st is not None or type(arr) is not np.ndarray or arr.dtype not in CODE_OF_DTYPE or not arr.size:
+                continue
+            shape = (ctypes.c_int64 * max(arr.ndim, 1))(*arr.shape)
+            self.bound_arrays[k] = shape
+            ref = self.bound[k]
+            ref.elem_type = CODE_OF_DTYPE[arr.dtype]
+            ref.rank = arr.ndim
+            ref.shape = ctypes.cast(shape, ctypes.POINTER(ctypes.c_int64))
+            ref.data = None  # bound only once a run's feeds have these shapes (with data_bytes)
+            ref.data_bytes = 0
+            self.guess.append((k, arr.shape, arr.dtype))
+        self.guess_shapes = feed_shapes if self.guess else None
 
     def _shape_room(self, i: int, rank: int) -> Any:
         room = (ctypes.c_int64 * max(rank, 1))()
@@ -881,12 +908,25 @@ class InferenceSession:
             ref.data_bytes = value.nbytes
         n_out = plan.n_out
         results: list[Any] = [None] * n_out
+        feed_shapes = None
         if bound is None:  # run(): outputs of fixed shape go into arrays allocated here
             for k in plan.static_index:
                 st = plan.static[k]
                 arr = results[k] = np.empty(st[0], st[1])
                 plan.bound[k].data = data_pointer(arr) or None
-            bound_refs = plan.bound if plan.static_index else None
+            if len(plan.static_index) < n_out:  # and those the last run with these feed shapes gave
+                feed_shapes = tuple([v.shape for v in keep])
+                same = feed_shapes == plan.guess_shapes
+                for k, shape, dtype in plan.guess:
+                    ref = plan.bound[k]
+                    if same:
+                        arr = results[k] = np.empty(shape, dtype)
+                        ref.data = data_pointer(arr)
+                        ref.data_bytes = arr.nbytes
+                    else:
+                        ref.data = None
+                        ref.data_bytes = 0
+            bound_refs = plan.bound if plan.static_index or plan.guess else None
         else:  # IOBinding: the caller's buffers (their own plan, so the static layout above is kept)
             for k, buffer in enumerate(bound):
                 ref = plan.bound[k]
@@ -909,6 +949,7 @@ class InferenceSession:
         if status:
             check(ctypes.cast(status, _capi.StatusP))
         outputs, info = plan.outputs, plan.out_info
+        made = False
         for k in range(n_out):
             value = outputs[k]
             if value is None:
@@ -919,6 +960,9 @@ class InferenceSession:
                 raise InvalidArgument(f"output {k} does not fit its bound buffer of shape {list(results[k].shape)} "
                                       f"and type {results[k].dtype}")
             results[k] = _wrap_output(value, info[k])
+            made = True
+        if made and feed_shapes is not None:
+            plan.learn(feed_shapes, results)
         plans = getattr(self._tls, "plans", None)
         if plans is not None:
             plans[plan.key] = plan
