@@ -364,15 +364,10 @@ void minmax_f32(const float* x, int64_t n, float& mn, float& mx) {
   alignas(16) float a[4], b[4];
   _mm_store_ps(a, vmn);
   _mm_store_ps(b, vmx);
-  for (int j = 0; j < 4; ++j) {
-    mn = a[j] < mn ? a[j] : mn;
-    mx = b[j] > mx ? b[j] : mx;
-  }
+  quant::fold_range(a, 4, mn, mx);  // (the lanes' minima cannot raise mx, nor their maxima lower mn)
+  quant::fold_range(b, 4, mn, mx);
 #endif
-  for (; i < n; ++i) {
-    mn = x[i] < mn ? x[i] : mn;
-    mx = x[i] > mx ? x[i] : mx;
-  }
+  quant::fold_range(x + i, n - i, mn, mx);
 }
 
 // y = saturate(round(x / scale) + zp) into uint8. A separate function with restrict

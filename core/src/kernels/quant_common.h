@@ -300,6 +300,13 @@ struct DynamicQuantized {
   uint8_t zero_point;
 };
 DynamicQuantized dynamic_quantize_u8(ThreadPool& pool, const float* x, int64_t n, uint8_t* y);
+// mn / mx folded with n values (a NaN compares false and is skipped): the scalar end of its range pass.
+inline void fold_range(const float* v, int64_t n, float& mn, float& mx) {
+  for (int64_t i = 0; i < n; ++i) {
+    mn = v[i] < mn ? v[i] : mn;
+    mx = v[i] > mx ? v[i] : mx;
+  }
+}
 #if defined(MOSAICRT_X86_SIMD)
 // Its two passes on AVX-512 (quant_dynamic_avx512.cc): mn / mx folded with the range of x (NaN skipped), and
 // y = saturate(round(x / scale) + zp), as the generic loops compute them.

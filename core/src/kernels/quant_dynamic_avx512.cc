@@ -23,10 +23,8 @@ void minmax_f32_avx512(const float* x, int64_t n, float& mn, float& mx) {
   alignas(64) float a[16], b[16];
   _mm512_store_ps(a, vmn);
   _mm512_store_ps(b, vmx);
-  for (int j = 0; j < 16; ++j) {
-    mn = a[j] < mn ? a[j] : mn;
-    mx = b[j] > mx ? b[j] : mx;
-  }
+  fold_range(a, 16, mn, mx);  // (the lanes' minima cannot raise mx, nor their maxima lower mn)
+  fold_range(b, 16, mn, mx);
 }
 
 void quantize_u8_avx512(const float* x, uint8_t* y, int64_t n, float scale, float zp) {
