@@ -521,19 +521,11 @@ class _Plan:
         self.static = statics
         self.static_index = [k for k, st in enumerate(statics) if st is not None]
         self.bound = (_capi.TensorRef * max(self.n_out, 1))()
-        self.bound_arrays: list[Any] = []
+        self.bound_arrays: list[Any] = [None] * self.n_out
         for k, st in enumerate(statics):
-            if st is None:
-                self.bound_arrays.append(None)
-                continue
-            shape, dtype = st
-            arr = (ctypes.c_int64 * max(len(shape), 1))(*shape)
-            self.bound_arrays.append(arr)
-            ref = self.bound[k]
-            ref.elem_type = CODE_OF_DTYPE[dtype]
-            ref.rank = len(shape)
-            ref.shape = ctypes.cast(arr, ctypes.POINTER(ctypes.c_int64))
-            ref.data_bytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+            if st is not None:
+                self._describe(k, *st)
+                self.bound[k].data_bytes = int(np.prod(st[0], dtype=np.int64)) * st[1].itemsize
         # Outputs whose shape depends on the inputs' (a batch dimension): the shapes and types the last run gave
         # them, for the feed shapes it had (guess_shapes). A run with the same feed shapes preallocates and binds
         # them as the fixed ones are; an output that comes out otherwise is returned as made, and learned.
@@ -551,16 +543,18 @@ class _Plan:
             arr = results[k]
             if st is not None or type(arr) is not np.ndarray or arr.dtype not in CODE_OF_DTYPE or not arr.size:
                 continue
-            shape = (ctypes.c_int64 * max(arr.ndim, 1))(*arr.shape)
-            self.bound_arrays[k] = shape
-            ref = self.bound[k]
-            ref.elem_type = CODE_OF_DTYPE[arr.dtype]
-            ref.rank = arr.ndim
-            ref.shape = ctypes.cast(shape, ctypes.POINTER(ctypes.c_int64))
-            ref.data = None  # bound only once a run's feeds have these shapes (with data_bytes)
-            ref.data_bytes = 0
+            self._describe(k, arr.shape, arr.dtype)  # (bound by a run whose feeds have these shapes)
             self.guess.append((k, arr.shape, arr.dtype))
         self.guess_shapes = feed_shapes if self.guess else None
+
+    def _describe(self, k: int, shape: tuple[int, ...], dtype: np.dtype[Any]) -> None:
+        """Output k's bound layout: its type and shape (the shape array kept alive in bound_arrays)."""
+        dims = (ctypes.c_int64 * max(len(shape), 1))(*shape)
+        self.bound_arrays[k] = dims
+        ref = self.bound[k]
+        ref.elem_type = CODE_OF_DTYPE[dtype]
+        ref.rank = len(shape)
+        ref.shape = ctypes.cast(dims, ctypes.POINTER(ctypes.c_int64))
 
     def _shape_room(self, i: int, rank: int) -> Any:
         room = (ctypes.c_int64 * max(rank, 1))()

@@ -369,51 +369,29 @@ void conv_direct_lanes_avx512(const DirectConv& g, const float* x, const float* 
   const StagedInput in = stage_input(g, x, pool);
   const int64_t steps = g.C * g.KH * g.KW, P = g.OH * g.OW;
   const int64_t blocks = (g.M + kPointwiseRows - 1) / kPointwiseRows;
-  if (in.Wq >= 16) {
-    // Tiles of 64 flat positions of the staged rows (FlatRows: the Wq - OW columns past each output row are
-    // computed and dropped): against tiles of one output row, none is short at a row's end (55 outputs a row
-    // took four vectors of 64 lanes, 57 flat positions take 3.6).
-    // Work items: a span of tiles for one block of channels, blocks inner. A span's staged input (about 192 KiB)
-    // stays in L2 for all the blocks, and an item writes its block's planes front to back: kRows streams. (Items
-    // of one tile for every block wrote all the output planes at once: with the layer's output not in cache,
-    // the 3 -> 64 stem on 224 x 224 went from 0.61 to 0.81 ms.)
-    const int64_t Q = (g.OH - 1) * in.Wq + g.OW, tiles = (Q + 63) / 64;
-    const int64_t span = std::max<int64_t>(1, (int64_t{48} << 10) / (g.C * g.sh * g.sw * 64));  // in tiles
-    auto out_index = [&](int64_t q) { return q / in.Wq * g.OW + std::min(q % in.Wq, g.OW); };
-    auto run = [&](int64_t b, int64_t e) {
-      for (int64_t item = b; item < e; ++item) {
-        const int64_t mb = item % blocks, t0 = item / blocks * span, t1 = std::min(tiles, t0 + span);
-        const int64_t m0 = mb * kPointwiseRows, rows = std::min(kPointwiseRows, g.M - m0);
-        for (int64_t q0 = t0 * 64; q0 < t1 * 64 && q0 < Q; q0 += 64) {
-          const int64_t n = std::min<int64_t>(64, Q - q0);
-          const FlatRows flat{in.Wq, g.OW, q0};
-          pointwise_tile_offs_avx512(in.xp + q0, in.offs.data(), steps, wpacked + mb * steps * kPointwiseRows, rows,
-                                     n, g.bias ? g.bias + m0 : nullptr, g.act, y + m0 * P, P, &flat);
-        }
-        const int64_t p0 = out_index(t0 * 64), p1 = out_index(std::min(Q, t1 * 64));
-        if (epi.apply && p1 > p0) epi.apply(epi.ctx, m0, rows, p0, p1 - p0, y + m0 * P + p0, P);
-      }
-    };
-    const int64_t items = (tiles + span - 1) / span * blocks;
-    if (pool && pool->size() > 1 && items > 1) pool->parallel_for(items, 1, run);
-    else run(0, items);
-    release_large_staging();
-    return;
-  }
-  // Narrow planes: work items: a share of an output row (at most 64 positions, evened out) for one block of channels; shares
-  // outer, blocks inner, so that a share's input rows stay in cache across the blocks.
-  const int64_t shares = (g.OW + 63) / 64;
+  // Tiles of 64 flat positions of the staged rows (FlatRows: the Wq - OW columns past each output row are
+  // computed and dropped): against tiles of one output row, none is short at a row's end (55 outputs a row
+  // took four vectors of 64 lanes, 57 flat positions take 3.6).
+  // Work items: a span of tiles for one block of channels, blocks inner. A span's staged input (about 192 KiB)
+  // stays in L2 for all the blocks, and an item writes its block's planes front to back: kRows streams. (Items
+  // of one tile for every block wrote all the output planes at once: with the layer's output not in cache,
+  // the 3 -> 64 stem on 224 x 224 went from 0.61 to 0.81 ms.)
+  const int64_t Q = (g.OH - 1) * in.Wq + g.OW, tiles = (Q + 63) / 64;
+  const int64_t span = std::max<int64_t>(1, (int64_t{48} << 10) / (g.C * g.sh * g.sw * 64));  // in tiles
+  auto out_index = [&](int64_t q) { return q / in.Wq * g.OW + std::min(q % in.Wq, g.OW); };
   auto run = [&](int64_t b, int64_t e) {
     for (int64_t item = b; item < e; ++item) {
-      const int64_t mb = item % blocks, seg = item / blocks, oh = seg / shares, share = seg % shares;
-      const int64_t ow0 = share * g.OW / shares, ow1 = (share + 1) * g.OW / shares;
-      const int64_t m0 = mb * kPointwiseRows, rows = std::min(kPointwiseRows, g.M - m0), p0 = oh * g.OW + ow0;
-      pointwise_tile_offs_avx512(in.xp + oh * in.Wq + ow0, in.offs.data(), steps, wpacked + mb * steps * kPointwiseRows,
-                                 rows, ow1 - ow0, g.bias ? g.bias + m0 : nullptr, g.act, y + m0 * P + p0, P);
-      if (epi.apply) epi.apply(epi.ctx, m0, rows, p0, ow1 - ow0, y + m0 * P + p0, P);
+      const int64_t mb = item % blocks, t0 = item / blocks * span, t1 = std::min(tiles, t0 + span);
+      const int64_t m0 = mb * kPointwiseRows, rows = std::min(kPointwiseRows, g.M - m0);
+      for (int64_t q0 = t0 * 64; q0 < t1 * 64; q0 += 64)  // (t1 <= tiles: every q0 is below Q)
+        pointwise_tile_offs_avx512(in.xp + q0, in.offs.data(), steps, wpacked + mb * steps * kPointwiseRows, rows,
+                                   std::min<int64_t>(64, Q - q0), g.bias ? g.bias + m0 : nullptr, g.act, y + m0 * P,
+                                   P, FlatRows{in.Wq, g.OW, q0});
+      const int64_t p0 = out_index(t0 * 64), p1 = out_index(std::min(Q, t1 * 64));
+      if (epi.apply && p1 > p0) epi.apply(epi.ctx, m0, rows, p0, p1 - p0, y + m0 * P + p0, P);
     }
   };
-  const int64_t items = g.OH * shares * blocks;
+  const int64_t items = (tiles + span - 1) / span * blocks;
   if (pool && pool->size() > 1 && items > 1) pool->parallel_for(items, 1, run);
   else run(0, items);
   release_large_staging();

@@ -24,8 +24,8 @@ inline __mmask16 first16(int64_t n) { return n >= 16 ? __mmask16(0xFFFF) : stati
 
 // R output channels (rows of y, and of z, P floats apart) by V vectors of positions; the last vector holds `tail`
 // positions (1..16). Step k reads the input row at x + k * P, or with kOffs at x + offs[k] (a direct convolution's
-// (channel, tap) steps over its staged planes, conv_direct_lanes_avx512).
-// With `flat` (kOffs only), the positions are flat ones over staged rows and land in y as FlatRows says.
+// (channel, tap) steps over its staged planes, conv_direct_lanes_avx512), whose positions are flat ones over the
+// staged rows (`flat`, null otherwise) and land in y as FlatRows says.
 template <int R, int V, bool kOffs>
 void tile(const float* x, int64_t P, const int64_t* offs, int64_t K, const float* wp, const float* bias,
           const float* z, const RegisterAct& act, float* y, int64_t tail, const FlatRows* flat) {
@@ -64,7 +64,7 @@ void tile(const float* x, int64_t P, const int64_t* offs, int64_t K, const float
   // result for a NaN)
   // flat positions: where vector i starts (output row and column) and how many of its lanes lie in that row
   int64_t frow[4] = {}, fcol[4] = {}, fhere[4] = {};
-  if (kOffs && flat)
+  if constexpr (kOffs)
     for (int i = 0; i < V; ++i) {
       const int64_t q = flat->q0 + 16 * i;
       frow[i] = q / flat->Wq;
@@ -78,7 +78,7 @@ void tile(const float* x, int64_t P, const int64_t* offs, int64_t K, const float
     if (z) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, z + r * P + 16 * i));
     if (act.kind == RegisterAct::kRelu) v = _mm512_max_ps(v, zero);
     else if (act.kind == RegisterAct::kClip) v = _mm512_min_ps(vhi, _mm512_max_ps(vlo, v));
-    if (!kOffs || !flat) {
+    if constexpr (!kOffs) {
       _mm512_mask_storeu_ps(y + r * P + 16 * i, m, v);
       return;
     }
@@ -155,10 +155,10 @@ void conv_pointwise_avx512(const PointwiseConv& g, const float* x, const float* 
 
 void pointwise_tile_offs_avx512(const float* x, const int64_t* offs, int64_t steps, const float* wpacked,
                                 int64_t rows, int64_t n, const float* bias, const RegisterAct& act, float* y,
-                                int64_t ldy, const FlatRows* flat) {
+                                int64_t ldy, const FlatRows& flat) {
   const int64_t vectors = (n + 15) / 16;
   kOffsTiles[static_cast<size_t>(rows - 1)][static_cast<size_t>(vectors - 1)](
-      x, ldy, offs, steps, wpacked, bias, nullptr, act, y, n - (vectors - 1) * 16, flat);
+      x, ldy, offs, steps, wpacked, bias, nullptr, act, y, n - (vectors - 1) * 16, &flat);
 }
 
 }  // namespace nn

@@ -256,21 +256,21 @@ struct PointwiseConv {
 constexpr int64_t kPointwiseRows = 6;
 AlignedVector<float> pack_pointwise_filters(const float* w, int64_t M, int64_t K);
 void conv_pointwise_avx512(const PointwiseConv& g, const float* x, const float* wpacked, float* y, ThreadPool* pool);
-// One tile of the pointwise kernel over arbitrary input rows: y[r, 0:n] (rows ldy apart) = act(bias[r] +
-// sum_s w[s][r] x[offs[s] + 0:n]) for r < rows (<= kPointwiseRows) and n <= 64 positions; `wpacked`: one block
-// of pack_pointwise_filters (steps x kPointwiseRows values), bias optional.
-// With `flat`, the n positions are flat positions q0 .. q0 + n - 1 over staged rows of Wq columns, of which the
-// first OW are outputs: q is output (q / Wq, q % Wq), stored at y[(q / Wq) * OW + q % Wq] when q % Wq < OW, and
-// computed and dropped otherwise (Wq >= 16, so a vector of positions spans at most two rows).
+// One tile of the pointwise kernel over arbitrary input rows: for r < rows (<= kPointwiseRows) and n <= 64
+// flat positions q = flat.q0 + j over staged rows of Wq columns, of which the first OW are outputs: act(bias[r]
+// + sum_s w[s][r] x[offs[s] + j]) is output (q / Wq, q % Wq), stored at y[r * ldy + (q / Wq) * OW + q % Wq]
+// when q % Wq < OW, and computed and dropped otherwise (Wq >= 16, so a vector of positions spans at most two
+// rows); `wpacked`: one block of pack_pointwise_filters (steps x kPointwiseRows values), bias optional.
 struct FlatRows {
   int64_t Wq, OW, q0;
 };
 void pointwise_tile_offs_avx512(const float* x, const int64_t* offs, int64_t steps, const float* wpacked,
                                 int64_t rows, int64_t n, const float* bias, const RegisterAct& act, float* y,
-                                int64_t ldy, const FlatRows* flat = nullptr);
+                                int64_t ldy, const FlatRows& flat);
 // A direct convolution of few (channel, tap) steps (conv_uses_direct_lanes) with the positions in the vector
-// lanes: tiles of up to 64 positions of one output row by kPointwiseRows channels over the staged planes of
-// conv_direct_avx512, each output row written once, finished, with no transpose. `wpacked`: the filters
+// lanes: tiles of 64 flat positions of the staged rows (pointwise_tile_offs_avx512; outputs at least 16 wide,
+// as conv_uses_direct_lanes asks, so the staged rows are too) by kPointwiseRows channels over the staged planes
+// of conv_direct_avx512, each output written once, finished, with no transpose. `wpacked`: the filters
 // [M, C * KH * KW] in pack_pointwise_filters' layout.
 void conv_direct_lanes_avx512(const DirectConv& g, const float* x, const float* wpacked, float* y,
                               const TileEpilogue& epi, ThreadPool* pool);

@@ -28,6 +28,7 @@ int64_t rows_per_item(const MaxPool2d& g) { return std::max<int64_t>(1, 4096 / s
 
 // The lanes of 16 columns from c that lie inside [0, w).
 inline __mmask16 inside16(int64_t c, int64_t w) {
+  if (c >= 0 && c + 16 <= w) return __mmask16(0xFFFF);  // (most of them)
   const int64_t lo = std::max<int64_t>(0, -c), hi = std::min<int64_t>(16, w - c);
   return hi <= lo ? __mmask16(0) : static_cast<__mmask16>(((1u << hi) - 1) & ~((1u << lo) - 1));
 }
@@ -42,7 +43,7 @@ inline __m512 combine(__m512 v, __m512 acc) {
 // and are not read. kRows > 0: ih1 - ih0 is kRows (the loop unrolled).
 template <bool kMax, int kRows>
 inline __m512 column_max16(const float* xp, int64_t W, int64_t ih0, int64_t ih1, int64_t c, __m512 ident) {
-  const __mmask16 m = c >= 0 && c + 16 <= W ? __mmask16(0xFFFF) : inside16(c, W);
+  const __mmask16 m = inside16(c, W);
   __m512 acc = ident;
   if (!m) return acc;
   if constexpr (kRows > 0) {

@@ -9,12 +9,19 @@
 
 namespace mrt {
 namespace quant {
+namespace {
+
+// The lanes of the 16 floats from i that lie below n.
+inline __mmask16 lanes_from(int64_t i, int64_t n) {
+  return n - i >= 16 ? __mmask16(0xFFFF) : static_cast<__mmask16>((1u << (n - i)) - 1);
+}
+
+}  // namespace
 
 void minmax_f32_avx512(const float* x, int64_t n, float& mn, float& mx) {
   __m512 vmn = _mm512_set1_ps(mn), vmx = _mm512_set1_ps(mx);
   for (int64_t i = 0; i < n; i += 16) {
-    const int64_t left = n - i;
-    const __mmask16 m = left >= 16 ? __mmask16(0xFFFF) : static_cast<__mmask16>((1u << left) - 1);
+    const __mmask16 m = lanes_from(i, n);
     // masked-off lanes keep the running values; min / max return their second operand for a NaN in the first
     const __m512 v = _mm512_maskz_loadu_ps(m, x + i);
     vmn = _mm512_mask_min_ps(vmn, m, v, vmn);
@@ -32,8 +39,7 @@ void quantize_u8_avx512(const float* x, uint8_t* y, int64_t n, float scale, floa
   const __m512 lim_lo = _mm512_set1_ps(-1e6f), lim_hi = _mm512_set1_ps(1e6f), zero = _mm512_setzero_ps(),
                top = _mm512_set1_ps(255.f);
   for (int64_t i = 0; i < n; i += 16) {
-    const int64_t left = n - i;
-    const __mmask16 m = left >= 16 ? __mmask16(0xFFFF) : static_cast<__mmask16>((1u << left) - 1);
+    const __mmask16 m = lanes_from(i, n);
     __m512 v = _mm512_div_ps(_mm512_maskz_loadu_ps(m, x + i), vs);
     v = _mm512_min_ps(_mm512_max_ps(v, lim_lo), lim_hi);  // NaN -> -1e6 (max returns the 2nd operand)
     v = _mm512_add_ps(_mm512_sub_ps(_mm512_add_ps(v, magic), magic), vz);
