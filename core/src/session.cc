@@ -361,6 +361,7 @@ void Session::build() {
 
   plan_transfers();
   alloc_ = std::make_shared<Allocator>();
+  arena_ = std::make_shared<RunArena>(alloc_);
 }
 
 // A Concat (CPU EP) whose output shape is static and whose inputs are contiguous slices of it (every dimension
@@ -875,6 +876,17 @@ std::vector<Tensor> Session::run(const std::vector<std::string>& input_names, co
     fail(MRT_INVALID_ARGUMENT, input_names.size(), " input names but ", input_values.size(), " input values");
   // Per-run values: feeds and node outputs. Initializers are read from constants_ in place
   // unless a feed overrides them.
+  // The run's allocations follow the arena's memory plan (declared first: it ends after every local that holds
+  // a buffer is gone, so what is still alive then is what the run returned).
+  struct ArenaRun {
+    RunArena& arena;
+    const bool held;
+    bool completed = false;
+    ~ArenaRun() {
+      if (held) arena.end_run(completed);
+    }
+  } arena_run{*arena_, arena_->begin_run()};
+  Allocator* const alloc = arena_run.held ? static_cast<Allocator*>(arena_.get()) : alloc_.get();
   std::vector<Tensor> values(names_.size());
   auto value_of = [&](int id) -> const Tensor* {
     if (values[id].valid()) return &values[id];
@@ -990,13 +1002,13 @@ std::vector<Tensor> Session::run(const std::vector<std::string>& input_names, co
       if (cp.parent >= 0 && !concat_bound(static_cast<size_t>(cp.parent)))
         whole = Tensor::view(assembly(static_cast<size_t>(cp.parent)), cp.dtype, cp.shape, cp.parent_offset);
       else
-        whole = Tensor(cp.dtype, cp.shape, alloc_.get());
+        whole = Tensor(cp.dtype, cp.shape, alloc);
     }
     return whole;
   };
   OpContext ctx;
   ctx.pool_ = pool_.get();
-  ctx.alloc_ = alloc_.get();
+  ctx.alloc_ = alloc;
   // Values in device memory: where each lives (nullptr = only on the host) and its device copy.
   std::vector<DeviceTensor> dev(names_.size());
   std::vector<PluginEp*> dev_ep(names_.size(), nullptr);
@@ -1007,7 +1019,7 @@ std::vector<Tensor> Session::run(const std::vector<std::string>& input_names, co
   auto host_value = [&](int id) -> const Tensor* {
     if (const Tensor* t = value_of(id)) return t;
     if (!dev_ep[id]) return nullptr;
-    values[id] = dev_ep[id]->to_host(dev[id], alloc_.get());
+    values[id] = dev_ep[id]->to_host(dev[id], alloc);
     to_host_.fetch_add(1, std::memory_order_relaxed);
     return &values[id];
   };
@@ -1152,6 +1164,7 @@ std::vector<Tensor> Session::run(const std::vector<std::string>& input_names, co
     std::lock_guard<std::mutex> lock(profile_mutex_);
     if (profiling_.load()) profile_events_ += (profile_events_.empty() ? "" : ",\n") + events;
   }
+  arena_run.completed = true;
   return result;
 }
 

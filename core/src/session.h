@@ -14,6 +14,7 @@
 #include "ep/registry.h"
 #include "graph.h"
 #include "resource_limits.h"
+#include "run_arena.h"
 #include "kernel.h"
 #include "tensor.h"
 #include "threadpool.h"
@@ -183,6 +184,7 @@ class Session {
   std::vector<Step> steps_;
   std::unique_ptr<ThreadPool> pool_;
   std::shared_ptr<Allocator> alloc_;
+  std::shared_ptr<RunArena> arena_;  // runs allocate from it (one at a time; others from alloc_)
   std::atomic<bool> profiling_{false};
   std::mutex profile_mutex_;
   std::string profile_events_;

@@ -87,6 +87,17 @@ void Allocator::release(void* data, size_t bytes) {
   aligned_free_bytes(data);
 }
 
+void Allocator::trim() {
+  std::unordered_map<size_t, std::vector<void*>> lists;
+  {
+    std::lock_guard<std::mutex> lock(impl_->mutex);
+    lists.swap(impl_->free_lists);
+    impl_->pooled_bytes = 0;
+  }
+  for (auto& kv : lists)
+    for (void* p : kv.second) aligned_free_bytes(p);
+}
+
 Allocator::~Allocator() {
   if (!impl_) return;
   for (auto& kv : impl_->free_lists)

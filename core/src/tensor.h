@@ -42,13 +42,17 @@ struct Buffer {
 };
 
 // Size-bucketed free lists: buffers whose tensors died are reused by later
-// allocations of the same rounded size (memory reuse by tensor lifetime).
+// allocations of the same rounded size (memory reuse by tensor lifetime). A session's runs allocate
+// through its RunArena (run_arena.h), which places them by a memory plan and falls back to this.
 class Allocator : public std::enable_shared_from_this<Allocator> {
  public:
   Allocator();
-  std::shared_ptr<Buffer> allocate(size_t bytes);
-  void release(void* data, size_t bytes);  // called by ~Buffer
-  ~Allocator();
+  Allocator(const Allocator&) = delete;
+  Allocator& operator=(const Allocator&) = delete;
+  virtual std::shared_ptr<Buffer> allocate(size_t bytes);
+  virtual void release(void* data, size_t bytes);  // called by ~Buffer
+  void trim();  // returns the free lists' memory to the system
+  virtual ~Allocator();
 
  private:
   struct Impl;
