@@ -465,6 +465,9 @@ DIRECT_CASES = [
     (16, 24, (70, 90), (3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 1, "NOTSET"),   # 3 spans of tiles, the last partial
     (6, 8, (12, 16), (3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 1, "NOTSET"),     # staged rows of 18: most vectors in 2
     (5, 7, (21, 35), (5, 5), (2, 2), (1, 1, 1, 1), (1, 1), 1, "NOTSET"),     # phase rows of 19, 17 of them outputs
+    # at 2 threads, bands of chunks with their own staged rows (the 128 -> 32 and 150-wide cases above, and)
+    (24, 40, (20, 30), (3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 1, "NOTSET"),   # 48 lanes: chunks across rows
+    (12, 16, (23, 19), (5, 3), (2, 1), (2, 1, 2, 1), (1, 1), 1, "NOTSET"),   # odd bands, halo of 2 phase rows
 ]
 
 
