@@ -238,6 +238,23 @@ StagedInput stage_input(const DirectConv& g, const float* x, ThreadPool* pool, i
   return {xp, Wq, std::move(offs)};
 }
 
+// One band of work per thread (see conv_direct_avx512): band(k) gives thread k's work range [0], [1) and the
+// output rows [2], [3) it covers; each thread stages the input rows of its band and runs work(band, staged).
+using Band = std::array<int64_t, 4>;
+template <class BandOf, class Work>
+void in_bands(const DirectConv& g, const float* x, ThreadPool& pool, BandOf band, Work work) {
+  const int64_t threads = pool.size();
+  int64_t most_rows = 0;  // every band's planes sized alike (the step offsets are shared)
+  for (int64_t k = 0; k < threads; ++k) most_rows = std::max(most_rows, band(k)[3] - band(k)[2]);
+  pool.parallel_tasks(threads, [&](int64_t b, int64_t e) {
+    for (int64_t k = b; k < e; ++k) {
+      const Band bd = band(k);
+      work(bd, stage_input(g, x, nullptr, bd[2], bd[3] - bd[2], most_rows));
+    }
+    release_large_staging();
+  });
+}
+
 }  // namespace
 
 void conv_direct_avx512(const DirectConv& g, const float* x, const float* wpacked, float* y,
@@ -381,21 +398,14 @@ void conv_direct_avx512(const DirectConv& g, const float* x, const float* wpacke
     auto band = [&](int64_t k) {  // chunks [c0, c1) and the output rows [oh0, oh1) they cover
       const int64_t c0 = k * chunks / threads, c1 = (k + 1) * chunks / threads;
       const int64_t first = chunk_at(c0).first, last = chunk_at(c1 - 1).first + chunk_at(c1 - 1).second - 1;
-      return std::array<int64_t, 4>{c0, c1, first / g.OW, last / g.OW + 1};
+      return Band{c0, c1, first / g.OW, last / g.OW + 1};
     };
-    int64_t most_rows = 0;
-    for (int64_t k = 0; k < threads; ++k) most_rows = std::max(most_rows, band(k)[3] - band(k)[2]);
-    pool->parallel_tasks(threads, [&](int64_t b, int64_t e) {
-      for (int64_t k = b; k < e; ++k) {
-        const auto [c0, c1, oh0, oh1] = band(k);
-        const StagedInput in = stage_input(g, x, nullptr, oh0, oh1 - oh0, most_rows);
-        body(c0 * blocks, c1 * blocks, in, oh0);
-      }
-      release_large_staging();
-    });
+    in_bands(g, x, *pool, band,
+             [&](const Band& bd, const StagedInput& in) { body(bd[0] * blocks, bd[1] * blocks, in, bd[2]); });
   } else {
     const StagedInput in = stage_input(g, x, pool);
-    if (pool && pool->size() > 1 && items > 1) pool->parallel_for(items, 1, [&](int64_t b, int64_t e) { body(b, e, in, 0); });
+    if (pool && pool->size() > 1 && items > 1)
+      pool->parallel_for(items, 1, [&](int64_t b, int64_t e) { body(b, e, in, 0); });
     else body(0, items, in, 0);
   }
   release_large_staging();
@@ -437,18 +447,10 @@ void conv_direct_lanes_avx512(const DirectConv& g, const float* x, const float* 
     auto band = [&](int64_t k) {  // tiles [ta, tb) and the output rows [oh0, oh1) their lanes read from
       const int64_t ta = k * tiles / threads, tb = (k + 1) * tiles / threads;
       // (one row more: the dropped lanes past a row's outputs read on into the next staged row)
-      return std::array<int64_t, 4>{ta, tb, ta * 64 / Wq, std::min(g.OH, (std::min(Q, tb * 64) - 1) / Wq + 2)};
+      return Band{ta, tb, ta * 64 / Wq, std::min(g.OH, (std::min(Q, tb * 64) - 1) / Wq + 2)};
     };
-    int64_t most_rows = 0;
-    for (int64_t k = 0; k < threads; ++k) most_rows = std::max(most_rows, band(k)[3] - band(k)[2]);
-    pool->parallel_tasks(threads, [&](int64_t b, int64_t e) {
-      for (int64_t k = b; k < e; ++k) {
-        const auto [ta, tb, oh0, oh1] = band(k);
-        const StagedInput in = stage_input(g, x, nullptr, oh0, oh1 - oh0, most_rows);
-        run(ta, tb, 0, items_of(ta, tb), in, oh0);
-      }
-      release_large_staging();
-    });
+    in_bands(g, x, *pool, band,
+             [&](const Band& bd, const StagedInput& in) { run(bd[0], bd[1], 0, items_of(bd[0], bd[1]), in, bd[2]); });
   } else {
     const StagedInput in = stage_input(g, x, pool);
     const int64_t items = items_of(0, tiles);
