@@ -234,7 +234,9 @@ def test_run_options_terminate_from_another_thread(rt: ModuleType) -> None:
     opts = rt.SessionOptions()
     opts.intra_op_num_threads = 1
     opts.graph_optimization_level = rt.GraphOptimizationLevel.ORT_DISABLE_ALL
-    s = _session(rt, _long_chain(), opts)
+    # 2000 products of 256 x 256: a few hundred milliseconds in either runtime, so the flag set after 50 ms finds the
+    # run going (400 of them took onnxruntime about 90 ms on an AMD Zen 5 core, and it sometimes finished first)
+    s = _session(rt, _long_chain(2000), opts)
     x = np.ones((256, 256), np.float32)
     ro = rt.RunOptions()
     ro.logid = "terminated-run"
