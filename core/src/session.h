@@ -13,9 +13,9 @@
 #include "ep/plugin_ep.h"
 #include "ep/registry.h"
 #include "graph.h"
+#include "kernel.h"
 #include "resource_limits.h"
 #include "run_arena.h"
-#include "kernel.h"
 #include "tensor.h"
 #include "threadpool.h"
 

@@ -99,9 +99,7 @@ void Allocator::trim() {
 }
 
 Allocator::~Allocator() {
-  if (!impl_) return;
-  for (auto& kv : impl_->free_lists)
-    for (void* p : kv.second) aligned_free_bytes(p);
+  if (impl_) trim();
 }
 
 int64_t shape_size(const Shape& shape) {
