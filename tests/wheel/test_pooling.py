@@ -41,6 +41,9 @@ CASES = [
     ((4, 90), (3, 33), (1, 2), (1, 16, 1, 15), 1),  # and with stride 2
     ((5, 40), (2, 18), (2, 1), (0, 0, 0, 0), 1),  # one column wider: the row buffer
     ((6, 61), (3, 4), (2, 2), (1, 3, 2, 0), 0),  # stride 2 from a left pad, an odd row
+    # a row's last vector whose last output's window reaches one column into the next 16 (or 32) of the input
+    ((3, 33), (3, 3), (1, 1), (0, 0, 0, 0), 0),
+    ((3, 65), (3, 3), (2, 2), (0, 0, 0, 0), 0),
 ]
 
 

@@ -28,7 +28,6 @@ int64_t rows_per_item(const MaxPool2d& g) { return std::max<int64_t>(1, 4096 / s
 
 // The lanes of 16 columns from c that lie inside [0, w).
 inline __mmask16 inside16(int64_t c, int64_t w) {
-  if (c >= 0 && c + 16 <= w) return __mmask16(0xFFFF);  // (most of them)
   const int64_t lo = std::max<int64_t>(0, -c), hi = std::min<int64_t>(16, w - c);
   return hi <= lo ? __mmask16(0) : static_cast<__mmask16>(((1u << hi) - 1) & ~((1u << lo) - 1));
 }
@@ -39,20 +38,30 @@ inline __m512 combine(__m512 v, __m512 acc) {
   return kMax ? _mm512_max_ps(v, acc) : _mm512_add_ps(acc, v);
 }
 
-// Maxima (sums) over input rows [ih0, ih1) of the 16 columns from c; columns outside the plane hold the identity
-// and are not read. kRows > 0: ih1 - ih0 is kRows (the loop unrolled).
+// Maxima (sums) over input rows [ih0, ih1) of the 16 columns from c whose lanes inside the plane are m; the
+// others hold the identity and are not read. kRows > 0: ih1 - ih0 is kRows (the loop unrolled).
 template <bool kMax, int kRows>
-inline __m512 column_max16(const float* xp, int64_t W, int64_t ih0, int64_t ih1, int64_t c, __m512 ident) {
-  const __mmask16 m = inside16(c, W);
+inline __m512 column_max16(const float* xp, int64_t W, int64_t ih0, int64_t ih1, int64_t c, __mmask16 m,
+                           __m512 ident) {
   __m512 acc = ident;
-  if (!m) return acc;
-  if constexpr (kRows > 0) {
+  const int64_t rows = kRows > 0 ? kRows : ih1 - ih0;
+  const float* p = xp + ih0 * W + c;
+  if (m == 0xFFFF) {  // (most of them: plain loads)
 #pragma GCC unroll 8
-    for (int i = 0; i < kRows; ++i) acc = combine<kMax>(_mm512_mask_loadu_ps(ident, m, xp + (ih0 + i) * W + c), acc);
-  } else {
-    for (int64_t ih = ih0; ih < ih1; ++ih) acc = combine<kMax>(_mm512_mask_loadu_ps(ident, m, xp + ih * W + c), acc);
+    for (int64_t i = 0; i < rows; ++i) acc = combine<kMax>(_mm512_loadu_ps(p + i * W), acc);
+  } else if (m) {
+#pragma GCC unroll 8
+    for (int64_t i = 0; i < rows; ++i) acc = combine<kMax>(_mm512_mask_loadu_ps(ident, m, p + i * W), acc);
   }
   return acc;
+}
+
+// The lanes inside the plane of each 16-column chunk a row reads: chunk k starts at column 16 k - pl (a row of
+// stride 1 reads chunks 0 ... steps, one of stride 2 chunks 0 ... 2 steps + 1, steps = ceil(OW / 16)).
+std::vector<__mmask16> chunk_masks(const MaxPool2d& g) {
+  std::vector<__mmask16> m(static_cast<size_t>(2 * ((g.OW + 15) / 16 + 1)));
+  for (size_t k = 0; k < m.size(); ++k) m[k] = inside16(16 * static_cast<int64_t>(k) - g.pl, g.W);
+  return m;
 }
 
 // Strides 1 and 2 with windows of at most 17 (stride 1) or 33 (stride 2) columns: everything stays in registers.
@@ -67,22 +76,23 @@ bool max_pool_in_registers(const MaxPool2d& g) {
 }
 
 // With kMax false the same rows are summed instead, for an average whose windows all lie inside the input: the
-// sums are divided by `taps` on the way out.
+// sums are divided by `taps` on the way out. `masks`: chunk_masks(g).
 // kRows, kKW > 0: the row's window is kRows x kKW (its loops unrolled; 0: as g and the row say).
 template <bool kMax, int kRows = 0, int kKW = 0>
-void max_pool_row_in_registers(const MaxPool2d& g, const float* xp, int64_t ih0, int64_t ih1, float* yr,
-                               float taps = 1.f) {
+inline __attribute__((always_inline)) void max_pool_row_in_registers(const MaxPool2d& g, const __mmask16* masks,
+                                                                     const float* xp, int64_t ih0, int64_t ih1,
+                                                                     float* yr, float taps = 1.f) {
   const int64_t KW = kKW > 0 ? kKW : g.KW;
   const __m512 ident = _mm512_set1_ps(kMax ? -std::numeric_limits<float>::infinity() : 0.f);
   const __m512 vtaps = _mm512_set1_ps(taps);
   auto out = [&](__m512 v) { return kMax ? v : _mm512_div_ps(v, vtaps); };
   const __m512i lane = _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
-  const int64_t step = 16 * g.sw;
-  int64_t c = -g.pl;
+  auto column = [&](int64_t k) { return column_max16<kMax, kRows>(xp, g.W, ih0, ih1, 16 * k - g.pl, masks[k], ident); };
   if (g.sw == 1) {
-    __m512 cur = column_max16<kMax, kRows>(xp, g.W, ih0, ih1, c, ident);
-    for (int64_t ow = 0; ow < g.OW; ow += 16, c += step) {
-      const __m512 next = column_max16<kMax, kRows>(xp, g.W, ih0, ih1, c + 16, ident);
+    __m512 cur = column(0);
+    for (int64_t ow = 0, k = 1; ow < g.OW; ow += 16, ++k) {
+      // (the last vector of a row reads the next chunk only if its outputs' windows reach into it)
+      const __m512 next = g.OW - ow - 1 + KW - 1 >= 16 ? column(k) : ident;
       __m512 acc = cur;
 #pragma GCC unroll 8
       for (int64_t kw = 1; kw < KW; ++kw)
@@ -94,21 +104,23 @@ void max_pool_row_in_registers(const MaxPool2d& g, const float* xp, int64_t ih0,
     return;
   }
   const __m512i even = _mm512_add_epi32(lane, lane), odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
-  auto split = [&](int64_t at, __m512& e, __m512& o) {
-    const __m512 a = column_max16<kMax, kRows>(xp, g.W, ih0, ih1, at, ident), b = column_max16<kMax, kRows>(xp, g.W, ih0, ih1, at + 16, ident);
+  auto split = [&](int64_t k, __m512& e, __m512& o) {  // chunks k and k + 1
+    const __m512 a = column(k), b = column(k + 1);
     e = _mm512_permutex2var_ps(a, even, b);
     o = _mm512_permutex2var_ps(a, odd, b);
   };
   __m512 ce, co;
-  split(c, ce, co);
-  for (int64_t ow = 0; ow < g.OW; ow += 16, c += step) {
-    __m512 ne, no;
-    split(c + step, ne, no);
+  split(0, ce, co);
+  for (int64_t ow = 0, k = 2; ow < g.OW; ow += 16, k += 2) {
+    __m512 ne = ident, no = ident;
+    if (g.OW - ow - 1 + (KW - 1) / 2 >= 16) split(k, ne, no);
     __m512 acc = ce;
 #pragma GCC unroll 8
     for (int64_t kw = 1; kw < KW; ++kw) {
       const __m512i shift = _mm512_add_epi32(lane, _mm512_set1_epi32(static_cast<int>(kw / 2)));
-      acc = combine<kMax>(kw % 2 ? _mm512_permutex2var_ps(co, shift, no) : _mm512_permutex2var_ps(ce, shift, ne),
+      acc = combine<kMax>(kw == 1   ? co  // (shifted by 0)
+                          : kw % 2 ? _mm512_permutex2var_ps(co, shift, no)
+                                   : _mm512_permutex2var_ps(ce, shift, ne),
                           acc);
     }
     _mm512_mask_storeu_ps(yr + ow, first16(g.OW - ow), out(acc));
@@ -117,21 +129,34 @@ void max_pool_row_in_registers(const MaxPool2d& g, const float* xp, int64_t ih0,
   }
 }
 
+// fn(plane, oh) for the output rows [b, e) of all planes ((plane, oh) stepped along, not divided out of each
+// row: a division per row of a few vectors showed in the time of small planes)
+template <typename Fn>
+inline void for_rows(const MaxPool2d& g, int64_t b, int64_t e, Fn&& fn) {
+  for (int64_t item = b, plane = b / g.OH, oh = b % g.OH; item < e; ++item) {
+    fn(plane, oh);
+    if (++oh == g.OH) {
+      oh = 0;
+      ++plane;
+    }
+  }
+}
+
 }  // namespace
 
 void max_pool_2d_float_avx512(const MaxPool2d& g, const float* x, float* y, ThreadPool& pool) {
   if (max_pool_in_registers(g)) {
+    const std::vector<__mmask16> masks = chunk_masks(g);
     pool.parallel_for(g.planes * g.OH, rows_per_item(g), [&](int64_t b, int64_t e) {
-      for (int64_t item = b; item < e; ++item) {
-        const int64_t plane = item / g.OH, oh = item % g.OH;
+      for_rows(g, b, e, [&](int64_t plane, int64_t oh) {
         const int64_t h0 = oh * g.sh - g.pt, ih0 = std::max<int64_t>(0, h0), ih1 = std::min(g.H, h0 + g.KH);
         const float* xp = x + plane * g.H * g.W;
         float* yr = y + plane * g.OH * g.OW + oh * g.OW;
         // the common windows with their loops unrolled (3 x 3 stride 2: 0.14 -> 0.09 ms on 64 x 111 x 111)
-        if (ih1 - ih0 == 3 && g.KW == 3) max_pool_row_in_registers<true, 3, 3>(g, xp, ih0, ih1, yr);
-        else if (ih1 - ih0 == 2 && g.KW == 2) max_pool_row_in_registers<true, 2, 2>(g, xp, ih0, ih1, yr);
-        else max_pool_row_in_registers<true>(g, xp, ih0, ih1, yr);
-      }
+        if (ih1 - ih0 == 3 && g.KW == 3) max_pool_row_in_registers<true, 3, 3>(g, masks.data(), xp, ih0, ih1, yr);
+        else if (ih1 - ih0 == 2 && g.KW == 2) max_pool_row_in_registers<true, 2, 2>(g, masks.data(), xp, ih0, ih1, yr);
+        else max_pool_row_in_registers<true>(g, masks.data(), xp, ih0, ih1, yr);
+      });
     });
     return;
   }
@@ -184,12 +209,12 @@ bool avg_pool_2d_float_avx512(const MaxPool2d& g, const float* x, float* y, Thre
       (g.OW - 1) * g.sw + g.KW > g.W)
     return false;
   const float taps = static_cast<float>(g.KH * g.KW);
+  const std::vector<__mmask16> masks = chunk_masks(g);
   pool.parallel_for(g.planes * g.OH, rows_per_item(g), [&](int64_t b, int64_t e) {
-    for (int64_t item = b; item < e; ++item) {
-      const int64_t plane = item / g.OH, oh = item % g.OH;
-      max_pool_row_in_registers<false>(g, x + plane * g.H * g.W, oh * g.sh, oh * g.sh + g.KH,
+    for_rows(g, b, e, [&](int64_t plane, int64_t oh) {
+      max_pool_row_in_registers<false>(g, masks.data(), x + plane * g.H * g.W, oh * g.sh, oh * g.sh + g.KH,
                                        y + plane * g.OH * g.OW + oh * g.OW, taps);
-    }
+    });
   });
   return true;
 }
