@@ -440,6 +440,8 @@ DIRECT_CASES = [
     (6, 20, (9, 31), (2, 4), (1, 1), (0, 0, 0, 0), (2, 1), 1, "NOTSET"),     # 20: a padded block of 32
     (24, 100, (9, 10), (3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 1, "NOTSET"),   # 100: blocks of 16, the last partial
     (40, 48, (7, 7), (3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 1, "NOTSET"),     # 49 positions: tiles of 7, 48 lanes
+    (8, 64, (28, 28), (3, 3), (2, 2), (1, 1, 1, 1), (1, 1), 1, "NOTSET"),    # 196 positions: 33 tiles in 4 chunks
+    (12, 16, (5, 5), (3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 1, "NOTSET"),     # one block, one chunk split in 2
     (16, 32, (17, 15), (3, 3), (1, 1), (0, 0, 0, 0), (1, 1), 2, "SAME_UPPER"),
     (3, 44, (40, 6), (7, 1), (1, 1), (3, 0, 3, 0), (1, 1), 1, "NOTSET"),      # one-column kernel, narrow plane
     (8, 8, (3, 70), (3, 3), (1, 1), (4, 4, 4, 4), (1, 1), 1, "NOTSET"),      # pads wider than the window reach
