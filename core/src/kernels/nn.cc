@@ -966,9 +966,14 @@ bool is_pointwise(const Window& g) {
 // at most 128 input channels (a tile's input rows, 256 bytes of each, stay in L1 while every output channel is
 // made from them) and a map of at least one tile of positions. Measured alone: 32 -> 16 on 112x112 167 -> 113 us,
 // 64 -> 16 on 55x55 66 -> 43, 96 -> 24 on 56x56 119 -> 100; 512 -> 128 on 28x28 went from 554 to 693 (L2-bound).
+// Deeper ones too on maps of at most 256 positions, whose input (K x 256 floats) stays in L2 for all the output
+// channels, where the GEMM's last panel of a few columns costs a whole one (on an AMD Zen 5 core, 1 thread:
+// SqueezeNet's 512 -> 1000 on 13 x 13 770 -> 687 us (onnxruntime 699), 512 -> 128 on 14 x 14 127 -> 119,
+// 256 -> 1024 on 14 x 14 476 -> 442; at 2 threads 395 -> 389, 73 -> 70, 248 -> 253).
 bool conv_uses_pointwise(const ConvPlan& p) {
 #if defined(MOSAICRT_X86_SIMD)
-  return is_pointwise(p.g) && p.Cg <= 128 && prod(p.g.out) >= 64 && cpu_has_avx512_kernels();
+  return is_pointwise(p.g) && (p.Cg <= 128 || prod(p.g.out) <= 256) && prod(p.g.out) >= 64 &&
+         cpu_has_avx512_kernels();
 #else
   (void)p;
   return false;
