@@ -374,7 +374,7 @@ POINTWISE_CASES = [
     (1, 1, (8, 8), 1, 1),        # one tile of 64 positions, one channel
     (3, 7, (9, 9), 1, 2),        # 81 positions: a tile and one of 17 (a last vector of 1); 7 = 6 + 1 channels
     (16, 13, (7, 10), 1, 1),     # 70 = 64 + 6 positions; 13 = 6 + 6 + 1 channels
-    (128, 64, (16, 17), 1, 2),   # the deepest it takes; two spans of positions (256 + 16)
+    (128, 64, (16, 17), 1, 2),   # the deepest it takes on more than 256 positions; two spans (256 + 16)
     (64, 13, (24, 25), 1, 1),    # spans of 512 positions: 512 + 88
     (129, 20, (16, 17), 1, 1),   # one deeper on 272 positions: the GEMM
     (129, 20, (8, 9), 1, 1),     # on 72: the pointwise kernel

@@ -140,11 +140,14 @@ AlignedVector<float> pack_direct_filters(const float* w, int64_t M, int64_t C, i
 
 namespace {
 
-// The input planes of both direct kernels, copied into zero-padded (phase) planes, and the offset of each
-// (channel, tap) step from a position's base: position (oh, ow) has its base at xp + oh * Wq + ow.
+// The width of a staged (phase) plane: the columns the output columns reach.
+int64_t staged_width(const DirectConv& g) { return g.OW + (g.KW - 1) * g.dw / g.sw; }
+
+// The input planes of both direct kernels, copied into zero-padded (phase) planes of staged_width(g) columns
+// (Wq), and the offset of each (channel, tap) step from a position's base: position (oh, ow) has its base at
+// xp + oh * Wq + ow.
 struct StagedInput {
   const float* xp;
-  int64_t Wq;
   std::vector<int64_t> offs;
 };
 
@@ -168,7 +171,7 @@ StagedInput stage_input(const DirectConv& g, const float* x, ThreadPool* pool, i
   if (out_rows < 0) out_rows = g.OH;
   if (plane_rows < out_rows) plane_rows = out_rows;
   // each phase plane: the rows and columns the outputs reach
-  const int64_t Hq = out_rows + halo, Wq = g.OW + (g.KW - 1) * g.dw / sw;
+  const int64_t Hq = out_rows + halo, Wq = staged_width(g);
   const int64_t plane = ((plane_rows + halo) * Wq + 15) / 16 * 16, channel = phases * plane;
   std::vector<float>& staging = staging_buffer();
   if (staging.size() < static_cast<size_t>(g.C * channel)) staging.resize(static_cast<size_t>(g.C * channel));
@@ -235,7 +238,7 @@ StagedInput stage_input(const DirectConv& g, const float* x, ThreadPool* pool, i
         offs[static_cast<size_t>((c * g.KH + kh) * g.KW + kw)] =
             c * channel + ((r % sh) * sw + q % sw) * plane + (r / sh) * Wq + q / sw;
       }
-  return {xp, Wq, std::move(offs)};
+  return {xp, std::move(offs)};
 }
 
 // One band of work per thread (see conv_direct_avx512): band(k) gives thread k's work range [0], [1) and the
@@ -259,7 +262,7 @@ void in_bands(const DirectConv& g, const float* x, ThreadPool& pool, BandOf band
 
 void conv_direct_avx512(const DirectConv& g, const float* x, const float* wpacked, float* y,
                         const TileEpilogue& epi, ThreadPool* pool) {
-  const int64_t Wq = g.OW + (g.KW - 1) * g.dw / g.sw, taps = g.KH * g.KW, steps = g.C * taps;
+  const int64_t Wq = staged_width(g), taps = g.KH * g.KW, steps = g.C * taps;
   const int64_t lanes = direct_conv_lanes(g.M), nz = lanes / 16, blocks = (g.M + lanes - 1) / lanes;
   const int rmax = direct::max_rows(static_cast<int>(nz)), row_cap = kRowTileRows(static_cast<int>(nz));
   const int64_t P = g.OH * g.OW;
@@ -413,16 +416,15 @@ void conv_direct_avx512(const DirectConv& g, const float* x, const float* wpacke
              [&](const Band& bd, const StagedInput& in) { body(bd[0] * blocks, bd[1] * blocks, in, bd[2]); });
   } else {
     const StagedInput in = stage_input(g, x, pool);
-    if (pool && pool->size() > 1 && items > 1)
-      pool->parallel_for(items, 1, [&](int64_t b, int64_t e) { body(b, e, in, 0); });
+    if (threads > 1 && items > 1) pool->parallel_for(items, 1, [&](int64_t b, int64_t e) { body(b, e, in, 0); });
     else body(0, items, in, 0);
+    release_large_staging();  // (in_bands releases each band's own)
   }
-  release_large_staging();
 }
 
 void conv_direct_lanes_avx512(const DirectConv& g, const float* x, const float* wpacked, float* y,
                               const TileEpilogue& epi, ThreadPool* pool) {
-  const int64_t steps = g.C * g.KH * g.KW, P = g.OH * g.OW, Wq = g.OW + (g.KW - 1) * g.dw / g.sw;
+  const int64_t steps = g.C * g.KH * g.KW, P = g.OH * g.OW, Wq = staged_width(g);
   const int64_t blocks = (g.M + kPointwiseRows - 1) / kPointwiseRows;
   // Tiles of 64 flat positions of the staged rows (FlatRows: the Wq - OW columns past each output row are
   // computed and dropped): against tiles of one output row, none is short at a row's end (55 outputs a row
@@ -463,11 +465,11 @@ void conv_direct_lanes_avx512(const DirectConv& g, const float* x, const float* 
   } else {
     const StagedInput in = stage_input(g, x, pool);
     const int64_t items = items_of(0, tiles);
-    if (pool && pool->size() > 1 && items > 1)
+    if (threads > 1 && items > 1)
       pool->parallel_for(items, 1, [&](int64_t b, int64_t e) { run(0, tiles, b, e, in, 0); });
     else run(0, tiles, 0, items, in, 0);
+    release_large_staging();  // (in_bands releases each band's own)
   }
-  release_large_staging();
 }
 
 }  // namespace nn
