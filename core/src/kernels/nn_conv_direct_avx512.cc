@@ -442,10 +442,13 @@ void conv_direct_lanes_avx512(const DirectConv& g, const float* x, const float* 
     for (int64_t item = b; item < e; ++item) {
       const int64_t mb = item % blocks, t0 = ta + item / blocks * span, t1 = std::min(tb, t0 + span);
       const int64_t m0 = mb * kPointwiseRows, rows = std::min(kPointwiseRows, g.M - m0);
-      for (int64_t q0 = t0 * 64; q0 < t1 * 64; q0 += 64)  // (t1 <= tiles: every q0 is below Q)
+      // (t1 <= tiles: every q0 is below Q; the row and column of q0 stepped along, no division per tile)
+      for (int64_t q0 = t0 * 64, qr = q0 / Wq, qc = q0 % Wq; q0 < t1 * 64; q0 += 64) {
         pointwise_tile_offs_avx512(in.xp + q0 - oh0 * Wq, in.offs.data(), steps, wpacked + mb * steps * kPointwiseRows,
                                    rows, std::min<int64_t>(64, Q - q0), g.bias ? g.bias + m0 : nullptr, g.act,
-                                   y + m0 * P, P, FlatRows{Wq, g.OW, q0});
+                                   y + m0 * P, P, FlatRows{Wq, g.OW, qr, qc});
+        for (qc += 64; qc >= Wq; qc -= Wq) ++qr;
+      }
       const int64_t p0 = out_index(t0 * 64), p1 = out_index(std::min(Q, t1 * 64));
       if (epi.apply && p1 > p0) epi.apply(epi.ctx, m0, rows, p0, p1 - p0, y + m0 * P + p0, P);
     }

@@ -62,33 +62,47 @@ void tile(const float* x, int64_t P, const int64_t* offs, int64_t K, const float
   const __m512 zero = _mm512_setzero_ps(), vlo = _mm512_set1_ps(act.lo), vhi = _mm512_set1_ps(act.hi);
   // (products + bias) + residual, then the activation with its operands in the output stage's order (the same
   // result for a NaN)
-  // flat positions: where vector i starts (output row and column) and how many of its lanes lie in that row
-  int64_t frow[4] = {}, fcol[4] = {}, fhere[4] = {};
-  if constexpr (kOffs)
+  // flat positions: the lanes of vector i that are outputs (keep[i], the columns before OW of their staged row)
+  // and where the first of them lands in an output plane (at[i]); the kept lanes of a vector are consecutive
+  // outputs, however many row ends it spans, so they are packed down and stored as one run
+  __mmask16 keep[4] = {};
+  int64_t at[4] = {}, kept_lanes[4] = {};
+  if constexpr (kOffs) {
+    int64_t row = flat->row, col = flat->col, to = row * flat->OW + std::min(col, flat->OW);
     for (int i = 0; i < V; ++i) {
-      const int64_t q = flat->q0 + 16 * i;
-      frow[i] = q / flat->Wq;
-      fcol[i] = q - frow[i] * flat->Wq;
-      fhere[i] = std::min<int64_t>(i == V - 1 ? tail : 16, flat->Wq - fcol[i]);
+      const int64_t lanes = i == V - 1 ? tail : 16;
+      uint32_t m = 0;
+      for (int64_t j = 0; j < lanes;) {  // the lanes left in the current staged row, then the next row's
+        const int64_t run = std::min(lanes - j, flat->Wq - col);
+        const int64_t kept = std::max<int64_t>(0, std::min(run, flat->OW - col));
+        m |= ((1u << kept) - 1) << j;
+        kept_lanes[i] += kept;
+        j += run;
+        col += run;
+        if (col == flat->Wq) col = 0;
+      }
+      keep[i] = static_cast<__mmask16>(m);
+      at[i] = to;
+      to += kept_lanes[i];
     }
-  const __m512i lane = _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
+  }
+  // (read once: the stores below may alias what act and bias point at, as far as the compiler knows)
+  const auto kind = act.kind;
+  __m512 vbias[R];
+  for (int r = 0; r < R; ++r) vbias[r] = bias ? _mm512_set1_ps(bias[r]) : zero;
   auto finish = [&](__m512 v, int r, int i) {
     const __mmask16 m = i == V - 1 ? last : __mmask16(0xFFFF);
-    if (bias) v = _mm512_add_ps(v, _mm512_set1_ps(bias[r]));
+    if (bias) v = _mm512_add_ps(v, vbias[r]);
     if (z) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, z + r * P + 16 * i));
-    if (act.kind == RegisterAct::kRelu) v = _mm512_max_ps(v, zero);
-    else if (act.kind == RegisterAct::kClip) v = _mm512_min_ps(vhi, _mm512_max_ps(vlo, v));
+    if (kind == RegisterAct::kRelu) v = _mm512_max_ps(v, zero);
+    else if (kind == RegisterAct::kClip) v = _mm512_min_ps(vhi, _mm512_max_ps(vlo, v));
     if constexpr (!kOffs) {
       _mm512_mask_storeu_ps(y + r * P + 16 * i, m, v);
       return;
     }
-    // the lanes in the vector's first row that are outputs, then the rest, shifted down, from the next row's start
-    float* yr = y + r * P + frow[i] * flat->OW;
-    const int64_t lanes = i == V - 1 ? tail : 16, here = fhere[i];
-    if (fcol[i] < flat->OW) _mm512_mask_storeu_ps(yr + fcol[i], first16(std::min(here, flat->OW - fcol[i])), v);
-    if (here < lanes)
-      _mm512_mask_storeu_ps(yr + flat->OW, first16(std::min(lanes - here, flat->OW)),
-                            _mm512_permutexvar_ps(_mm512_add_epi32(lane, _mm512_set1_epi32(static_cast<int>(here))), v));
+    float* yr = y + r * P + at[i];
+    if (keep[i] == __mmask16(0xFFFF)) _mm512_storeu_ps(yr, v);
+    else if (keep[i]) _mm512_mask_storeu_ps(yr, first16(kept_lanes[i]), _mm512_maskz_compress_ps(keep[i], v));
   };
 #pragma GCC unroll 8
   for (int r = 0; r < R; ++r) {

@@ -262,7 +262,7 @@ void conv_pointwise_avx512(const PointwiseConv& g, const float* x, const float* 
 // when q % Wq < OW, and computed and dropped otherwise (Wq >= 16, so a vector of positions spans at most two
 // rows); `wpacked`: one block of pack_pointwise_filters (steps x kPointwiseRows values), bias optional.
 struct FlatRows {
-  int64_t Wq, OW, q0;
+  int64_t Wq, OW, row, col;  // the tile's first flat position is row * Wq + col (col < Wq)
 };
 void pointwise_tile_offs_avx512(const float* x, const int64_t* offs, int64_t steps, const float* wpacked,
                                 int64_t rows, int64_t n, const float* bias, const RegisterAct& act, float* y,
