@@ -801,11 +801,20 @@ bool conv_is_depthwise(const ConvPlan& p) { return p.Cg == 1 && p.group > 1 && p
 // 531 -> 419 us; light SqueezeNet, alternating, 7.55-7.73 -> 7.32-7.42 ms at 1 thread, 4.04-4.09 -> 3.87-3.89
 // at 2), where the benchmark of record now runs.
 constexpr int64_t kWinogradMinInputs = 32, kWinogradMinOutputs = 64;
+// Small maps of odd sides go to the direct kernel where there is one: their 2x2 tiles past the last row and
+// column cost a tenth or more of the work for nothing (13 x 13: 196 positions computed for 169). Alone, on an
+// AMD Zen 5 core, direct against Winograd, 1 thread / 2 threads: 48 -> 192 on 13 x 13 (SqueezeNet's) 0.92 / 0.90,
+// 64 -> 128 0.93, 32 -> 128 0.80, 64 -> 256 1.02 / 0.99 (the one loss), 128 -> 128 on 9 x 9 0.96 / 0.98; on
+// 15 x 15 (64 tiles, kept) Winograd won, 64 -> 64 1.05. Even maps keep Winograd (48 -> 192 on 14 x 14: direct
+// 1.05, 64 -> 256 1.15).
+constexpr int64_t kWinogradOddMapTiles = 64;
 bool conv_uses_winograd(const ConvPlan& p) {
   const Window& g = p.g;
+  const int64_t OH = g.out[0], OW = g.out[1], tiles = ((OH + 1) / 2) * ((OW + 1) / 2);
   return g.nsp == 2 && p.group == 1 && g.kernel[0] == 3 && g.kernel[1] == 3 && g.stride[0] == 1 &&
          g.stride[1] == 1 && g.dilation[0] == 1 && g.dilation[1] == 1 && p.Cg >= kWinogradMinInputs &&
-         p.Mg >= kWinogradMinOutputs && !conv_few_positions(g.out[0] * g.out[1], p.Mg);
+         p.Mg >= kWinogradMinOutputs && !conv_few_positions(OH * OW, p.Mg) &&
+         !(tiles < kWinogradOddMapTiles && 4 * tiles * 10 > 11 * OH * OW && cpu_has_avx512_kernels());
 }
 
 #if defined(MOSAICRT_X86_SIMD)
