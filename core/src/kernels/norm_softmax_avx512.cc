@@ -82,5 +82,51 @@ bool softmax_row_avx512(const float* x, float* y, int64_t n, bool log_softmax) {
   return true;
 }
 
+namespace {
+// the 8 lanes' sum, pairwise (GCC 12 warns on _mm512_reduce_add_pd's own code)
+double lanes_sum(__m512d v) {
+  alignas(64) double l[8];
+  _mm512_store_pd(l, v);
+  return ((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7]));
+}
+}  // namespace
+
+double row_sum_f64_avx512(const float* p, int64_t n) {
+  __m512d a0 = _mm512_setzero_pd(), a1 = a0, a2 = a0, a3 = a0;
+  int64_t j = 0;
+  for (; j + 32 <= n; j += 32) {
+    a0 = _mm512_add_pd(a0, _mm512_cvtps_pd(_mm256_loadu_ps(p + j)));
+    a1 = _mm512_add_pd(a1, _mm512_cvtps_pd(_mm256_loadu_ps(p + j + 8)));
+    a2 = _mm512_add_pd(a2, _mm512_cvtps_pd(_mm256_loadu_ps(p + j + 16)));
+    a3 = _mm512_add_pd(a3, _mm512_cvtps_pd(_mm256_loadu_ps(p + j + 24)));
+  }
+  for (; j < n; j += 8) {
+    const __mmask8 m = static_cast<__mmask8>(n - j >= 8 ? 0xFF : (1u << (n - j)) - 1);
+    a0 = _mm512_add_pd(a0, _mm512_cvtps_pd(_mm256_maskz_loadu_ps(m, p + j)));
+  }
+  return lanes_sum(_mm512_add_pd(_mm512_add_pd(a0, a1), _mm512_add_pd(a2, a3)));
+}
+
+double row_sq_dev_f64_avx512(const float* p, int64_t n, double mean) {
+  const __m512d mv = _mm512_set1_pd(mean);
+  __m512d a0 = _mm512_setzero_pd(), a1 = a0, a2 = a0, a3 = a0;
+  auto acc = [&](__m512d a, __m256 v) {
+    const __m512d d = _mm512_sub_pd(_mm512_cvtps_pd(v), mv);
+    return _mm512_fmadd_pd(d, d, a);
+  };
+  int64_t j = 0;
+  for (; j + 32 <= n; j += 32) {
+    a0 = acc(a0, _mm256_loadu_ps(p + j));
+    a1 = acc(a1, _mm256_loadu_ps(p + j + 8));
+    a2 = acc(a2, _mm256_loadu_ps(p + j + 16));
+    a3 = acc(a3, _mm256_loadu_ps(p + j + 24));
+  }
+  for (; j < n; j += 8) {  // (masked-off lanes are 0 - mean: blended out)
+    const __mmask8 m = static_cast<__mmask8>(n - j >= 8 ? 0xFF : (1u << (n - j)) - 1);
+    a0 = _mm512_mask_mov_pd(a0, m, acc(a0, _mm256_maskz_loadu_ps(m, p + j)));
+  }
+  return lanes_sum(_mm512_add_pd(_mm512_add_pd(a0, a1), _mm512_add_pd(a2, a3)));
+}
+
 }  // namespace norm
 }  // namespace mrt
