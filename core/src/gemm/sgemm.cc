@@ -360,11 +360,31 @@ struct OperandB {
 };
 
 // C[0,:] = alpha * a . op(B) + beta * C[0,:] for M == 1 (matrix-vector), without packing.
-void gemv_row(int64_t N, int64_t K, float alpha, const float* a, int64_t a_stride, const OperandB& B, float beta,
-              float* C, ThreadPool* pool) {
+// The kernel's vector loops (gemv_dots / gemv_axpys) write y[0, n) = op(B)-products of the part; alpha and beta
+// applied after (in place when they are 1 and 0). False when the kernel has none.
+bool gemv_part(const SgemmKernel& kr, bool dots, int64_t n, int64_t K, float alpha, const float* a, const float* b,
+               int64_t ldb, float beta, float* C, int64_t ldc) {
+  const SgemvKernel fn = dots ? kr.gemv_dots : kr.gemv_axpys;
+  if (!fn) return false;
+  if (alpha == 1.f && beta == 0.f && ldc == 1) {
+    fn(n, K, a, b, ldb, C);
+    return true;
+  }
+  thread_local std::vector<float> part;
+  if (part.size() < static_cast<size_t>(n)) part.resize(static_cast<size_t>(n));
+  fn(n, K, a, b, ldb, part.data());
+  for (int64_t j = 0; j < n; ++j) C[j * ldc] = alpha * part[j] + (beta == 0.f ? 0.f : beta * C[j * ldc]);
+  return true;
+}
+
+void gemv_row(const SgemmKernel& kr, int64_t N, int64_t K, float alpha, const float* a, int64_t a_stride,
+              const OperandB& B, float beta, float* C, ThreadPool* pool) {
   std::vector<float> av(static_cast<size_t>(K));
   for (int64_t k = 0; k < K; ++k) av[k] = a[k * a_stride];
   auto run = [&](int64_t j0, int64_t j1) {
+    if (gemv_part(kr, B.trans, j1 - j0, K, alpha, av.data(), B.trans ? B.p + j0 * B.ld : B.p + j0, B.ld, beta,
+                  C + j0, 1))
+      return;
     if (!B.trans) {
       std::vector<float> acc(static_cast<size_t>(j1 - j0), 0.f);
       float* ac = acc.data();
@@ -396,11 +416,14 @@ void gemv_row(int64_t N, int64_t K, float alpha, const float* a, int64_t a_strid
 }
 
 // C[:,0] = alpha * op(A) . b + beta * C[:,0] for N == 1 (matrix-vector), without packing.
-void gemv_col(int64_t M, int64_t K, float alpha, const OperandA& A, const float* b, int64_t b_stride, float beta,
-              float* C, int64_t ldc, ThreadPool* pool) {
+void gemv_col(const SgemmKernel& kr, int64_t M, int64_t K, float alpha, const OperandA& A, const float* b,
+              int64_t b_stride, float beta, float* C, int64_t ldc, ThreadPool* pool) {
   std::vector<float> bv(static_cast<size_t>(K));
   for (int64_t k = 0; k < K; ++k) bv[k] = b[k * b_stride];
   auto run = [&](int64_t i0, int64_t i1) {
+    if (gemv_part(kr, !A.trans, i1 - i0, K, alpha, bv.data(), A.trans ? A.p + i0 : A.p + i0 * A.ld, A.ld, beta,
+                  C + i0 * ldc, ldc))
+      return;
     if (!A.trans) {
       for (int64_t i = i0; i < i1; ++i) {
         const float* ai = A.p + i * A.ld;
@@ -443,11 +466,11 @@ void gemm_driver(const SgemmKernel& kr, int64_t M, int64_t N, int64_t K, float a
     return;
   }
   if (M == 1 && !A.packed && !B.packed && !B.source) {
-    gemv_row(N, K, alpha, A.p, A.trans ? A.ld : 1, B, beta, C, pool);
+    gemv_row(kr, N, K, alpha, A.p, A.trans ? A.ld : 1, B, beta, C, pool);
     return;
   }
   if (N == 1 && !A.packed && !B.packed && !B.source) {
-    gemv_col(M, K, alpha, A, B.p, B.trans ? 1 : B.ld, beta, C, ldc, pool);
+    gemv_col(kr, M, K, alpha, A, B.p, B.trans ? 1 : B.ld, beta, C, ldc, pool);
     return;
   }
   const int64_t mr = kr.mr, nr = kr.nr;

@@ -3,6 +3,8 @@
 // x86-64 targets only; called only when the CPU has them.
 #include <immintrin.h>
 
+#include <algorithm>
+
 #include "register_pin.h"
 #include "sgemm_kernels.h"
 #include "transpose8_avx.h"
@@ -201,6 +203,90 @@ void pack_a_avx512(const float* src, int64_t lda, int64_t kc, float* dst) {
     for (int r = 0; r < kMr; ++r) dst[k * kMr + r] = src[r * lda + k];
 }
 
+inline __mmask16 first16(int64_t n) { return n >= 16 ? __mmask16(0xFFFF) : static_cast<__mmask16>((1u << n) - 1); }
+
+inline float lanes_sum(__m512 v) {
+  alignas(64) float l[16];
+  _mm512_store_ps(l, v);
+  float s[4];
+  for (int i = 0; i < 4; ++i) s[i] = (l[i] + l[i + 4]) + (l[i + 8] + l[i + 12]);
+  return (s[0] + s[1]) + (s[2] + s[3]);
+}
+
+// Four rows of b against a at a time, two vectors of k per step (eight independent sums in flight).
+void gemv_dots_avx512(int64_t n, int64_t K, const float* a, const float* b, int64_t ldb, float* y) {
+  int64_t j = 0;
+  for (; j + 4 <= n; j += 4) {
+    const float* r0 = b + j * ldb;
+    const float *r1 = r0 + ldb, *r2 = r1 + ldb, *r3 = r2 + ldb;
+    __m512 s0 = _mm512_setzero_ps(), s1 = s0, s2 = s0, s3 = s0, t0 = s0, t1 = s0, t2 = s0, t3 = s0;
+    int64_t k = 0;
+    for (; k + 32 <= K; k += 32) {
+      const __m512 a0 = _mm512_loadu_ps(a + k), a1 = _mm512_loadu_ps(a + k + 16);
+      s0 = _mm512_fmadd_ps(a0, _mm512_loadu_ps(r0 + k), s0);
+      t0 = _mm512_fmadd_ps(a1, _mm512_loadu_ps(r0 + k + 16), t0);
+      s1 = _mm512_fmadd_ps(a0, _mm512_loadu_ps(r1 + k), s1);
+      t1 = _mm512_fmadd_ps(a1, _mm512_loadu_ps(r1 + k + 16), t1);
+      s2 = _mm512_fmadd_ps(a0, _mm512_loadu_ps(r2 + k), s2);
+      t2 = _mm512_fmadd_ps(a1, _mm512_loadu_ps(r2 + k + 16), t2);
+      s3 = _mm512_fmadd_ps(a0, _mm512_loadu_ps(r3 + k), s3);
+      t3 = _mm512_fmadd_ps(a1, _mm512_loadu_ps(r3 + k + 16), t3);
+    }
+    for (; k < K; k += 16) {
+      const __mmask16 m = first16(K - k);
+      const __m512 a0 = _mm512_maskz_loadu_ps(m, a + k);
+      s0 = _mm512_fmadd_ps(a0, _mm512_maskz_loadu_ps(m, r0 + k), s0);
+      s1 = _mm512_fmadd_ps(a0, _mm512_maskz_loadu_ps(m, r1 + k), s1);
+      s2 = _mm512_fmadd_ps(a0, _mm512_maskz_loadu_ps(m, r2 + k), s2);
+      s3 = _mm512_fmadd_ps(a0, _mm512_maskz_loadu_ps(m, r3 + k), s3);
+    }
+    y[j] = lanes_sum(_mm512_add_ps(s0, t0));
+    y[j + 1] = lanes_sum(_mm512_add_ps(s1, t1));
+    y[j + 2] = lanes_sum(_mm512_add_ps(s2, t2));
+    y[j + 3] = lanes_sum(_mm512_add_ps(s3, t3));
+  }
+  for (; j < n; ++j) {
+    const float* r0 = b + j * ldb;
+    __m512 s0 = _mm512_setzero_ps(), t0 = s0;
+    int64_t k = 0;
+    for (; k + 32 <= K; k += 32) {
+      s0 = _mm512_fmadd_ps(_mm512_loadu_ps(a + k), _mm512_loadu_ps(r0 + k), s0);
+      t0 = _mm512_fmadd_ps(_mm512_loadu_ps(a + k + 16), _mm512_loadu_ps(r0 + k + 16), t0);
+    }
+    for (; k < K; k += 16) {
+      const __mmask16 m = first16(K - k);
+      s0 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, a + k), _mm512_maskz_loadu_ps(m, r0 + k), s0);
+    }
+    y[j] = lanes_sum(_mm512_add_ps(s0, t0));
+  }
+}
+
+// y[0, 16 V) (the last vector `last` lanes) over all of K in registers: a block of 128 columns (V = 8) streams
+// its K rows of b once.
+template <int V>
+void axpy_block(int64_t K, const float* a, const float* b, int64_t ldb, float* y, __mmask16 last) {
+  __m512 acc[V];
+  for (int v = 0; v < V; ++v) acc[v] = _mm512_setzero_ps();
+  for (int64_t k = 0; k < K; ++k) {
+    const __m512 ak = _mm512_set1_ps(a[k]);
+    const float* row = b + k * ldb;
+#pragma GCC unroll 8
+    for (int v = 0; v < V; ++v)
+      acc[v] = _mm512_fmadd_ps(ak, _mm512_maskz_loadu_ps(v == V - 1 ? last : __mmask16(0xFFFF), row + 16 * v), acc[v]);
+  }
+  for (int v = 0; v < V; ++v) _mm512_mask_storeu_ps(y + 16 * v, v == V - 1 ? last : __mmask16(0xFFFF), acc[v]);
+}
+
+void gemv_axpys_avx512(int64_t n, int64_t K, const float* a, const float* b, int64_t ldb, float* y) {
+  using Block = void (*)(int64_t, const float*, const float*, int64_t, float*, __mmask16);
+  static constexpr Block kBlocks[8] = {axpy_block<1>, axpy_block<2>, axpy_block<3>, axpy_block<4>,
+                                       axpy_block<5>, axpy_block<6>, axpy_block<7>, axpy_block<8>};
+  for (int64_t j = 0; j < n; j += 128) {
+    const int64_t cols = std::min<int64_t>(128, n - j), vectors = (cols + 15) / 16;
+    kBlocks[vectors - 1](K, a, b + j, ldb, y + j, first16(cols - 16 * (vectors - 1)));
+  }
+}
+
 const SgemmKernel kAvx512 = {"avx512f",
                              kMr,
                              kNr,
@@ -214,7 +300,9 @@ const SgemmKernel kAvx512 = {"avx512f",
                              128,
                              {nullptr, micro_avx512_row<1>, micro_avx512<2, 2>, micro_avx512<3, 3>, micro_avx512<4, 4>,
                               micro_avx512<5, 5>, micro_avx512<6, 6>, micro_avx512<7, 7>, micro_avx512<8, 8>,
-                              micro_avx512<9, 9>, micro_avx512<10, 10>, micro_avx512<11, 11>, micro_avx512<12>}};
+                              micro_avx512<9, 9>, micro_avx512<10, 10>, micro_avx512<11, 11>, micro_avx512<12>},
+                             gemv_dots_avx512,
+                             gemv_axpys_avx512};
 
 }  // namespace
 

@@ -29,6 +29,10 @@ using SgemmPackA = void (*)(const float* src, int64_t lda, int64_t kc, float* ds
 using SgemmMicroKernel = void (*)(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, int64_t n,
                                   float alpha, float beta);
 
+// Matrix-vector products for j in [0, n): y[j] = sum_k a[k] b[j * ldb + k] (the rows of b against a) or
+// y[j] = sum_k a[k] b[k * ldb + j] (a combination of the rows of b). Optional: nullptr uses the generic loops.
+using SgemvKernel = void (*)(int64_t n, int64_t K, const float* a, const float* b, int64_t ldb, float* y);
+
 struct SgemmKernel {
   const char* name;
   int mr, nr;
@@ -44,6 +48,8 @@ struct SgemmKernel {
   // for a block of a few rows against a pre-packed B: the rows are packed to their own height over the whole
   // K, a panel that stays in L1 where an mr-high one would not, and a single row is used as it is.
   SgemmMicroKernel rows_compact_a[kSgemmMaxMr + 1] = {};
+  SgemvKernel gemv_dots = nullptr;   // rows of b against a
+  SgemvKernel gemv_axpys = nullptr;  // a combination of the rows of b
 };
 
 const SgemmKernel& sgemm_portable_kernel();

@@ -13,9 +13,11 @@
 #include <cctype>
 #include <cmath>
 #include <cstring>
+#include <memory>
 #include <string>
 
 #include "../gemm/sgemm.h"
+#include "elementwise_math.h"
 #include "norm_util.h"
 
 namespace mrt {
@@ -52,6 +54,30 @@ struct Activation {
     return x;
   }
 };
+
+// f over v[0, n) in place: float Sigmoid and Tanh through the vectorized approximations (elementwise_math.h, a
+// few ulp; the AVX2 build of them where the CPU has it), everything else element by element.
+template <class C>
+void activate(const Activation& f, C* v, int64_t n) {
+  if constexpr (std::is_same<C, float>::value) {
+    if (f.kind == Activation::kSigmoid || f.kind == Activation::kTanh) {
+      const bool sigmoid = f.kind == Activation::kSigmoid;
+#if defined(MOSAICRT_X86_SIMD)
+      if (fastmath::cpu_has_avx2_fma()) {
+        (sigmoid ? fastmath::sigmoid_avx2 : fastmath::tanh_avx2)(v, v, n);
+        return;
+      }
+#endif
+      if (sigmoid) {
+        for (int64_t j = 0; j < n; ++j) v[j] = fastmath::sigmoid_f(v[j]);
+      } else {
+        for (int64_t j = 0; j < n; ++j) v[j] = fastmath::tanh_f(v[j]);
+      }
+      return;
+    }
+  }
+  for (int64_t j = 0; j < n; ++j) v[j] = f(v[j]);
+}
 
 struct RnnAttrs {
   Cell cell = Cell::kRnn;
@@ -160,6 +186,18 @@ void gemm_nt(int64_t M, int64_t N, int64_t K, const double* A, const double* B, 
     }
 }
 
+// Constant float weights packed once per direction for the GEMMs with B^T operands: W (the input projection over
+// all the steps), and for batches of more than one row R (its first `rows` gate rows) and GRU's Rh; without them
+// every run packed W and every step R.
+struct RnnPackedWeights {
+  std::vector<PackedB> w, r, rh;
+};
+
+// C[M,N] = A[M,K] * op-packed B (as gemm_nt with B pre-packed).
+void gemm_packed(int64_t M, const float* A, const PackedB& B, float* C, ThreadPool* pool) {
+  sgemm_packed_b(false, M, 1.f, A, B.K, B, 0.f, C, B.N, pool);
+}
+
 template <class C>
 std::vector<C> widen(const Tensor& t) {
   std::vector<C> v(static_cast<size_t>(t.numel()));
@@ -169,6 +207,22 @@ std::vector<C> widen(const Tensor& t) {
   });
   return v;
 }
+
+// The values of t as C: the tensor's own data when it already holds C (the weights are not copied on every run),
+// else a widened copy.
+template <class C>
+struct ValuesAs {
+  std::vector<C> copy;
+  const C* p = nullptr;
+  explicit ValuesAs(const Tensor& t) {
+    if (t.dtype() == DTypeOf<C>::value) {
+      p = t.data<C>();
+    } else {
+      copy = widen<C>(t);
+      p = copy.data();
+    }
+  }
+};
 
 template <class C>
 void store_all(const std::vector<C>& v, Tensor& t) {
@@ -231,32 +285,61 @@ void run_rnn(OpContext& ctx, const RnnAttrs& a) {
       for (int64_t d = 0; d < D; ++d) std::memcpy(&v[(d * B + b) * H], &w[(b * D + d) * H], sizeof(C) * H);
     return v;
   };
-  const std::vector<C> w = widen<C>(Wt), r = widen<C>(Rt);
+  const ValuesAs<C> w_values(Wt), r_values(Rt);
+  const C* w = w_values.p;
+  const C* r = r_values.p;
   const std::vector<C> bias = Bt ? widen<C>(*Bt) : std::vector<C>(static_cast<size_t>(D * 2 * GH), C(0));
   const std::vector<C> peep = Pt ? widen<C>(*Pt) : std::vector<C>(static_cast<size_t>(D * 3 * H), C(0));
   std::vector<C> h_all = state_in(H0t), c_all = state_in(C0t);
   std::vector<C> y(static_cast<size_t>(S * D * B * H), C(0));  // [S, D, B, H]
 
+  std::shared_ptr<RnnPackedWeights> packed;
+  const int64_t r_rows = (a.cell == Cell::kGru && !a.linear_before_reset) ? 2 * H : GH;
+  if constexpr (std::is_same<C, float>::value) {
+    if (ctx.input_is_constant(1) && ctx.input_is_constant(2) && Wt.dtype() == DType::kFloat &&
+        Rt.dtype() == DType::kFloat && S * B > 1) {
+      packed = ctx.node_cache<RnnPackedWeights>([&] {
+        auto pw = std::make_shared<RnnPackedWeights>();
+        for (int64_t d = 0; d < D; ++d) {
+          pw->w.push_back(sgemm_pack_b(true, I, GH, w + d * GH * I, I));
+          pw->r.push_back(sgemm_pack_b(true, H, r_rows, r + d * GH * H, H));
+          if (r_rows != GH) pw->rh.push_back(sgemm_pack_b(true, H, H, r + d * GH * H + 2 * H * H, H));
+        }
+        return pw;
+      });
+    }
+  }
   const C clip = static_cast<C>(a.clip);
   auto clipped = [&](C v) { return a.clip > 0 ? std::max(-clip, std::min(clip, v)) : v; };
   std::vector<C> xw(static_cast<size_t>(S * B * GH)), hr(static_cast<size_t>(B * GH)), rh(static_cast<size_t>(B * H));
-  std::vector<C> h_new(static_cast<size_t>(B * H)), c_new(static_cast<size_t>(B * H));
+  std::vector<C> h_new(static_cast<size_t>(B * H)), c_new(static_cast<size_t>(B * H)), gates(static_cast<size_t>(4 * H));
   for (int64_t d = 0; d < D; ++d) {
     const bool backward = a.reverse || d == 1;
-    const C* wd = &w[d * GH * I];
-    const C* rd = &r[d * GH * H];
+    const C* wd = w + d * GH * I;
+    const C* rd = r + d * GH * H;
     const C* wb = &bias[d * 2 * GH];
     const C* rb = wb + GH;
     const C* pd = &peep[d * 3 * H];
     const Activation* act = &a.acts[static_cast<size_t>(d * a.acts_per_dir)];
     C* h = &h_all[d * B * H];
     C* c = &c_all[d * B * H];
-    if (S * B > 0) gemm_nt(S * B, GH, I, x.data(), wd, xw.data(), false, &ctx.threads());
+    if constexpr (std::is_same<C, float>::value) {
+      if (packed) gemm_packed(S * B, x.data(), packed->w[static_cast<size_t>(d)], xw.data(), &ctx.threads());
+    }
+    if (S * B > 0 && !packed) gemm_nt(S * B, GH, I, x.data(), wd, xw.data(), false, &ctx.threads());
     for (int64_t step = 0; step < S; ++step) {
       const int64_t t = backward ? S - 1 - step : step;
       // Recurrent term; GRU without linear_before_reset needs r first, so its h block waits.
-      const int64_t rows = (a.cell == Cell::kGru && !a.linear_before_reset) ? 2 * H : GH;
-      gemm_nt(B, rows, H, h, rd, hr.data(), false, &ctx.threads());
+      const int64_t rows = r_rows;
+      // (one row: a matrix-vector product over R as it is)
+      bool done = false;
+      if constexpr (std::is_same<C, float>::value) {
+        if (packed && B > 1) {
+          gemm_packed(B, h, packed->r[static_cast<size_t>(d)], hr.data(), &ctx.threads());
+          done = true;
+        }
+      }
+      if (!done) gemm_nt(B, rows, H, h, rd, hr.data(), false, &ctx.threads());
       if (rows != GH) {  // keep hr laid out [B, GH]: the gemm above wrote [B, 2H] densely
         for (int64_t b = B - 1; b >= 0; --b)
           std::memmove(&hr[b * GH], &hr[b * rows], sizeof(C) * rows);
@@ -269,38 +352,53 @@ void run_rnn(OpContext& ctx, const RnnAttrs& a) {
         C* hn = &h_new[b * H];
         C* cn = &c_new[b * H];
         if (!active) continue;
+        // each gate's pre-activations over the row, then its activation over the row at once
         switch (a.cell) {
           case Cell::kRnn:
-            for (int64_t j = 0; j < H; ++j) hn[j] = act[0](clipped(xg[j] + hg[j] + wb[j] + rb[j]));
+            for (int64_t j = 0; j < H; ++j) hn[j] = clipped(xg[j] + hg[j] + wb[j] + rb[j]);
+            activate(act[0], hn, H);
             break;
           case Cell::kGru: {
-            // gates z (0), r (1), h (2)
+            // gates z (0), r (1), h (2): z kept in c_new for the update below, r in rh
+            C* rr = &rh[b * H];
             for (int64_t j = 0; j < H; ++j) {
-              const C z = act[0](clipped(xg[j] + hg[j] + wb[j] + rb[j]));
-              const C rr = act[0](clipped(xg[H + j] + hg[H + j] + wb[H + j] + rb[H + j]));
-              cn[j] = z;               // z kept for the update below
-              rh[b * H + j] = rr;      // r
+              cn[j] = clipped(xg[j] + hg[j] + wb[j] + rb[j]);
+              rr[j] = clipped(xg[H + j] + hg[H + j] + wb[H + j] + rb[H + j]);
             }
+            activate(act[0], cn, H);
+            activate(act[0], rr, H);
             break;
           }
-          case Cell::kLstm:
+          case Cell::kLstm: {
+            // gates i (0), o (1), f (2), c (3); peepholes i, o, f
+            C* gi = gates.data();
+            C* gf = gi + H;
+            C* gg = gf + H;
+            C* go = gg + H;
             for (int64_t j = 0; j < H; ++j) {
-              // gates i (0), o (1), f (2), c (3); peepholes i, o, f
-              const C gi = xg[j] + hg[j] + wb[j] + rb[j] + pd[j] * cp[j];
-              const C i_ = act[0](clipped(gi));
-              C f_;
-              if (a.input_forget) {
-                f_ = C(1) - i_;
-              } else {
-                f_ = act[0](clipped(xg[2 * H + j] + hg[2 * H + j] + wb[2 * H + j] + rb[2 * H + j] + pd[2 * H + j] * cp[j]));
-              }
-              const C g_ = act[1](clipped(xg[3 * H + j] + hg[3 * H + j] + wb[3 * H + j] + rb[3 * H + j]));
-              const C ct = f_ * cp[j] + i_ * g_;
-              const C o_ = act[0](clipped(xg[H + j] + hg[H + j] + wb[H + j] + rb[H + j] + pd[H + j] * ct));
-              cn[j] = ct;
-              hn[j] = o_ * act[2](ct);
+              gi[j] = clipped(xg[j] + hg[j] + wb[j] + rb[j] + pd[j] * cp[j]);
+              gg[j] = clipped(xg[3 * H + j] + hg[3 * H + j] + wb[3 * H + j] + rb[3 * H + j]);
             }
+            activate(act[0], gi, H);
+            activate(act[1], gg, H);
+            if (a.input_forget) {
+              for (int64_t j = 0; j < H; ++j) gf[j] = C(1) - gi[j];
+            } else {
+              for (int64_t j = 0; j < H; ++j)
+                gf[j] = clipped(xg[2 * H + j] + hg[2 * H + j] + wb[2 * H + j] + rb[2 * H + j] + pd[2 * H + j] * cp[j]);
+              activate(act[0], gf, H);
+            }
+            for (int64_t j = 0; j < H; ++j) {
+              const C ct = gf[j] * cp[j] + gi[j] * gg[j];
+              cn[j] = ct;
+              go[j] = clipped(xg[H + j] + hg[H + j] + wb[H + j] + rb[H + j] + pd[H + j] * ct);
+              hn[j] = ct;
+            }
+            activate(act[0], go, H);
+            activate(act[2], hn, H);
+            for (int64_t j = 0; j < H; ++j) hn[j] *= go[j];
             break;
+          }
         }
       }
       if (a.cell == Cell::kGru) {
@@ -311,11 +409,13 @@ void run_rnn(OpContext& ctx, const RnnAttrs& a) {
             if (t >= lens[static_cast<size_t>(b)]) continue;
             const C* xg = &xw[(t * B + b) * GH];
             const C* hg = &hr[b * GH];
+            C* ht = gates.data();
+            for (int64_t j = 0; j < H; ++j)
+              ht[j] = clipped(xg[2 * H + j] + wb[2 * H + j] + rh[b * H + j] * (hg[2 * H + j] + rb[2 * H + j]));
+            activate(act[1], ht, H);
             for (int64_t j = 0; j < H; ++j) {
-              const C rr = rh[b * H + j];
-              const C ht = act[1](clipped(xg[2 * H + j] + wb[2 * H + j] + rr * (hg[2 * H + j] + rb[2 * H + j])));
               const C z = c_new[b * H + j];
-              h_new[b * H + j] = (C(1) - z) * ht + z * h[b * H + j];
+              h_new[b * H + j] = (C(1) - z) * ht[j] + z * h[b * H + j];
             }
           }
         } else {
@@ -323,14 +423,23 @@ void run_rnn(OpContext& ctx, const RnnAttrs& a) {
           std::vector<C> rhp(static_cast<size_t>(B * H));
           for (int64_t i = 0; i < B * H; ++i) rhp[i] = rh[i] * h[i];
           std::vector<C> prod(static_cast<size_t>(B * H));
-          gemm_nt(B, H, H, rhp.data(), rh_w, prod.data(), false, &ctx.threads());
+          bool done_h = false;
+          if constexpr (std::is_same<C, float>::value) {
+            if (packed && B > 1) {
+              gemm_packed(B, rhp.data(), packed->rh[static_cast<size_t>(d)], prod.data(), &ctx.threads());
+              done_h = true;
+            }
+          }
+          if (!done_h) gemm_nt(B, H, H, rhp.data(), rh_w, prod.data(), false, &ctx.threads());
           for (int64_t b = 0; b < B; ++b) {
             if (t >= lens[static_cast<size_t>(b)]) continue;
             const C* xg = &xw[(t * B + b) * GH];
+            C* ht = gates.data();
+            for (int64_t j = 0; j < H; ++j) ht[j] = clipped(xg[2 * H + j] + prod[b * H + j] + rb[2 * H + j] + wb[2 * H + j]);
+            activate(act[1], ht, H);
             for (int64_t j = 0; j < H; ++j) {
-              const C ht = act[1](clipped(xg[2 * H + j] + prod[b * H + j] + rb[2 * H + j] + wb[2 * H + j]));
               const C z = c_new[b * H + j];
-              h_new[b * H + j] = (C(1) - z) * ht + z * h[b * H + j];
+              h_new[b * H + j] = (C(1) - z) * ht[j] + z * h[b * H + j];
             }
           }
         }
