@@ -265,6 +265,52 @@ void resize_axis(const Attrs& a, const AxisPlan& p, const C* in, C* out, int64_t
   });
 }
 
+// The last two axes together (an image's height and width: the common case), ph then pw: per output row, the input
+// rows its taps read are blended into one row (in L1), then that row is resized along the width. The same
+// operations in the same order as the two passes of resize_axis, without the intermediate tensor between them
+// (written and read back once per axis: 64 x 56 x 56 to 112 x 112, linear, took twice onnxruntime's time).
+template <class C>
+void resize_last_two(const Attrs& a, const AxisPlan& ph, const AxisPlan& pw, const C* in, C* out, int64_t outer,
+                     ThreadPool& pool) {
+  const Taps th = make_taps(a, ph), tw = make_taps(a, pw);
+  const std::vector<C> wh(th.w.begin(), th.w.end()), ww(tw.w.begin(), tw.w.end());
+  const C extrap = static_cast<C>(a.extrapolation);
+  const int64_t H = ph.in, W = pw.in, OH = ph.out, OW = pw.out;
+  pool.parallel_for(outer * OH, std::max<int64_t>(1, 4096 / std::max<int64_t>(1, OW + W)), [&](int64_t b, int64_t e) {
+    thread_local std::vector<C> blended;
+    if (blended.size() < static_cast<size_t>(W)) blended.resize(static_cast<size_t>(W));
+    C* row = blended.data();
+    for (int64_t r = b, ob = b / OH, oh = b % OH; r < e; ++r) {
+      C* y = out + r * OW;
+      const C* xb = in + ob * H * W;
+      const size_t at = static_cast<size_t>(oh);
+      if (++oh == OH) oh = 0, ++ob;
+      if (th.extrapolated[at]) {
+        std::fill(y, y + OW, extrap);
+        continue;
+      }
+      std::fill(row, row + W, C(0));
+      for (int k = 0; k < th.n; ++k) {
+        const C w = wh[at * static_cast<size_t>(th.n) + static_cast<size_t>(k)];
+        if (w == 0) continue;
+        const C* x = xb + th.idx[at * static_cast<size_t>(th.n) + static_cast<size_t>(k)] * W;
+        for (int64_t i = 0; i < W; ++i) row[i] += w * x[i];
+      }
+      const int64_t* ip = tw.idx.data();
+      const C* wp = ww.data();
+      for (int64_t o = 0; o < OW; ++o, ip += tw.n, wp += tw.n) {
+        if (tw.extrapolated[static_cast<size_t>(o)]) {
+          y[o] = extrap;
+          continue;
+        }
+        C acc = 0;
+        for (int k = 0; k < tw.n; ++k) acc += wp[k] * row[ip[k]];
+        y[o] = acc;
+      }
+    }
+  });
+}
+
 bool is_identity(const AxisPlan& p) {
   return std::fabs(p.scale - 1.0) <= 1e-9 && p.out == p.in && std::fabs(p.roi_start) <= 1e-9 &&
          std::fabs(p.roi_end - 1.0) <= 1e-9;
@@ -280,6 +326,7 @@ void gather_rows(const E* x, E* y, const std::vector<std::vector<int64_t>>& src,
   const int64_t rows = shape_size(out) / std::max<int64_t>(ow, 1);
   const std::vector<int64_t>& last = src[r - 1];
   pool.parallel_for(rows, std::max<int64_t>(1, 4096 / std::max<int64_t>(ow, 1)), [&](int64_t b, int64_t e) {
+    int64_t prev = -1;
     for (int64_t row = b; row < e; ++row) {
       int64_t rem = row, off = 0, mul = iw;
       for (size_t d = r - 1; d-- > 0;) {
@@ -288,8 +335,13 @@ void gather_rows(const E* x, E* y, const std::vector<std::vector<int64_t>>& src,
         off += src[d][static_cast<size_t>(o)] * mul;
         mul *= in[d];
       }
-      const E* xr = x + off;
       E* yr = y + row * ow;
+      if (row > b && off == prev) {  // the row above read the same input row (an upscale): a copy of it
+        std::memcpy(yr, yr - ow, sizeof(E) * static_cast<size_t>(ow));
+        continue;
+      }
+      prev = off;
+      const E* xr = x + off;
       for (int64_t w = 0; w < ow; ++w) yr[w] = xr[last[static_cast<size_t>(w)]];
     }
   });
@@ -443,6 +495,18 @@ void resize_numeric(OpContext& ctx, const Attrs& a, const std::vector<AxisPlan>&
     const T* x = X.data<T>();
     for (size_t i = 0; i < widened.size(); ++i) widened[i] = static_cast<C>(norm::load(x[i]));
     src = widened.data();
+  }
+  const size_t rank = shape.size();
+  if (passes.size() == 2 && rank >= 2 && passes[0]->axis == rank - 2 && passes[1]->axis == rank - 1) {
+    C* dst = nullptr;
+    if constexpr (kSame) {
+      dst = reinterpret_cast<C*>(Y.data<T>());
+    } else {
+      cur.resize(static_cast<size_t>(Y.numel()));
+      dst = cur.data();
+    }
+    if (Y.numel() > 0) resize_last_two<C>(a, *passes[0], *passes[1], src, dst, norm::prod(shape, 0, rank - 2), ctx.threads());
+    passes.clear();
   }
   for (size_t k = 0; k < passes.size(); ++k) {
     const AxisPlan& p = *passes[k];
