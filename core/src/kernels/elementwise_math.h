@@ -106,6 +106,10 @@ void sigmoid_avx2(const float* x, float* y, int64_t n);
 void erf_avx2(const float* x, float* y, int64_t n);
 // elementwise_math_avx512.cc: y = 0.5 x (1 + erf_f(x / sqrt 2)) in 16 lanes (y may be x); for AVX-512 CPUs.
 void gelu_erf_avx512(const float* x, float* y, int64_t n);
+// float16 <-> float32 over whole arrays on AVX-512 (elementwise_math_avx512.cc; VCVTPH2PS / VCVTPS2PH, rounding to
+// nearest even like float_to_half, NaN kept NaN): for AVX-512 CPUs.
+void halves_to_floats_avx512(const uint16_t* x, float* y, int64_t n);
+void floats_to_halves_avx512(const float* x, uint16_t* y, int64_t n);
 #endif
 
 }  // namespace fastmath

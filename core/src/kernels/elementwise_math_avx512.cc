@@ -3,6 +3,8 @@
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC optimize("no-trapping-math", "no-math-errno", "fp-contract=fast")
 #endif
+#include <immintrin.h>
+
 #include "elementwise_math.h"
 
 namespace mrt {
@@ -25,6 +27,32 @@ MRT_WIDE void gelu_erf_avx512(const float* x, float* y, int64_t n) {
 }
 
 #undef MRT_WIDE
+
+namespace {
+inline __mmask16 first16(int64_t n) { return n >= 16 ? __mmask16(0xFFFF) : static_cast<__mmask16>((1u << n) - 1); }
+}  // namespace
+
+void halves_to_floats_avx512(const uint16_t* x, float* y, int64_t n) {
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16)
+    _mm512_storeu_ps(y + i, _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + i))));
+  if (i < n) {
+    const __mmask16 m = first16(n - i);
+    _mm512_mask_storeu_ps(y + i, m, _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, x + i)));
+  }
+}
+
+void floats_to_halves_avx512(const float* x, uint16_t* y, int64_t n) {
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16)
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(y + i),
+                        _mm512_cvtps_ph(_mm512_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+  if (i < n) {
+    const __mmask16 m = first16(n - i);
+    _mm256_mask_storeu_epi16(y + i, m,
+                             _mm512_cvtps_ph(_mm512_maskz_loadu_ps(m, x + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+  }
+}
 
 }  // namespace fastmath
 }  // namespace mrt
