@@ -213,9 +213,11 @@ struct MaxPool2d {
   int64_t planes, H, W, OH, OW, KH, KW, sh, sw, pt, pl;
 };
 void max_pool_2d_float_avx512(const MaxPool2d& g, const float* x, float* y, ThreadPool& pool);
-// AveragePool over the same geometry when every window lies inside the input (no tap in the padding, so one
-// divisor, KH * KW): false, with nothing written, otherwise.
-bool avg_pool_2d_float_avx512(const MaxPool2d& g, const float* x, float* y, ThreadPool& pool);
+// AveragePool over the same geometry: a window's sum over div_h[oh] * div_w[ow], its tap counts along each axis
+// (with or without the padding), 0 where that is 0. False, with nothing written, for windows wider than the
+// kernel keeps in registers.
+bool avg_pool_2d_float_avx512(const MaxPool2d& g, const float* div_h, const float* div_w, const float* x, float* y,
+                              ThreadPool& pool);
 // 8-bit planes: uint8, or int8 (is_signed) as their bytes.
 void max_pool_2d_bytes_avx512(const MaxPool2d& g, const uint8_t* x, bool is_signed, uint8_t* y, ThreadPool& pool);
 

@@ -261,6 +261,17 @@ void separable_pool_run(const PoolPlan& p, PoolKind kind, const T* x, T* y, Thre
 template <bool kMax>
 void pool_2d_float(const PoolPlan& p, const float* x, float* y, ThreadPool& pool);
 
+// An AveragePool's taps per output row and per output column (2-D plans), padding counted or not.
+void pool_2d_divisors(const PoolPlan& p, std::vector<float>& div_h, std::vector<float>& div_w) {
+  for (int a = 1; a <= 2; ++a) {
+    const AxisTable& t = p.axis[a];
+    std::vector<float>& d = a == 1 ? div_h : div_w;
+    d.clear();
+    for (size_t i = 0; i < t.lo.size(); ++i)
+      d.push_back(static_cast<float>(p.count_include_pad ? t.padded[i] : t.hi[i] - t.lo[i]));
+  }
+}
+
 #if defined(MOSAICRT_X86_SIMD)
 // The 2-D geometry of the AVX-512 pooling kernels (nn_pool_avx512.cc) from a plan of one depth step.
 nn::MaxPool2d pool_2d_geometry(const PoolPlan& p) {
@@ -278,8 +289,11 @@ void avg_lp_pool_run(const PoolPlan& p, PoolKind kind, const T* x, T* y, ThreadP
         g.dilation[2] == 1) {
 #if defined(MOSAICRT_X86_SIMD)
       static const bool avx512 = (cpu_features() & kCpuAvx512) == kCpuAvx512;
-      const nn::MaxPool2d m = pool_2d_geometry(p);
-      if (avx512 && nn::avg_pool_2d_float_avx512(m, x, y, pool)) return;
+      if (avx512) {
+        std::vector<float> div_h, div_w;
+        pool_2d_divisors(p, div_h, div_w);
+        if (nn::avg_pool_2d_float_avx512(pool_2d_geometry(p), div_h.data(), div_w.data(), x, y, pool)) return;
+      }
 #endif
       pool_2d_float<false>(p, x, y, pool);
       return;
@@ -314,14 +328,7 @@ void pool_2d_float(const PoolPlan& p, const float* x, float* y, ThreadPool& pool
   const float ident = kMax ? lowest_value<float>() : 0.f;
   const int64_t width = std::max(pw + W, (OW - 1) * sw + KW) + 24;
   std::vector<float> div_h, div_w;  // taps per output row / column (average)
-  if (!kMax) {
-    for (int a = 1; a <= 2; ++a) {
-      const AxisTable& t = p.axis[a];
-      std::vector<float>& d = a == 1 ? div_h : div_w;
-      for (size_t i = 0; i < t.lo.size(); ++i)
-        d.push_back(static_cast<float>(p.count_include_pad ? t.padded[i] : t.hi[i] - t.lo[i]));
-    }
-  }
+  if (!kMax) pool_2d_divisors(p, div_h, div_w);
   const float* dh = div_h.data();
   const float* dw = div_w.data();
   // every window counting the same power of two taps (2x2 windows without padding): a product with its

@@ -81,11 +81,17 @@ bool max_pool_in_registers(const MaxPool2d& g) {
 template <bool kMax, int kRows = 0, int kKW = 0>
 inline __attribute__((always_inline)) void max_pool_row_in_registers(const MaxPool2d& g, const __mmask16* masks,
                                                                      const float* xp, int64_t ih0, int64_t ih1,
-                                                                     float* yr, float taps = 1.f) {
+                                                                     float* yr, float div_h = 1.f,
+                                                                     const float* div_w = nullptr) {
   const int64_t KW = kKW > 0 ? kKW : g.KW;
   const __m512 ident = _mm512_set1_ps(kMax ? -std::numeric_limits<float>::infinity() : 0.f);
-  const __m512 vtaps = _mm512_set1_ps(taps);
-  auto out = [&](__m512 v) { return kMax ? v : _mm512_div_ps(v, vtaps); };
+  const __m512 vdh = _mm512_set1_ps(div_h);
+  // the 16 outputs from ow: the maxima, or the sums over their windows' tap counts (0 where a window has none)
+  auto out = [&](__m512 v, int64_t ow) {
+    if constexpr (kMax) return v;
+    const __m512 c = _mm512_mul_ps(vdh, _mm512_maskz_loadu_ps(first16(g.OW - ow), div_w + ow));
+    return _mm512_maskz_div_ps(_mm512_cmp_ps_mask(c, _mm512_setzero_ps(), _CMP_GT_OQ), v, c);
+  };
   const __m512i lane = _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
   auto column = [&](int64_t k) { return column_max16<kMax, kRows>(xp, g.W, ih0, ih1, 16 * k - g.pl, masks[k], ident); };
   if (g.sw == 1) {
@@ -98,7 +104,7 @@ inline __attribute__((always_inline)) void max_pool_row_in_registers(const MaxPo
       for (int64_t kw = 1; kw < KW; ++kw)
         acc = combine<kMax>(
             _mm512_permutex2var_ps(cur, _mm512_add_epi32(lane, _mm512_set1_epi32(static_cast<int>(kw))), next), acc);
-      _mm512_mask_storeu_ps(yr + ow, first16(g.OW - ow), out(acc));
+      _mm512_mask_storeu_ps(yr + ow, first16(g.OW - ow), out(acc, ow));
       cur = next;
     }
     return;
@@ -123,7 +129,7 @@ inline __attribute__((always_inline)) void max_pool_row_in_registers(const MaxPo
                                    : _mm512_permutex2var_ps(ce, shift, ne),
                           acc);
     }
-    _mm512_mask_storeu_ps(yr + ow, first16(g.OW - ow), out(acc));
+    _mm512_mask_storeu_ps(yr + ow, first16(g.OW - ow), out(acc, ow));
     ce = ne;
     co = no;
   }
@@ -204,16 +210,19 @@ void max_pool_2d_float_avx512(const MaxPool2d& g, const float* x, float* y, Thre
   });
 }
 
-bool avg_pool_2d_float_avx512(const MaxPool2d& g, const float* x, float* y, ThreadPool& pool) {
-  if (!max_pool_in_registers(g) || g.pt != 0 || g.pl != 0 || (g.OH - 1) * g.sh + g.KH > g.H ||
-      (g.OW - 1) * g.sw + g.KW > g.W)
-    return false;
-  const float taps = static_cast<float>(g.KH * g.KW);
+bool avg_pool_2d_float_avx512(const MaxPool2d& g, const float* div_h, const float* div_w, const float* x, float* y,
+                              ThreadPool& pool) {
+  if (!max_pool_in_registers(g)) return false;
   const std::vector<__mmask16> masks = chunk_masks(g);
   pool.parallel_for(g.planes * g.OH, rows_per_item(g), [&](int64_t b, int64_t e) {
     for_rows(g, b, e, [&](int64_t plane, int64_t oh) {
-      max_pool_row_in_registers<false>(g, masks.data(), x + plane * g.H * g.W, oh * g.sh, oh * g.sh + g.KH,
-                                       y + plane * g.OH * g.OW + oh * g.OW, taps);
+      const int64_t h0 = oh * g.sh - g.pt, ih0 = std::max<int64_t>(0, h0), ih1 = std::min(g.H, h0 + g.KH);
+      float* yr = y + plane * g.OH * g.OW + oh * g.OW;
+      if (ih1 <= ih0) {  // a window wholly in the padding: no tap, 0
+        std::fill(yr, yr + g.OW, 0.f);
+        return;
+      }
+      max_pool_row_in_registers<false>(g, masks.data(), x + plane * g.H * g.W, ih0, ih1, yr, div_h[oh], div_w);
     });
   });
   return true;
