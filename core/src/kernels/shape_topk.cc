@@ -14,6 +14,9 @@ template <class T> inline auto topk_key(T v) { return v; }
 inline float topk_key(Float16 v) { return half_to_float(v.bits); }
 inline float topk_key(BFloat16 v) { return bfloat16_to_float(v.bits); }
 
+// Up to this k, the best k are kept by insertion (keep_best below) instead of a partial sort of the whole row.
+constexpr int64_t kSmallK = 16;
+
 template <class T>
 void topk_typed(OpContext& ctx, const Tensor& x, int64_t axis, int64_t k, bool largest, Tensor& vals, Tensor& inds) {
   const Shape& s = x.shape();
@@ -30,7 +33,8 @@ void topk_typed(OpContext& ctx, const Tensor& x, int64_t axis, int64_t k, bool l
     for (int64_t it = b; it < e; ++it) {
       const int64_t o = it / inner, in = it % inner;
       const T* p = src + o * n * inner + in;
-      for (int64_t j = 0; j < n; ++j) buf[static_cast<size_t>(j)] = {topk_key(p[j * inner]), j};
+      const bool small_k = k <= kSmallK && k < n;
+      for (int64_t j = 0; j < (small_k ? k : n); ++j) buf[static_cast<size_t>(j)] = {topk_key(p[j * inner]), j};
       // NaN ranks above every number for largest and below for smallest is not
       // specified by ONNX; NaNs are treated as the largest value either way.
       auto greater = [](const std::pair<K, int64_t>& a, const std::pair<K, int64_t>& c) {
@@ -47,10 +51,33 @@ void topk_typed(OpContext& ctx, const Tensor& x, int64_t axis, int64_t k, bool l
         }
         return a.first < c.first || (a.first == c.first && a.second < c.second);
       };
-      if (largest)
+      if (small_k) {
+        // a few of many (a classifier's top 5): the best k so far kept sorted in buf[0, k), each later value
+        // compared with the k-th and inserted in order when it goes before it (most are not: a plain comparison
+        // with the k-th value turns them away, NaN and equal values going on to the full order); ties keep the
+        // lower index first, as the partial sort's order does
+        auto keep_best = [&](auto before, auto turned_away) {
+          std::sort(buf.begin(), buf.begin() + k, before);
+          K kth = buf[static_cast<size_t>(k - 1)].first;
+          for (int64_t j = k; j < n; ++j) {
+            const K key = topk_key(p[j * inner]);
+            if (turned_away(key, kth)) continue;
+            const std::pair<K, int64_t> v{key, j};
+            if (!before(v, buf[static_cast<size_t>(k - 1)])) continue;
+            int64_t at = k - 1;
+            for (; at > 0 && before(v, buf[static_cast<size_t>(at - 1)]); --at) buf[static_cast<size_t>(at)] = buf[static_cast<size_t>(at - 1)];
+            buf[static_cast<size_t>(at)] = v;
+            kth = buf[static_cast<size_t>(k - 1)].first;
+          }
+        };
+        // (false for NaN on either side: the full order decides)
+        if (largest) keep_best(greater, [](K a, K b) { return a < b; });
+        else keep_best(less, [](K a, K b) { return a > b; });
+      } else if (largest) {
         std::partial_sort(buf.begin(), buf.begin() + k, buf.end(), greater);
-      else
+      } else {
         std::partial_sort(buf.begin(), buf.begin() + k, buf.end(), less);
+      }
       T* vrow = vo + o * k * inner + in;
       int64_t* irow = io + o * k * inner + in;
       for (int64_t j = 0; j < k; ++j) {
