@@ -189,26 +189,44 @@ void cast_to(OpContext& ctx, const Tensor& x, DType to, const CastMode& m) {
     cast_narrow(ctx, x, y, m);
     return;
   }
-#if defined(MOSAICRT_X86_SIMD)
-  // float <-> float16 on the CPU's conversion instructions (one out-of-line bit-twiddling call per element took
-  // 20 times onnxruntime's time)
+  // float <-> float16 in bulk (on the CPU's conversion instructions where it has them: one out-of-line
+  // bit-twiddling call per element took 20 times onnxruntime's time)
   const bool to_half = x.dtype() == DType::kFloat && to == DType::kFloat16;
-  if ((to_half || (x.dtype() == DType::kFloat16 && to == DType::kFloat)) && sgemm_kernel_is_avx512()) {
+  if (to_half || (x.dtype() == DType::kFloat16 && to == DType::kFloat)) {
     const int64_t n = x.numel();
     auto run = [&](int64_t b, int64_t e) {
-      if (to_half) fastmath::floats_to_halves_avx512(x.data<float>() + b, y.data_as<uint16_t>() + b, e - b);
-      else fastmath::halves_to_floats_avx512(x.data_as<uint16_t>() + b, y.data<float>() + b, e - b);
+      if (to_half) floats_to_halves(x.data<float>() + b, y.data_as<uint16_t>() + b, e - b);
+      else halves_to_floats(x.data_as<uint16_t>() + b, y.data<float>() + b, e - b);
     };
     if (n >= int64_t{1} << 16) ctx.threads().parallel_for(n, int64_t{1} << 14, run);
     else run(0, n);
     return;
   }
-#endif
   MRT_DISPATCH_ALL(x.dtype(), "Cast", {
     using S = T;
     MRT_DISPATCH_ALL(to, "Cast", { cast_apply<S, T>(ctx, x, y); });
   });
 }
+
+}  // namespace
+}  // namespace ew
+
+void halves_to_floats(const uint16_t* x, float* y, int64_t n) {
+#if defined(MOSAICRT_X86_SIMD)
+  if (sgemm_kernel_is_avx512()) return fastmath::halves_to_floats_avx512(x, y, n);
+#endif
+  for (int64_t i = 0; i < n; ++i) y[i] = half_to_float(x[i]);
+}
+
+void floats_to_halves(const float* x, uint16_t* y, int64_t n) {
+#if defined(MOSAICRT_X86_SIMD)
+  if (sgemm_kernel_is_avx512()) return fastmath::floats_to_halves_avx512(x, y, n);
+#endif
+  for (int64_t i = 0; i < n; ++i) y[i] = float_to_half(x[i]);
+}
+
+namespace ew {
+namespace {
 
 void cast_check(const Node& n, int64_t) {
   (void)cast_target(n);

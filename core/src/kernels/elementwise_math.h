@@ -114,6 +114,11 @@ void floats_to_halves_avx512(const float* x, uint16_t* y, int64_t n);
 
 }  // namespace fastmath
 
+// float16 <-> float32 over arrays (elementwise_cast.cc): the conversion instructions where the AVX-512 kernels
+// run, else half_to_float / float_to_half element by element; the same values either way.
+void halves_to_floats(const uint16_t* x, float* y, int64_t n);
+void floats_to_halves(const float* x, uint16_t* y, int64_t n);
+
 // com.microsoft Gelu (erf form) on float values, y = 0.5 x (1 + erf(x / sqrt 2)), as its kernel computes it
 // (contrib_transformer.cc); y may be x. For fusions that apply it to a kernel's output in pieces.
 void gelu_erf_float(const float* x, float* y, int64_t n);

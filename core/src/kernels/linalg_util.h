@@ -7,6 +7,7 @@
 
 #include "../kernel.h"
 #include "../tensor.h"
+#include "elementwise_math.h"
 
 namespace mrt {
 
@@ -61,8 +62,7 @@ inline std::vector<int64_t> broadcast_index_map(const Shape& src, const Shape& o
 inline std::vector<float> linalg_to_float(const Tensor& t) {
   std::vector<float> v(static_cast<size_t>(t.numel()));
   if (t.dtype() == DType::kFloat16) {
-    const Float16* p = t.data<Float16>();
-    for (int64_t i = 0; i < t.numel(); ++i) v[i] = half_to_float(p[i].bits);
+    halves_to_floats(t.data_as<uint16_t>(), v.data(), t.numel());
   } else if (t.dtype() == DType::kBFloat16) {
     const BFloat16* p = t.data<BFloat16>();
     for (int64_t i = 0; i < t.numel(); ++i) v[i] = bfloat16_to_float(p[i].bits);
@@ -76,8 +76,7 @@ inline std::vector<float> linalg_to_float(const Tensor& t) {
 // float32 values -> a float16/bfloat16/float32 tensor of the same element count.
 inline void linalg_from_float(const std::vector<float>& v, Tensor& t) {
   if (t.dtype() == DType::kFloat16) {
-    Float16* p = t.data<Float16>();
-    for (int64_t i = 0; i < t.numel(); ++i) p[i].bits = float_to_half(v[i]);
+    floats_to_halves(v.data(), t.data_as<uint16_t>(), t.numel());
   } else if (t.dtype() == DType::kBFloat16) {
     BFloat16* p = t.data<BFloat16>();
     for (int64_t i = 0; i < t.numel(); ++i) p[i].bits = float_to_bfloat16(v[i]);

@@ -652,6 +652,8 @@ void conv_depthwise_2d(const ConvPlan& p, const T* x, const T* w, const T* bias,
 
 // Constant Conv/ConvTranspose filters packed once per group for the SGEMM micro-kernel.
 struct PackedFilters {
+  // float16 filters widened once (the layouts below are made from these); empty for float filters
+  std::vector<float> widened;
   std::vector<PackedA> groups;
   // Filters in the direct kernel's layout (conv_direct_avx512), per group; built on first use.
   std::vector<AlignedVector<float>> direct;
@@ -1246,18 +1248,24 @@ void conv_compute(OpContext& ctx, const Epilogue* epi, const InputStage* in = nu
   if (into) *into = Tensor(X.dtype(), p.out_shape, ctx.allocator());
   Tensor& Y = into ? *into : ctx.output(0, X.dtype(), p.out_shape);
   std::shared_ptr<PackedFilters> packed;
-  if (X.dtype() == DType::kFloat && ctx.input_is_constant(1) && !conv_is_depthwise(p) && X.numel() > 0) {
+  // float filters, or constant float16 ones widened once (their convolution runs in float32 too)
+  const bool half = X.dtype() == DType::kFloat16 && W.dtype() == DType::kFloat16;
+  const float* wdata = nullptr;
+  if ((X.dtype() == DType::kFloat || half) && ctx.input_is_constant(1) && !conv_is_depthwise(p) && X.numel() > 0) {
     packed = ctx.node_cache<PackedFilters>([&] {
       auto pf = std::make_shared<PackedFilters>();
+      if (half) pf->widened = nn::widen(W);
+      const float* w = half ? pf->widened.data() : W.data<float>();
       const int64_t K = W.numel() / std::max<int64_t>(p.M, 1);  // Cg * kernel size
       for (int64_t grp = 0; grp < p.group; ++grp)
-        pf->groups.push_back(sgemm_pack_a(false, p.Mg, K, W.data<float>() + grp * p.Mg * K, K));
+        pf->groups.push_back(sgemm_pack_a(false, p.Mg, K, w + grp * p.Mg * K, K));
       return pf;
     });
+    wdata = half ? packed->widened.data() : W.data<float>();
     if (conv_uses_winograd(p)) {
       std::call_once(packed->winograd_once, [&] {
         std::vector<float> u(static_cast<size_t>(16 * p.M * p.C));
-        nn::winograd23_filters(W.data<float>(), p.M, p.C, u.data());
+        nn::winograd23_filters(wdata, p.M, p.C, u.data());
         for (int64_t xi = 0; xi < 16; ++xi)
           packed->winograd.push_back(sgemm_pack_a(false, p.M, p.C, u.data() + xi * p.M * p.C, p.C));
       });
@@ -1267,20 +1275,20 @@ void conv_compute(OpContext& ctx, const Epilogue* epi, const InputStage* in = nu
       std::call_once(packed->lanes_once, [&] {
         const int64_t K = W.numel() / std::max<int64_t>(p.M, 1);  // Cg * taps
         for (int64_t grp = 0; grp < p.group; ++grp)
-          packed->lanes.push_back(nn::pack_pointwise_filters(W.data<float>() + grp * p.Mg * K, p.Mg, K));
+          packed->lanes.push_back(nn::pack_pointwise_filters(wdata + grp * p.Mg * K, p.Mg, K));
       });
     } else if (conv_uses_direct(p)) {
       std::call_once(packed->direct_once, [&] {
         const int64_t taps = W.numel() / std::max<int64_t>(p.M * p.Cg, 1);
         for (int64_t grp = 0; grp < p.group; ++grp)
           packed->direct.push_back(
-              nn::pack_direct_filters(W.data<float>() + grp * p.Mg * p.Cg * taps, p.Mg, p.Cg, taps));
+              nn::pack_direct_filters(wdata + grp * p.Mg * p.Cg * taps, p.Mg, p.Cg, taps));
       });
     }
     if (conv_uses_pointwise(p)) {
       std::call_once(packed->pointwise_once, [&] {
         for (int64_t grp = 0; grp < p.group; ++grp)
-          packed->pointwise.push_back(nn::pack_pointwise_filters(W.data<float>() + grp * p.Mg * p.Cg, p.Mg, p.Cg));
+          packed->pointwise.push_back(nn::pack_pointwise_filters(wdata + grp * p.Mg * p.Cg, p.Mg, p.Cg));
       });
     }
 #endif
@@ -1288,15 +1296,17 @@ void conv_compute(OpContext& ctx, const Epilogue* epi, const InputStage* in = nu
       std::call_once(packed->transposed_once, [&] {
         const int64_t K = W.numel() / std::max<int64_t>(p.M, 1);
         for (int64_t grp = 0; grp < p.group; ++grp)
-          packed->transposed.push_back(sgemm_pack_b(true, K, p.Mg, W.data<float>() + grp * p.Mg * K, K));
+          packed->transposed.push_back(sgemm_pack_b(true, K, p.Mg, wdata + grp * p.Mg * K, K));
       });
     }
   }
   if (X.dtype() == DType::kFloat16 || X.dtype() == DType::kBFloat16) {
     // 16-bit floats: computed in float32 and rounded once at the end.
-    std::vector<float> xf = nn::widen(X), wf = nn::widen(W), bf = B ? nn::widen(*B) : std::vector<float>();
+    std::vector<float> xf = nn::widen(X), wf = packed ? std::vector<float>() : nn::widen(W);
+    std::vector<float> bf = B ? nn::widen(*B) : std::vector<float>();
     std::vector<float> yf(static_cast<size_t>(Y.numel()));
-    conv_run<float>(p, xf.data(), wf.data(), B ? bf.data() : nullptr, yf.data(), ctx.threads(), nullptr);
+    conv_run<float>(p, xf.data(), packed ? wdata : wf.data(), B ? bf.data() : nullptr, yf.data(), ctx.threads(),
+                    packed.get());
     nn::narrow(yf.data(), Y);
     return;
   }

@@ -8,6 +8,7 @@
 
 #include "../gemm/sgemm.h"
 #include "../kernel.h"
+#include "elementwise_math.h"
 
 namespace mrt {
 namespace nn {
@@ -125,7 +126,7 @@ inline std::vector<float> widen(const Tensor& t) {
   std::vector<float> out(static_cast<size_t>(t.numel()));
   const uint16_t* src = t.data_as<uint16_t>();
   if (t.dtype() == DType::kFloat16) {
-    for (size_t i = 0; i < out.size(); ++i) out[i] = half_to_float(src[i]);
+    halves_to_floats(src, out.data(), t.numel());
   } else if (t.dtype() == DType::kBFloat16) {
     for (size_t i = 0; i < out.size(); ++i) out[i] = bfloat16_to_float(src[i]);
   } else {
@@ -137,7 +138,7 @@ inline void narrow(const float* src, Tensor& t) {
   uint16_t* dst = t.data_as<uint16_t>();
   const int64_t n = t.numel();
   if (t.dtype() == DType::kFloat16) {
-    for (int64_t i = 0; i < n; ++i) dst[i] = float_to_half(src[i]);
+    floats_to_halves(src, dst, n);
   } else {
     for (int64_t i = 0; i < n; ++i) dst[i] = float_to_bfloat16(src[i]);
   }
