@@ -68,7 +68,7 @@ static inline float tanh_f(float x) {
   p = p * x2 + 2.f / 15.f;
   p = p * x2 - 1.f / 3.f;
   const float small = x + x * x2 * p;
-  return ax < 0.3f ? small : big;
+  return with_sign_of(ax < 0.3f ? small : big, x);  // (-0 stays -0)
 }
 
 static inline float sigmoid_f(float x) { return 1.f / (1.f + exp_f(-x)); }
@@ -106,6 +106,11 @@ void sigmoid_avx2(const float* x, float* y, int64_t n);
 void erf_avx2(const float* x, float* y, int64_t n);
 // elementwise_math_avx512.cc: y = 0.5 x (1 + erf_f(x / sqrt 2)) in 16 lanes (y may be x); for AVX-512 CPUs.
 void gelu_erf_avx512(const float* x, float* y, int64_t n);
+// The functions of the AVX2 build above in 16 lanes.
+void exp_avx512(const float* x, float* y, int64_t n);
+void tanh_avx512(const float* x, float* y, int64_t n);
+void sigmoid_avx512(const float* x, float* y, int64_t n);
+void erf_avx512(const float* x, float* y, int64_t n);
 // float16 <-> float32 over whole arrays on AVX-512 (elementwise_math_avx512.cc; VCVTPH2PS / VCVTPS2PH, rounding to
 // nearest even like float_to_half, NaN kept NaN): for AVX-512 CPUs.
 void halves_to_floats_avx512(const uint16_t* x, float* y, int64_t n);

@@ -26,6 +26,19 @@ MRT_WIDE void gelu_erf_avx512(const float* x, float* y, int64_t n) {
   }
 }
 
+MRT_WIDE void exp_avx512(const float* x, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = exp_f(x[i]);
+}
+MRT_WIDE void tanh_avx512(const float* x, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = tanh_f(x[i]);
+}
+MRT_WIDE void sigmoid_avx512(const float* x, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = sigmoid_f(x[i]);
+}
+MRT_WIDE void erf_avx512(const float* x, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = erf_f(x[i]);
+}
+
 #undef MRT_WIDE
 
 namespace {

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <string>
 
+#include "../gemm/sgemm.h"
 #include "elementwise_common.h"
 #include "elementwise_math.h"
 
@@ -210,6 +211,11 @@ template <> ArrayFn avx2_variant<ExpF>() { return &fastmath::exp_avx2; }
 template <> ArrayFn avx2_variant<TanhF>() { return &fastmath::tanh_avx2; }
 template <> ArrayFn avx2_variant<SigmoidF>() { return &fastmath::sigmoid_avx2; }
 template <> ArrayFn avx2_variant<ErfF>() { return &fastmath::erf_avx2; }
+template <class F> ArrayFn avx512_variant() { return nullptr; }
+template <> ArrayFn avx512_variant<ExpF>() { return &fastmath::exp_avx512; }
+template <> ArrayFn avx512_variant<TanhF>() { return &fastmath::tanh_avx512; }
+template <> ArrayFn avx512_variant<SigmoidF>() { return &fastmath::sigmoid_avx512; }
+template <> ArrayFn avx512_variant<ErfF>() { return &fastmath::erf_avx512; }
 #endif
 
 template <class F>
@@ -217,7 +223,9 @@ void float_unary_kernel(OpContext& ctx) {
   const Tensor& x = ctx.input(0);
   Tensor& y = ctx.output(0, x.dtype(), x.shape());
 #if defined(MOSAICRT_X86_SIMD)
-  if (ArrayFn fn = avx2_variant<F>(); fn && x.dtype() == DType::kFloat && fastmath::cpu_has_avx2_fma()) {
+  // 16 lanes where the AVX-512 kernels run (sgemm's choice, so MOSAICRT_SGEMM_KERNEL=avx2 tests the other)
+  ArrayFn wide = sgemm_kernel_is_avx512() ? avx512_variant<F>() : nullptr;
+  if (ArrayFn fn = wide ? wide : avx2_variant<F>(); fn && x.dtype() == DType::kFloat && fastmath::cpu_has_avx2_fma()) {
     const float* xp = x.data_as<float>();
     float* yp = y.data_as<float>();
     const int64_t n = x.numel();

@@ -56,13 +56,17 @@ struct Activation {
 };
 
 // f over v[0, n) in place: float Sigmoid and Tanh through the vectorized approximations (elementwise_math.h, a
-// few ulp; the AVX2 build of them where the CPU has it), everything else element by element.
+// few ulp; the AVX-512 or AVX2 build of them where the CPU has it), everything else element by element.
 template <class C>
 void activate(const Activation& f, C* v, int64_t n) {
   if constexpr (std::is_same<C, float>::value) {
     if (f.kind == Activation::kSigmoid || f.kind == Activation::kTanh) {
       const bool sigmoid = f.kind == Activation::kSigmoid;
 #if defined(MOSAICRT_X86_SIMD)
+      if (sgemm_kernel_is_avx512()) {
+        (sigmoid ? fastmath::sigmoid_avx512 : fastmath::tanh_avx512)(v, v, n);
+        return;
+      }
       if (fastmath::cpu_has_avx2_fma()) {
         (sigmoid ? fastmath::sigmoid_avx2 : fastmath::tanh_avx2)(v, v, n);
         return;
