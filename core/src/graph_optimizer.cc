@@ -636,6 +636,115 @@ int fuse_gelu(Graph& g, GraphIndex& idx, std::vector<bool>& removed,
   return fused;
 }
 
+// ---- LayerNormalization written out (exporters before opset 17) ----
+// m = ReduceMean(x), d = Sub(x, m), v = ReduceMean(Pow(d, 2)), y = Div(d, Sqrt(Add(v, eps))), then Mul by a
+// constant scale and optionally Add of a constant bias, both reductions over the last axis only (keepdims), as
+// one LayerNormalization(x, scale[, bias], axis -1, epsilon eps): its statistics in double, one pass to write y
+// instead of eight elementwise passes and two reductions. d is read by the Pow and the Div alone, every other
+// value by the next node alone; the scale and bias are float vectors of the last axis's length (known from the
+// static shapes, or from the scale itself when it is longer than 1, which a broadcast against the last axis
+// needs to be).
+int fuse_layernorm(Graph& g, GraphIndex& idx, std::vector<bool>& removed,
+                   const std::function<Node*(const std::string&)>& single_consumer,
+                   const std::map<std::string, Shape>& shapes) {
+  auto plain = [](const Node* n, const char* op) {
+    return n && n->op_type == op && n->domain.empty() && n->outputs.size() == 1;
+  };
+  auto scalar = [&](const std::string& v, float& out) {
+    const Tensor* t = idx.constant(v);
+    if (!t || t->dtype() != DType::kFloat || t->numel() != 1) return false;
+    out = t->data<float>()[0];
+    return true;
+  };
+  // a ReduceMean of v over its last axis only, keeping it (v of x's shape: x's rank tells which axis is the last)
+  auto mean_of_last = [&](const Node* n, const std::string& v, const std::string& x) {
+    if (!plain(n, "ReduceMean") || n->inputs.empty() || n->inputs[0] != v || n->attr_int("keepdims", 1) == 0)
+      return false;
+    std::vector<int64_t> axes = n->attr_ints("axes");
+    if (n->inputs.size() > 1 && !n->inputs[1].empty()) {
+      const Tensor* a = idx.constant(n->inputs[1]);
+      if (!a || a->dtype() != DType::kInt64) return false;
+      axes = a->to_int64_vector();
+    }
+    if (axes.size() != 1) return false;
+    if (axes[0] == -1) return true;
+    auto s = shapes.find(x);
+    return s != shapes.end() && axes[0] == static_cast<int64_t>(s->second.size()) - 1;
+  };
+  // a constant float vector that broadcasts against x's last axis as LayerNormalization's scale or bias does
+  auto last_axis_vector = [&](const std::string& v, const std::string& x) {
+    const Tensor* t = idx.constant(v);
+    if (!t || t->dtype() != DType::kFloat || t->rank() != 1) return false;
+    auto s = shapes.find(x);
+    if (s != shapes.end() && !s->second.empty()) return s->second.back() == t->dim(0);
+    return t->dim(0) > 1;
+  };
+  auto other = [](const Node& n, const std::string& v) -> const std::string& {
+    return n.inputs[0] == v ? n.inputs[1] : n.inputs[0];
+  };
+  int fused = 0;
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    Node& mean = g.nodes[i];
+    if (removed[i] || !plain(&mean, "ReduceMean") || mean.inputs.empty()) continue;
+    const std::string x = mean.inputs[0];
+    if (!mean_of_last(&mean, x, x)) continue;
+    Node* sub = single_consumer(mean.outputs[0]);
+    if (!plain(sub, "Sub") || sub->inputs.size() != 2 || sub->inputs[0] != x || sub->inputs[1] != mean.outputs[0])
+      continue;
+    const std::string d = sub->outputs[0];
+    auto du = idx.uses.find(d);
+    if (du == idx.uses.end() || du->second != 2) continue;
+    Node* pow = nullptr;
+    Node* div = nullptr;
+    for (Node& n : g.nodes) {
+      if (removed[static_cast<size_t>(&n - g.nodes.data())] || n.inputs.empty()) continue;
+      if (plain(&n, "Pow") && n.inputs.size() == 2 && n.inputs[0] == d) pow = &n;
+      else if (plain(&n, "Div") && n.inputs.size() == 2 && n.inputs[0] == d) div = &n;
+    }
+    float two = 0.f, eps = 0.f;
+    if (!pow || !div || !scalar(pow->inputs[1], two) || two != 2.f) continue;
+    Node* var = single_consumer(pow->outputs[0]);
+    if (!mean_of_last(var, pow->outputs[0], x)) continue;
+    Node* add = single_consumer(var->outputs[0]);
+    if (!plain(add, "Add") || add->inputs.size() != 2 || !scalar(other(*add, var->outputs[0]), eps) || !(eps >= 0.f))
+      continue;
+    Node* sqrt = single_consumer(add->outputs[0]);
+    if (!plain(sqrt, "Sqrt") || single_consumer(sqrt->outputs[0]) != div || div->inputs[1] != sqrt->outputs[0]) continue;
+    Node* mul = single_consumer(div->outputs[0]);
+    if (!plain(mul, "Mul") || mul->inputs.size() != 2 || !last_axis_vector(other(*mul, div->outputs[0]), x)) continue;
+    const std::string scale = other(*mul, div->outputs[0]);
+    Node* last = mul;
+    std::string bias;
+    if (Node* b = single_consumer(mul->outputs[0]);
+        plain(b, "Add") && b->inputs.size() == 2 && last_axis_vector(other(*b, mul->outputs[0]), x)) {
+      bias = other(*b, mul->outputs[0]);
+      last = b;
+    }
+    const std::string out = last->outputs[0];
+    mean.op_type = "LayerNormalization";
+    mean.inputs = {x, scale};
+    if (!bias.empty()) mean.inputs.push_back(bias);
+    mean.outputs = {out};
+    mean.attributes.clear();
+    Attribute axis, epsilon;
+    axis.name = "axis";
+    axis.type = AttrType::kInt;
+    axis.i = -1;
+    epsilon.name = "epsilon";
+    epsilon.type = AttrType::kFloat;
+    epsilon.f = eps;
+    mean.attributes = {axis, epsilon};
+    --idx.uses[x];  // read by the mean and the Sub before, by the LayerNormalization alone now
+    idx.consumer[x] = i;
+    idx.consumer[scale] = i;
+    if (!bias.empty()) idx.consumer[bias] = i;
+    for (Node* n : {sub, pow, var, add, sqrt, div, mul, last})
+      if (n != &mean) removed[static_cast<size_t>(n - g.nodes.data())] = true;
+    ++fused;
+  }
+  return fused;
+}
+
 }  // namespace
 
 // ---- MatMul → Add of a constant vector (→ Gelu) (→ Add of a residual): one ai.mosaicrt MatMulAdd ----
@@ -913,12 +1022,14 @@ GraphOptimizerStats optimize_graph(Model& model, int level, ThreadPool& pool) {
     stats.qdq_groups_fused = fuse_qdq(g, idx, removed, single_consumer, qdq_contrib_ops);
     stats.dynamic_matmuls_fused = fuse_dynamic_quant_matmul(g, idx, removed, single_consumer);
     stats.gelus_fused = fuse_gelu(g, idx, removed, single_consumer);
+    stats.layernorms_fused = fuse_layernorm(g, idx, removed, single_consumer, shapes);
     stats.preactivations_fused = fuse_preactivation(g, idx, removed, single_consumer);
     stats.matmul_adds_fused = fuse_matmul_add(g, idx, removed, single_consumer, shapes);
     qdq_contrib_ops = qdq_contrib_ops || stats.dynamic_matmuls_fused > 0 || stats.gelus_fused > 0;
   }
   if (stats.batchnorms_folded + stats.activations_fused + stats.residual_adds_fused + stats.affines_folded +
-          stats.qdq_groups_fused + stats.dynamic_matmuls_fused + stats.gelus_fused + stats.preactivations_fused +
+          stats.qdq_groups_fused + stats.dynamic_matmuls_fused + stats.gelus_fused + stats.layernorms_fused +
+          stats.preactivations_fused +
           stats.matmul_adds_fused !=
       0) {
     std::vector<Node> kept;

@@ -1067,6 +1067,58 @@ def test_written_out_gelu_becomes_one_node(form: str) -> None:
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
 
 
+# --- LayerNormalization written out (ReduceMean, Sub, Pow, ReduceMean, Add, Sqrt, Div, Mul, Add) -----------------
+
+
+def _layernorm_graph(opset: int, bias: bool, last_axis: int, d_reads: int = 2) -> onnx.ModelProto:
+    """A written-out layer normalization of x [2, 5, 96] over its last axis (axes -1 or 2, as an attribute before
+    opset 18, an input from it); d_reads 3: the centred values are also a graph output (left alone)."""
+    f = TensorProto.FLOAT
+    rng = np.random.default_rng(opset + last_axis)
+    inits = [_const("two", np.array(2.0, np.float32)), _const("eps", np.array(1e-5, np.float32)),
+             _const("gamma", rng.standard_normal(96).astype(np.float32)),
+             _const("beta", rng.standard_normal(96).astype(np.float32))]
+
+    def mean(src: str, dst: str) -> onnx.NodeProto:
+        if opset >= 18:
+            return helper.make_node("ReduceMean", [src, "axes"], [dst])
+        return helper.make_node("ReduceMean", [src], [dst], axes=[last_axis])
+
+    if opset >= 18:
+        inits.append(_const("axes", np.array([last_axis], np.int64)))
+    nodes = [helper.make_node("Relu", ["x"], ["r"]), mean("r", "m"), helper.make_node("Sub", ["r", "m"], ["d"]),
+             helper.make_node("Pow", ["d", "two"], ["p"]), mean("p", "v"),
+             helper.make_node("Add", ["eps", "v"], ["ve"]),
+             helper.make_node("Sqrt", ["ve"], ["s"]), helper.make_node("Div", ["d", "s"], ["n"]),
+             helper.make_node("Mul", ["gamma", "n"], ["g" if bias else "y"])]
+    if bias:
+        nodes.append(helper.make_node("Add", ["g", "beta"], ["y"]))
+    outs = [helper.make_tensor_value_info("y", f, None)]
+    if d_reads == 3:
+        outs.append(helper.make_tensor_value_info("d", f, None))
+    graph = helper.make_graph(nodes, "ln", [helper.make_tensor_value_info("x", f, [2, 5, 96])], outs, inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+
+
+@pytest.mark.parametrize(("opset", "bias", "last_axis"), [(13, True, -1), (13, False, 2), (18, True, 2),
+                                                          (18, False, -1)])
+def test_written_out_layernorm_becomes_one_node(opset: int, bias: bool, last_axis: int) -> None:
+    model = _layernorm_graph(opset, bias, last_axis)
+    fused = _session(model, Level.ORT_ENABLE_ALL)
+    assert _ops(fused) == ["Relu", "LayerNormalization"], _ops(fused)
+    x = (np.random.default_rng(5).standard_normal((2, 5, 96)) * 4 + 3).astype(np.float32)
+    got = fused.run(None, {"x": x})[0]
+    want = _session(model, Level.ORT_DISABLE_ALL).run(None, {"x": x})[0]
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_layernorm_pattern_is_left_alone_when_its_parts_are_read_elsewhere_or_reduce_another_axis() -> None:
+    kept = _session(_layernorm_graph(13, True, -1, d_reads=3), Level.ORT_ENABLE_ALL)
+    assert "LayerNormalization" not in _ops(kept) and "Pow" in _ops(kept)
+    other_axis = _session(_layernorm_graph(13, True, 1), Level.ORT_ENABLE_ALL)
+    assert "LayerNormalization" not in _ops(other_axis)
+
+
 def test_transformer_block_gelus_are_fused() -> None:
     from models import transformer
 
