@@ -745,6 +745,79 @@ int fuse_layernorm(Graph& g, GraphIndex& idx, std::vector<bool>& removed,
   return fused;
 }
 
+// ---- Attention scores: MatMul(A, Transpose(B)) / c (or * c) as one com.microsoft FusedMatMul ----
+// An exported attention computes Q K^T / sqrt(d) as a Transpose of K swapping its last two axes, a MatMul and a
+// Div (or Mul) by a float scalar: FusedMatMul(Q, K, transB 1, alpha 1 / c (or c)) reads K transposed inside the
+// GEMM and scales the products on their way out, without the transposed copy of K and the pass of the Div. The
+// float scalar is what tells the MatMul is a float one (FusedMatMul's only type); A must have two dimensions at
+// least (a Transpose's output, or a static shape), as FusedMatMul needs. Without the Transpose, the scale alone.
+int fuse_scaled_matmul(Graph& g, GraphIndex& idx, std::vector<bool>& removed,
+                       const std::function<Node*(const std::string&)>& single_consumer,
+                       const std::map<std::string, Shape>& shapes) {
+  const std::map<std::string, size_t> producer = producers(g, removed);
+  auto made_by = [&](const std::string& v) -> Node* {
+    auto p = producer.find(v);
+    return p == producer.end() || removed[p->second] ? nullptr : &g.nodes[p->second];
+  };
+  // a Transpose that swaps the last two axes and keeps the others
+  auto swaps_last_two = [](const Node* t) {
+    if (!t || t->op_type != "Transpose" || !t->domain.empty() || t->inputs.size() != 1 || t->outputs.size() != 1)
+      return false;
+    const std::vector<int64_t> perm = t->attr_ints("perm");
+    const size_t r = perm.size();
+    if (r < 2 || perm[r - 2] != static_cast<int64_t>(r) - 1 || perm[r - 1] != static_cast<int64_t>(r) - 2) return false;
+    for (size_t k = 0; k + 2 < r; ++k)
+      if (perm[k] != static_cast<int64_t>(k)) return false;
+    return true;
+  };
+  auto rank_at_least_2 = [&](const std::string& v) {
+    const Node* p = made_by(v);
+    if (p && p->op_type == "Transpose" && p->domain.empty() && p->attr_ints("perm").size() >= 2) return true;
+    auto s = shapes.find(v);
+    return s != shapes.end() && s->second.size() >= 2;
+  };
+  int fused = 0;
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    Node& mm = g.nodes[i];
+    if (removed[i] || mm.op_type != "MatMul" || !mm.domain.empty() || mm.inputs.size() != 2 || mm.outputs.size() != 1)
+      continue;
+    Node* scale = single_consumer(mm.outputs[0]);
+    if (!scale || !scale->domain.empty() || scale->inputs.size() != 2 || scale->outputs.size() != 1 ||
+        (scale->op_type != "Div" && scale->op_type != "Mul"))
+      continue;
+    const bool div = scale->op_type == "Div";
+    if (div && scale->inputs[0] != mm.outputs[0]) continue;  // (c / MatMul is no scale of it)
+    const std::string& c_name = scale->inputs[0] == mm.outputs[0] ? scale->inputs[1] : scale->inputs[0];
+    const Tensor* c = idx.constant(c_name);
+    if (!c || c->dtype() != DType::kFloat || c->numel() != 1 || c->rank() > 2 || c->data<float>()[0] == 0.f ||
+        !std::isfinite(c->data<float>()[0]) || !rank_at_least_2(mm.inputs[0]))
+      continue;
+    Node* t = made_by(mm.inputs[1]);
+    const bool trans_b = swaps_last_two(t) && single_consumer(t->outputs[0]) == &mm;
+    if (!trans_b && !rank_at_least_2(mm.inputs[1])) continue;
+    const float alpha = div ? 1.f / c->data<float>()[0] : c->data<float>()[0];
+    if (trans_b) {
+      mm.inputs[1] = t->inputs[0];
+      idx.consumer[mm.inputs[1]] = i;
+      removed[static_cast<size_t>(t - g.nodes.data())] = true;
+    }
+    mm.outputs[0] = scale->outputs[0];
+    removed[static_cast<size_t>(scale - g.nodes.data())] = true;
+    mm.domain = "com.microsoft";
+    mm.op_type = "FusedMatMul";
+    Attribute a, tb;
+    a.name = "alpha";
+    a.type = AttrType::kFloat;
+    a.f = alpha;
+    tb.name = "transB";
+    tb.type = AttrType::kInt;
+    tb.i = trans_b ? 1 : 0;
+    mm.attributes = {a, tb};
+    ++fused;
+  }
+  return fused;
+}
+
 }  // namespace
 
 // ---- MatMul → Add of a constant vector (→ Gelu) (→ Add of a residual): one ai.mosaicrt MatMulAdd ----
@@ -1023,12 +1096,15 @@ GraphOptimizerStats optimize_graph(Model& model, int level, ThreadPool& pool) {
     stats.dynamic_matmuls_fused = fuse_dynamic_quant_matmul(g, idx, removed, single_consumer);
     stats.gelus_fused = fuse_gelu(g, idx, removed, single_consumer);
     stats.layernorms_fused = fuse_layernorm(g, idx, removed, single_consumer, shapes);
+    stats.scaled_matmuls_fused = fuse_scaled_matmul(g, idx, removed, single_consumer, shapes);
     stats.preactivations_fused = fuse_preactivation(g, idx, removed, single_consumer);
     stats.matmul_adds_fused = fuse_matmul_add(g, idx, removed, single_consumer, shapes);
-    qdq_contrib_ops = qdq_contrib_ops || stats.dynamic_matmuls_fused > 0 || stats.gelus_fused > 0;
+    qdq_contrib_ops = qdq_contrib_ops || stats.dynamic_matmuls_fused > 0 || stats.gelus_fused > 0 ||
+                      stats.scaled_matmuls_fused > 0;
   }
   if (stats.batchnorms_folded + stats.activations_fused + stats.residual_adds_fused + stats.affines_folded +
           stats.qdq_groups_fused + stats.dynamic_matmuls_fused + stats.gelus_fused + stats.layernorms_fused +
+          stats.scaled_matmuls_fused +
           stats.preactivations_fused +
           stats.matmul_adds_fused !=
       0) {

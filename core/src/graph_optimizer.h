@@ -18,6 +18,7 @@ struct GraphOptimizerStats {
   int dynamic_matmuls_fused = 0;  // DynamicQuantizeLinear → MatMulInteger → Cast → Mul (→ Add) as one node
   int gelus_fused = 0;  // x * 0.5 * (1 + erf(x / sqrt 2)) written out, as com.microsoft Gelu
   int layernorms_fused = 0;  // LayerNormalization written out (ReduceMean, Sub, Pow, ... , Mul, Add)
+  int scaled_matmuls_fused = 0;  // MatMul(A, Transpose(B)) / c as com.microsoft FusedMatMul (attention scores)
   int preactivations_fused = 0;  // BatchNormalization → Relu → Conv as an ai.mosaicrt FusedConv
   int matmul_adds_fused = 0;  // MatMul → Add of a constant vector (→ Gelu) (→ residual Add) as ai.mosaicrt MatMulAdd
   int unread_outputs_dropped = 0;  // a Dropout's mask or a MaxPool's Indices that nothing reads, no longer made

@@ -1119,6 +1119,66 @@ def test_layernorm_pattern_is_left_alone_when_its_parts_are_read_elsewhere_or_re
     assert "LayerNormalization" not in _ops(other_axis)
 
 
+# --- Attention scores: MatMul(Q, Transpose(K)) / c → com.microsoft FusedMatMul(Q, K, transB, alpha) ---------------
+
+
+def _scores_graph(scale_op: str, transpose: bool, c_shape: tuple[int, ...] = (), k_reads: int = 1,
+                  q_rank_known: bool = True) -> onnx.ModelProto:
+    """Q [2, 3, 7, 16] and K [2, 3, 9, 16] (or K^T [2, 3, 16, 9] given directly) from Transposes of graph inputs,
+    the scores Q K^T scaled by Div or Mul with a constant c; k_reads 2: K^T is also a graph output."""
+    f = TensorProto.FLOAT
+    c = np.full(c_shape, 4.0 if scale_op == "Div" else 0.25, np.float32)
+    nodes = [helper.make_node("Transpose", ["q_in"], ["q"], perm=[0, 2, 1, 3]) if q_rank_known else
+             helper.make_node("Identity", ["q_in"], ["q"])]
+    if transpose:
+        nodes += [helper.make_node("Transpose", ["k_in"], ["k"], perm=[0, 2, 1, 3]),
+                  helper.make_node("Transpose", ["k"], ["kt"], perm=[0, 1, 3, 2])]
+    else:
+        nodes.append(helper.make_node("Transpose", ["k_in"], ["kt"], perm=[0, 2, 3, 1]))
+    nodes += [helper.make_node("MatMul", ["q", "kt"], ["s"]), helper.make_node(scale_op, ["s", "c"], ["y"])]
+    q_shape = [2, 7, 3, 16] if q_rank_known else None
+    outs = [helper.make_tensor_value_info("y", f, None)]
+    if k_reads == 2:
+        outs.append(helper.make_tensor_value_info("kt", f, None))
+    graph = helper.make_graph(nodes, "scores", [helper.make_tensor_value_info("q_in", f, q_shape),
+                                                helper.make_tensor_value_info("k_in", f, [2, 9, 3, 16])],
+                              outs, [_const("c", c)])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def _scores_feed() -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(21)
+    return {"q_in": rng.standard_normal((2, 7, 3, 16)).astype(np.float32),
+            "k_in": rng.standard_normal((2, 9, 3, 16)).astype(np.float32)}
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize(("scale_op", "transpose", "c_shape"), [("Div", True, ()), ("Mul", True, (1,)),
+                                                                ("Div", False, ())])
+def test_attention_scores_become_one_fused_matmul(scale_op: str, transpose: bool, c_shape: tuple[int, ...],
+                                                  threads: int) -> None:
+    model = _scores_graph(scale_op, transpose, c_shape)
+    opts = mosaicrt.SessionOptions()
+    opts.intra_op_num_threads = threads
+    fused = mosaicrt.InferenceSession(model.SerializeToString(), sess_options=opts)
+    ops = _ops(fused)
+    assert ops.count("com.microsoft::FusedMatMul") == 1 and "MatMul" not in ops and scale_op not in ops, ops
+    assert ops.count("Transpose") == 2, ops  # Q's and K's head split stay; K's last-two swap went into transB
+    feed = _scores_feed()
+    want = _session(model, Level.ORT_DISABLE_ALL).run(None, feed)[0]
+    np.testing.assert_allclose(fused.run(None, feed)[0], want, rtol=1e-5, atol=1e-6)
+
+
+def test_scores_stay_unfused_when_the_transpose_is_read_twice_or_the_scale_is_no_scalar() -> None:
+    ops = _ops(_session(_scores_graph("Div", True, k_reads=2), Level.ORT_ENABLE_ALL))
+    # the scale fused, K^T kept for its other reader
+    assert "com.microsoft::FusedMatMul" in ops and ops.count("Transpose") == 3, ops
+    ops = _ops(_session(_scores_graph("Div", True, c_shape=(9,)), Level.ORT_ENABLE_ALL))
+    assert "com.microsoft::FusedMatMul" not in ops and "Div" in ops, ops
+    ops = _ops(_session(_scores_graph("Mul", True, q_rank_known=False), Level.ORT_ENABLE_ALL))
+    assert "com.microsoft::FusedMatMul" not in ops, ops  # Q's rank unknown: it could be a vector
+
+
 def test_transformer_block_gelus_are_fused() -> None:
     from models import transformer
 

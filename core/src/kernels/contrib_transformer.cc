@@ -10,6 +10,7 @@
 
 #include "../gemm/sgemm.h"
 #include "elementwise_math.h"
+#include "linalg_util.h"
 #include "norm_util.h"
 
 namespace mrt {
@@ -162,25 +163,25 @@ void fused_matmul_kernel(OpContext& ctx) {
   Tensor& Y = ctx.output(0, DType::kFloat, out);
   const int64_t nb = shape_size(batch);
   const size_t r = batch.size();
-  std::vector<int64_t> idx(r, 0);
-  for (int64_t bi = 0; bi < nb; ++bi) {
-    // batch offsets under broadcasting
-    int64_t oa = 0, ob = 0, sa = 1, sb = 1;
-    for (size_t d = r; d-- > 0;) {
-      const int64_t da = d + ba.size() >= r ? ba[d + ba.size() - r] : 1;
-      const int64_t db = d + bb.size() >= r ? bb[d + bb.size() - r] : 1;
-      oa += (da == 1 ? 0 : idx[d]) * sa;
-      ob += (db == 1 ? 0 : idx[d]) * sb;
-      sa *= da;
-      sb *= db;
+  // the matrices split between the threads when they are many and small (an attention's heads), as MatMul does
+  linalg_for_each_matrix(ctx, nb, 2.0 * M * N * K, true, [&](int64_t b0, int64_t b1, ThreadPool* pool) {
+    for (int64_t bi = b0; bi < b1; ++bi) {
+      // batch offsets under broadcasting
+      int64_t oa = 0, ob = 0, sa = 1, sb = 1;
+      for (size_t d = r, rest = static_cast<size_t>(bi); d-- > 0;) {
+        const int64_t at = static_cast<int64_t>(rest % static_cast<size_t>(batch[d]));
+        rest /= static_cast<size_t>(batch[d]);
+        const int64_t da = d + ba.size() >= r ? ba[d + ba.size() - r] : 1;
+        const int64_t db = d + bb.size() >= r ? bb[d + bb.size() - r] : 1;
+        oa += (da == 1 ? 0 : at) * sa;
+        ob += (db == 1 ? 0 : at) * sb;
+        sa *= da;
+        sb *= db;
+      }
+      sgemm(ta, tb, M, N, K, alpha, A.data<float>() + oa * M * K, ta ? M : K, B.data<float>() + ob * K * N,
+            tb ? K : N, 0.f, Y.data<float>() + bi * M * N, N, pool);
     }
-    sgemm(ta, tb, M, N, K, alpha, A.data<float>() + oa * M * K, ta ? M : K, B.data<float>() + ob * K * N, tb ? K : N,
-          0.f, Y.data<float>() + bi * M * N, N, &ctx.threads());
-    for (size_t d = r; d-- > 0;) {
-      if (++idx[d] < batch[d]) break;
-      idx[d] = 0;
-    }
-  }
+  });
 }
 
 // SimplifiedLayerNormalization (RMSNorm; onnxruntime registers it in the ai.onnx domain):
