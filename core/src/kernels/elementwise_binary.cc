@@ -126,8 +126,15 @@ struct ModTruncOp {
 };
 struct PReluOp {
   template <class T> T operator()(T x, T s) const {
-    if constexpr (std::is_unsigned<T>::value) return x;
-    else return x < 0 ? MulOp()(x, s) : x;
+    if constexpr (std::is_unsigned<T>::value) {
+      return x;
+    } else {
+      if constexpr (std::is_floating_point<T>::value) {
+        return select_negative(x, x * s, x);  // (a select, not a branch; see LeakyReluF)
+      } else {
+        return x < 0 ? MulOp()(x, s) : x;
+      }
+    }
   }
 };
 struct MaxOp {  // NaN-propagating

@@ -6,6 +6,7 @@
 #include <array>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <type_traits>
 #include <vector>
@@ -114,6 +115,22 @@ struct Lift2 {
     return Compute<T>::store(f(Compute<T>::load(a), Compute<T>::load(b)));
   }
 };
+
+// x < 0 ? neg : pos for float or double, as a bitwise select on the comparison's mask: a loop of these is one
+// the compiler vectorizes, where a conditional expression over floats stays a branch (mispredicted on every
+// other value of random sign). NaN x is not below 0: pos.
+template <class C>
+inline C select_negative(C x, C neg, C pos) {
+  using Bits = std::conditional_t<sizeof(C) == 4, uint32_t, uint64_t>;
+  Bits n, p;
+  std::memcpy(&n, &neg, sizeof(C));
+  std::memcpy(&p, &pos, sizeof(C));
+  const Bits mask = Bits{0} - static_cast<Bits>(x < C(0));
+  const Bits r = (n & mask) | (p & ~mask);
+  C out;
+  std::memcpy(&out, &r, sizeof(C));
+  return out;
+}
 
 // Elements of a float16 run converted at a time (to float and back in bulk, on the CPU's conversion
 // instructions where it has them: one conversion call per element and operand made float16 Add 15 times,

@@ -101,7 +101,8 @@ struct LeakyReluF {
   static constexpr const char* kName = "LeakyRelu";
   float alpha;
   static LeakyReluF make(const Node& n) { return {n.attr_float("alpha", 0.01f)}; }
-  template <class C> C operator()(C x) const { return x < 0 ? C(alpha) * x : x; }
+  // (a select, not a branch that mispredicts on every other value: 22x onnxruntime's time on random signs)
+  template <class C> C operator()(C x) const { return select_negative(x, C(alpha) * x, x); }
 };
 struct EluF {
   static constexpr const char* kName = "Elu";
@@ -195,7 +196,8 @@ struct ShrinkF {
   static ShrinkF make(const Node& n) { return {n.attr_float("bias", 0.0f), n.attr_float("lambd", 0.5f)}; }
   template <class C> C operator()(C x) const {
     if constexpr (std::is_floating_point<C>::value) {
-      return x < -C(lambd) ? x + C(bias) : (x > C(lambd) ? x - C(bias) : C(0));
+      const C up = x + C(bias), down = x - C(bias);  // (both taken: a select, not branches)
+      return x < -C(lambd) ? up : (x > C(lambd) ? down : C(0));
     } else {
       const double v = static_cast<double>(x);
       return v < -double(lambd) ? static_cast<C>(v + bias) : (v > double(lambd) ? static_cast<C>(v - bias) : C(0));
