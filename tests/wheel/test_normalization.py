@@ -109,3 +109,17 @@ def test_batch_normalization_in_training_mode_uses_the_batch_statistics(threads:
     _close(y, want, np.float32)
     np.testing.assert_allclose(rm, 0.25 * mean, rtol=1e-5)
     np.testing.assert_allclose(rv, 0.75 + 0.25 * var, rtol=1e-5)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_batch_normalization_of_rows_uses_the_running_statistics(dtype: Any, threads: int) -> None:
+    x = _data((300, 37), dtype, 6)  # [N, C]: one value per channel and row
+    rng = np.random.default_rng(7)
+    consts = {"s": rng.standard_normal(37).astype(dtype), "b": rng.standard_normal(37).astype(dtype),
+              "m": (rng.standard_normal(37) + 30).astype(dtype), "v": (rng.uniform(1, 5, 37)).astype(dtype)}
+    node = helper.make_node("BatchNormalization", ["x", "s", "b", "m", "v"], ["y"], epsilon=1e-3)
+    (y,) = _run([node], x, consts, ["y"], opset=15, threads=threads)
+    c = {k: v.astype(np.float64) for k, v in consts.items()}
+    want = (x.astype(np.float64) - c["m"]) / np.sqrt(c["v"] + _eps(1e-3)) * c["s"] + c["b"]
+    _close(y, want, dtype)

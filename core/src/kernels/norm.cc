@@ -185,6 +185,16 @@ void batchnorm_typed(OpContext& ctx, int64_t N, int64_t C, int64_t S, bool train
     a[c] = static_cast<A>(scale[c] * inv);
     b[c] = static_cast<A>(bias[c] - mean[c] * scale[c] * inv);
   }
+  if (S == 1) {  // [N, C] (after a Gemm): rows of the channels, a vectorizable loop per row
+    ctx.threads().parallel_for(N, grain_for(C), [&](int64_t b0, int64_t e0) {
+      for (int64_t n = b0; n < e0; ++n) {
+        const T* p = x + n * C;
+        T* q = y + n * C;
+        for (int64_t c = 0; c < C; ++c) q[c] = store<T>(static_cast<A>(load(p[c])) * a[c] + b[c]);
+      }
+    });
+    return;
+  }
   ctx.threads().parallel_for(N * C, grain_for(S), [&](int64_t b0, int64_t e0) {
     for (int64_t nc = b0; nc < e0; ++nc) {
       const int64_t c = nc % C;
