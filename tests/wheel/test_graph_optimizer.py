@@ -473,6 +473,10 @@ DIRECT_CASES = [
     # at 2 threads, bands of chunks with their own staged rows (the 128 -> 32 and 150-wide cases above, and)
     (24, 40, (20, 30), (3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 1, "NOTSET"),   # 48 lanes: chunks across rows
     (12, 16, (23, 19), (5, 3), (2, 1), (2, 1, 2, 1), (1, 1), 1, "NOTSET"),   # odd bands, halo of 2 phase rows
+    # fewer than 8 channels a group (ResNeXt's 4 of 32 groups): the lanes kernel too, partial blocks of 6
+    (64, 32, (20, 33), (3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 16, "NOTSET"),  # 2 a group, 4 inputs
+    (24, 8, (17, 40), (3, 3), (2, 1), (1, 1, 1, 1), (1, 1), 8, "NOTSET"),    # 1 a group, 3 inputs, stride 2
+    (10, 5, (21, 30), (3, 5), (1, 1), (1, 2, 1, 2), (1, 1), 1, "NOTSET"),    # 5 output channels, one group
 ]
 
 

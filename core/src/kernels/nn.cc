@@ -883,22 +883,26 @@ bool conv_uses_winograd(const ConvPlan& p) {
 // convolutions keep their own path. Maps of few positions included: with the layer's weights coming from
 // memory (a model larger than the cache), 3x3 512 -> 512 on 7x7 took 2.3 ms here against the transposed
 // GEMM's 3.0 (2 threads: 1.35 against 1.63), as every tile streams the filters in one pass with no im2col.
-bool conv_uses_direct(const ConvPlan& p) {
+// The windows both direct kernels take (the channel counts aside).
+bool conv_direct_geometry(const ConvPlan& p) {
   const Window& g = p.g;
-  if (g.nsp != 2 || g.stride[0] > 4 || g.stride[1] > 4 || g.kernel[0] * g.kernel[1] < 2 || p.Mg < 8 ||
-      conv_is_depthwise(p) || conv_uses_winograd(p))
+  if (g.nsp != 2 || g.stride[0] > 4 || g.stride[1] > 4 || g.kernel[0] * g.kernel[1] < 2 || conv_is_depthwise(p) ||
+      conv_uses_winograd(p))
     return false;
   return cpu_has_avx512_kernels();
 }
+bool conv_uses_direct(const ConvPlan& p) { return p.Mg >= 8 && conv_direct_geometry(p); }
 // Direct convolutions of few (channel, tap) steps on rows of at least 16 positions go through
 // conv_direct_lanes_avx512, positions in the vector lanes and each output row written once, instead of
 // conv_direct_avx512, whose transpose of every output into its plane costs as much as the few products behind
 // it. Alone, 1 thread: 3x3 stride-2 stems (27 steps) 3 -> 64 on 224 x 224 0.48 -> 0.42 ms, 3 -> 32 0.27 -> 0.22;
 // 5x5 3 -> 64 0.76 -> 0.73; SqueezeNet's 3x3 16 -> 64 on 55 x 55 (144) 0.36 -> 0.33; 16 -> 64 stride 2 (144)
-// 0.43 -> 0.42; the 7x7 stride-2 stem (147 steps) went the other way, 1.35 -> 1.44.
+// 0.43 -> 0.42; the 7x7 stride-2 stem (147 steps) went the other way, 1.35 -> 1.44. Any number of output
+// channels per group (its blocks of 6 rows take 1 to 6), where the direct kernel needs 8: a ResNeXt grouped 3x3
+// (32 groups of 4 -> 4 on 56 x 56) 1014 -> 219 us at 1 thread on the GEMM's 12-row tiles (onnxruntime 672).
 constexpr int64_t kLanesMaxSteps = 144;
 bool conv_uses_direct_lanes(const ConvPlan& p) {
-  return conv_uses_direct(p) && p.Cg * p.g.kernel[0] * p.g.kernel[1] <= kLanesMaxSteps && p.g.out[1] >= 16;
+  return conv_direct_geometry(p) && p.Cg * p.g.kernel[0] * p.g.kernel[1] <= kLanesMaxSteps && p.g.out[1] >= 16;
 }
 #else
 bool conv_uses_direct(const ConvPlan&) { return false; }
@@ -1092,7 +1096,7 @@ void conv_run(const ConvPlan& p, const T* x, const T* w, const T* bias, T* y, Th
       return;
     }
     const bool lanes = conv_uses_direct_lanes(p);
-    if (packed && !(lanes ? packed->lanes : packed->direct).empty() && conv_uses_direct(p)) {
+    if (packed && !(lanes ? packed->lanes : packed->direct).empty() && (lanes || conv_uses_direct(p))) {
       nn::DirectConv dc{p.Cg,          g.in[0],       g.in[1],       p.Mg,          g.kernel[0],
                         g.kernel[1],   g.stride[0],   g.stride[1],   g.dilation[0], g.dilation[1],
                         g.pad_begin[0], g.pad_begin[1], g.out[0],     g.out[1],      nullptr,
