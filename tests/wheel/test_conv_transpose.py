@@ -1,7 +1,9 @@
 """ConvTranspose against onnxruntime: the column-pair scatter of width stride 2 (taps kw and kw + 1 written as
 interleaved vectors) with every kind of edge it meets: pads cutting the first and last columns, output_padding,
 odd and even kernel widths, rows shorter than a vector; and the other strides, groups and batch 2, at 1 and 2
-threads, with constant filters (packed once) and filters fed at run time."""
+threads, with constant filters (packed once) and filters fed at run time. Then 3-D Conv and ConvTranspose (the
+N-D column paths, by rows of the last axis): strides, dilations, asymmetric pads wider than a tap on every axis,
+groups."""
 
 from __future__ import annotations
 
@@ -44,16 +46,52 @@ def _model(case: tuple[Any, ...], constant: bool) -> tuple[bytes, dict[str, np.n
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString(), feed
 
 
-@pytest.mark.parametrize("threads", [1, 2])
-@pytest.mark.parametrize("constant", [True, False])
-@pytest.mark.parametrize("case", CASES, ids=str)
-def test_conv_transpose_matches_onnxruntime(case: tuple[Any, ...], constant: bool, threads: int) -> None:
+def _compare_with_onnxruntime(model: bytes, feed: dict[str, np.ndarray], threads: int, rtol: float) -> None:
     import onnxruntime
 
-    model, feed = _model(case, constant)
     expected = onnxruntime.InferenceSession(model, providers=["CPUExecutionProvider"]).run(None, feed)[0]
     opts = mosaicrt.SessionOptions()
     opts.intra_op_num_threads = threads
     got = mosaicrt.InferenceSession(model, opts).run(None, feed)[0]
     assert got.shape == expected.shape
-    np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(got, expected, rtol=rtol, atol=1e-5)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("constant", [True, False])
+@pytest.mark.parametrize("case", CASES, ids=str)
+def test_conv_transpose_matches_onnxruntime(case: tuple[Any, ...], constant: bool, threads: int) -> None:
+    model, feed = _model(case, constant)
+    _compare_with_onnxruntime(model, feed, threads, 1e-5)
+
+
+CASES_3D = [
+    # (op, in channels, out channels, (D, H, W), kernel, strides, dilations, pads, group)
+    ("Conv", 4, 6, (5, 9, 13), (3, 3, 3), (1, 1, 1), (1, 1, 1), (1, 1, 1, 1, 1, 1), 1),
+    ("Conv", 4, 6, (6, 8, 17), (2, 3, 4), (2, 1, 3), (1, 2, 1), (0, 2, 3, 1, 0, 2), 2),
+    ("Conv", 3, 5, (4, 7, 9), (3, 1, 3), (1, 2, 2), (2, 1, 2), (2, 0, 1, 2, 0, 3), 1),
+    ("ConvTranspose", 4, 6, (4, 5, 7), (3, 3, 3), (1, 1, 1), (1, 1, 1), (1, 1, 1, 1, 1, 1), 1),
+    ("ConvTranspose", 4, 6, (3, 4, 6), (2, 3, 3), (2, 2, 3), (1, 1, 2), (0, 1, 2, 1, 0, 1), 2),
+]
+
+
+def _model_3d(case: tuple[Any, ...]) -> tuple[bytes, dict[str, np.ndarray]]:
+    op, c, m, spatial, k, s, d, pads, group = case
+    rng = np.random.default_rng(sum(spatial) + c)
+    x = rng.standard_normal((2, c, *spatial)).astype(np.float32)
+    shape = (m, c // group, *k) if op == "Conv" else (c, m // group, *k)
+    w = (rng.standard_normal(shape) / np.sqrt(np.prod(shape[1:]))).astype(np.float32)
+    b = rng.standard_normal(m).astype(np.float32)
+    node = helper.make_node(op, ["x", "w", "b"], ["y"], kernel_shape=list(k), strides=list(s), dilations=list(d),
+                            pads=list(pads), group=group)
+    graph = helper.make_graph([node], "nd", [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(x.shape))],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                              [numpy_helper.from_array(w, "w"), numpy_helper.from_array(b, "b")])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString(), {"x": x}
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("case", CASES_3D, ids=str)
+def test_3d_convolutions_match_onnxruntime(case: tuple[Any, ...], threads: int) -> None:
+    model, feed = _model_3d(case)
+    _compare_with_onnxruntime(model, feed, threads, 1e-4)
