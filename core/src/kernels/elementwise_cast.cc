@@ -208,25 +208,6 @@ void cast_to(OpContext& ctx, const Tensor& x, DType to, const CastMode& m) {
   });
 }
 
-}  // namespace
-}  // namespace ew
-
-void halves_to_floats(const uint16_t* x, float* y, int64_t n) {
-#if defined(MOSAICRT_X86_SIMD)
-  if (sgemm_kernel_is_avx512()) return fastmath::halves_to_floats_avx512(x, y, n);
-#endif
-  for (int64_t i = 0; i < n; ++i) y[i] = half_to_float(x[i]);
-}
-
-void floats_to_halves(const float* x, uint16_t* y, int64_t n) {
-#if defined(MOSAICRT_X86_SIMD)
-  if (sgemm_kernel_is_avx512()) return fastmath::floats_to_halves_avx512(x, y, n);
-#endif
-  for (int64_t i = 0; i < n; ++i) y[i] = float_to_half(x[i]);
-}
-
-namespace ew {
-namespace {
 
 void cast_check(const Node& n, int64_t) {
   (void)cast_target(n);
@@ -249,4 +230,19 @@ void register_cast_kernels(KernelRegistry& r) {
 }
 
 }  // namespace ew
+
+void halves_to_floats(const uint16_t* x, float* y, int64_t n) {
+#if defined(MOSAICRT_X86_SIMD)
+  if (sgemm_kernel_is_avx512()) return fastmath::halves_to_floats_avx512(x, y, n);
+#endif
+  for (int64_t i = 0; i < n; ++i) y[i] = half_to_float(x[i]);
+}
+
+void floats_to_halves(const float* x, uint16_t* y, int64_t n) {
+#if defined(MOSAICRT_X86_SIMD)
+  if (sgemm_kernel_is_avx512()) return fastmath::floats_to_halves_avx512(x, y, n);
+#endif
+  for (int64_t i = 0; i < n; ++i) y[i] = float_to_half(x[i]);
+}
+
 }  // namespace mrt

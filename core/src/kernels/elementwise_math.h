@@ -119,6 +119,11 @@ void floats_to_halves_avx512(const float* x, uint16_t* y, int64_t n);
 
 }  // namespace fastmath
 
+// Sigmoid and Tanh over float arrays (y may be x) on the widest build the CPU runs: AVX-512 where the AVX-512
+// kernels run, AVX2 + FMA, else the same functions element by element (elementwise_unary.cc).
+void sigmoid_array(const float* x, float* y, int64_t n);
+void tanh_array(const float* x, float* y, int64_t n);
+
 // float16 <-> float32 over arrays (elementwise_cast.cc): the conversion instructions where the AVX-512 kernels
 // run, else half_to_float / float_to_half element by element; the same values either way.
 void halves_to_floats(const uint16_t* x, float* y, int64_t n);

@@ -32,6 +32,22 @@ bool fastmath::cpu_has_avx2_fma() {
 }
 #endif
 
+void sigmoid_array(const float* x, float* y, int64_t n) {
+#if defined(MOSAICRT_X86_SIMD)
+  if (sgemm_kernel_is_avx512()) return fastmath::sigmoid_avx512(x, y, n);
+  if (fastmath::cpu_has_avx2_fma()) return fastmath::sigmoid_avx2(x, y, n);
+#endif
+  for (int64_t i = 0; i < n; ++i) y[i] = fastmath::sigmoid_f(x[i]);
+}
+
+void tanh_array(const float* x, float* y, int64_t n) {
+#if defined(MOSAICRT_X86_SIMD)
+  if (sgemm_kernel_is_avx512()) return fastmath::tanh_avx512(x, y, n);
+  if (fastmath::cpu_has_avx2_fma()) return fastmath::tanh_avx2(x, y, n);
+#endif
+  for (int64_t i = 0; i < n; ++i) y[i] = fastmath::tanh_f(x[i]);
+}
+
 namespace ew {
 namespace {
 

@@ -60,25 +60,8 @@ struct Activation {
 template <class C>
 void activate(const Activation& f, C* v, int64_t n) {
   if constexpr (std::is_same<C, float>::value) {
-    if (f.kind == Activation::kSigmoid || f.kind == Activation::kTanh) {
-      const bool sigmoid = f.kind == Activation::kSigmoid;
-#if defined(MOSAICRT_X86_SIMD)
-      if (sgemm_kernel_is_avx512()) {
-        (sigmoid ? fastmath::sigmoid_avx512 : fastmath::tanh_avx512)(v, v, n);
-        return;
-      }
-      if (fastmath::cpu_has_avx2_fma()) {
-        (sigmoid ? fastmath::sigmoid_avx2 : fastmath::tanh_avx2)(v, v, n);
-        return;
-      }
-#endif
-      if (sigmoid) {
-        for (int64_t j = 0; j < n; ++j) v[j] = fastmath::sigmoid_f(v[j]);
-      } else {
-        for (int64_t j = 0; j < n; ++j) v[j] = fastmath::tanh_f(v[j]);
-      }
-      return;
-    }
+    if (f.kind == Activation::kSigmoid) return sigmoid_array(v, v, n);
+    if (f.kind == Activation::kTanh) return tanh_array(v, v, n);
   }
   for (int64_t j = 0; j < n; ++j) v[j] = f(v[j]);
 }
