@@ -19,6 +19,8 @@ namespace nn {
 namespace {
 
 constexpr int kRows = static_cast<int>(kPointwiseRows);
+
+#define MRT_INLINE_LAMBDA __attribute__((always_inline))
 constexpr int64_t kTile = 64;  // positions per tile (four vectors)
 
 inline __mmask16 first16(int64_t n) { return n >= 16 ? __mmask16(0xFFFF) : static_cast<__mmask16>((1u << n) - 1); }
@@ -26,10 +28,10 @@ inline __mmask16 first16(int64_t n) { return n >= 16 ? __mmask16(0xFFFF) : stati
 // R output channels (rows of y, and of z, P floats apart) by V vectors of positions; the last vector holds `tail`
 // positions (1..16). Step k reads the input row at x + k * P, or with kOffs at x + offs[k] (a direct convolution's
 // (channel, tap) steps over its staged planes, conv_direct_lanes_avx512), whose positions are flat ones over the
-// staged rows (`flat`, null otherwise) and land in y as FlatRows says.
+// staged rows (`flat`, null otherwise) and land in y as it says.
 template <int R, int V, bool kOffs>
 void tile(const float* x, int64_t P, const int64_t* offs, int64_t K, const float* wp, const float* bias,
-          const float* z, const RegisterAct& act, float* y, int64_t tail, const FlatRows* flat) {
+          const float* z, const RegisterAct& act, float* y, int64_t tail, const FlatTile* flat) {
   const __mmask16 last = first16(tail);
   // one named array per vector of positions: GCC keeps these in registers (a 2-D array is kept in memory)
   __m512 a0[R], a1[R], a2[R], a3[R];
@@ -60,30 +62,6 @@ void tile(const float* x, int64_t P, const int64_t* offs, int64_t K, const float
       if constexpr (V > 3) a3[r] = _mm512_fmadd_ps(w, x3, a3[r]);
     }
   }
-  // flat positions: the lanes of vector i that are outputs (keep[i], the columns before OW of their staged row)
-  // and where the first of them lands in an output plane (at[i]); the kept lanes of a vector are consecutive
-  // outputs, however many row ends it spans, so they are packed down and stored as one run
-  __mmask16 keep[4] = {};
-  int64_t at[4] = {}, kept_lanes[4] = {};
-  if constexpr (kOffs) {
-    int64_t row = flat->row, col = flat->col, to = row * flat->OW + std::min(col, flat->OW);
-    for (int i = 0; i < V; ++i) {
-      const int64_t lanes = i == V - 1 ? tail : 16;
-      uint32_t m = 0;
-      for (int64_t j = 0; j < lanes;) {  // the lanes left in the current staged row, then the next row's
-        const int64_t run = std::min(lanes - j, flat->Wq - col);
-        const int64_t kept = std::max<int64_t>(0, std::min(run, flat->OW - col));
-        m |= ((1u << kept) - 1) << j;
-        kept_lanes[i] += kept;
-        j += run;
-        col += run;
-        if (col == flat->Wq) col = 0;
-      }
-      keep[i] = static_cast<__mmask16>(m);
-      at[i] = to;
-      to += kept_lanes[i];
-    }
-  }
   // The output stage is compiled once per activation and for a bias or none, its branches taken once per tile
   // (whole rows of vectors) rather than per vector: for the few steps of a stem (27: 3 channels x 3 x 3), an
   // output stage that tested the activation, the bias and the row ends for each of the 24 vectors took a fifth
@@ -93,33 +71,34 @@ void tile(const float* x, int64_t P, const int64_t* offs, int64_t K, const float
   __m512 vbias[R];
 #pragma GCC unroll 8
   for (int r = 0; r < R; ++r) vbias[r] = bias ? _mm512_set1_ps(bias[r]) : zero;
-  auto stage = [&](auto act_kind, auto with_bias) {
+  auto stage = [&](auto act_kind, auto with_bias) MRT_INLINE_LAMBDA {
     constexpr auto kAct = decltype(act_kind)::value;
     constexpr bool kBias = decltype(with_bias)::value;
     // (products + bias) + residual, then the activation with its operands in this order (the same result for a
     // NaN as the other output stages)
-    auto finish = [&](__m512 v, int r, int i, __mmask16 m) {
+    auto finish = [&](__m512 v, int r, int i, __mmask16 m) MRT_INLINE_LAMBDA {
       if constexpr (kBias) v = _mm512_add_ps(v, vbias[r]);
       if (!kOffs && z) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, z + r * P + 16 * i));
       if constexpr (kAct == RegisterAct::kRelu) v = _mm512_max_ps(v, zero);
       else if constexpr (kAct == RegisterAct::kClip) v = _mm512_min_ps(vhi, _mm512_max_ps(vlo, v));
       return v;
     };
-    // every row of vector i of the tile
-    auto rows_of = [&](const __m512(&a)[R], int i) {
+    // every row of vector i of the tile (inlined, as all three lambdas must be: otherwise the sums live in memory)
+    auto rows_of = [&](const __m512(&a)[R], int i) MRT_INLINE_LAMBDA {
       if constexpr (!kOffs) {
         const __mmask16 m = i == V - 1 ? last : __mmask16(0xFFFF);
 #pragma GCC unroll 8
         for (int r = 0; r < R; ++r) _mm512_mask_storeu_ps(y + r * P + 16 * i, m, finish(a[r], r, i, m));
         return;
       }
-      const __mmask16 k = keep[i];
-      float* yr = y + at[i];
+      // flat positions: where the outputs among the vector's lanes go (FlatTile)
+      const __mmask16 k = static_cast<__mmask16>(flat->keep[i]);
+      float* yr = y + flat->at[i];
       if (k == __mmask16(0xFFFF)) {
 #pragma GCC unroll 8
         for (int r = 0; r < R; ++r) _mm512_storeu_ps(yr + r * P, finish(a[r], r, i, k));
       } else if (k) {
-        const __mmask16 run = first16(kept_lanes[i]);
+        const __mmask16 run = first16(flat->kept[i]);
 #pragma GCC unroll 8
         for (int r = 0; r < R; ++r)
           _mm512_mask_storeu_ps(yr + r * P, run, _mm512_maskz_compress_ps(k, finish(a[r], r, i, k)));
@@ -147,7 +126,7 @@ void tile(const float* x, int64_t P, const int64_t* offs, int64_t K, const float
 }
 
 using TileFn = void (*)(const float*, int64_t, const int64_t*, int64_t, const float*, const float*, const float*,
-                        const RegisterAct&, float*, int64_t, const FlatRows*);
+                        const RegisterAct&, float*, int64_t, const FlatTile*);
 
 template <bool kOffs, int R, size_t... V>
 constexpr std::array<TileFn, 4> tile_row(std::index_sequence<V...>) {
@@ -200,12 +179,36 @@ void conv_pointwise_avx512(const PointwiseConv& g, const float* x, const float* 
   else run(0, items);
 }
 
+FlatTile flat_tile(const FlatRows& flat, int64_t n) {
+  FlatTile t{};
+  int64_t col = flat.col, to = flat.row * flat.OW + std::min(col, flat.OW);
+  for (int i = 0; i < 4 && 16 * i < n; ++i) {
+    const int64_t lanes = std::min<int64_t>(16, n - 16 * i);
+    uint32_t m = 0;
+    int64_t kept_here = 0;
+    for (int64_t j = 0; j < lanes;) {  // the lanes left in the current staged row, then the next row's
+      const int64_t run = std::min(lanes - j, flat.Wq - col);
+      const int64_t kept = std::max<int64_t>(0, std::min(run, flat.OW - col));
+      m |= ((1u << kept) - 1) << j;
+      kept_here += kept;
+      j += run;
+      col += run;
+      if (col == flat.Wq) col = 0;
+    }
+    t.keep[i] = static_cast<uint16_t>(m);
+    t.kept[i] = kept_here;
+    t.at[i] = to;
+    to += kept_here;
+  }
+  return t;
+}
+
 void pointwise_tile_offs_avx512(const float* x, const int64_t* offs, int64_t steps, const float* wpacked,
                                 int64_t rows, int64_t n, const float* bias, const RegisterAct& act, float* y,
-                                int64_t ldy, const FlatRows& flat) {
+                                int64_t ldy, const FlatTile& lanes) {
   const int64_t vectors = (n + 15) / 16;
   kOffsTiles[static_cast<size_t>(rows - 1)][static_cast<size_t>(vectors - 1)](
-      x, ldy, offs, steps, wpacked, bias, nullptr, act, y, n - (vectors - 1) * 16, &flat);
+      x, ldy, offs, steps, wpacked, bias, nullptr, act, y, n - (vectors - 1) * 16, &lanes);
 }
 
 }  // namespace nn

@@ -260,16 +260,25 @@ constexpr int64_t kPointwiseRows = 6;
 AlignedVector<float> pack_pointwise_filters(const float* w, int64_t M, int64_t K);
 void conv_pointwise_avx512(const PointwiseConv& g, const float* x, const float* wpacked, float* y, ThreadPool* pool);
 // One tile of the pointwise kernel over arbitrary input rows: for r < rows (<= kPointwiseRows) and n <= 64
-// flat positions q = flat.q0 + j over staged rows of Wq columns, of which the first OW are outputs: act(bias[r]
+// flat positions q = q0 + j over staged rows of Wq columns, of which the first OW are outputs: act(bias[r]
 // + sum_s w[s][r] x[offs[s] + j]) is output (q / Wq, q % Wq), stored at y[r * ldy + (q / Wq) * OW + q % Wq]
 // when q % Wq < OW, and computed and dropped otherwise (Wq >= 16, so a vector of positions spans at most two
 // rows); `wpacked`: one block of pack_pointwise_filters (steps x kPointwiseRows values), bias optional.
 struct FlatRows {
   int64_t Wq, OW, row, col;  // the tile's first flat position is row * Wq + col (col < Wq)
 };
+// Where the outputs among a tile's n flat positions go, per vector of 16 of them: the lanes that are outputs
+// (keep, the columns before OW of their staged row), how many (kept) and the output index of the first (at,
+// row * OW + column); the kept lanes of a vector are consecutive outputs, however many row ends it spans. The
+// same for every block of channels over the tile, so worked out once for all of them.
+struct FlatTile {
+  uint16_t keep[4];
+  int64_t kept[4], at[4];
+};
+FlatTile flat_tile(const FlatRows& flat, int64_t n);
 void pointwise_tile_offs_avx512(const float* x, const int64_t* offs, int64_t steps, const float* wpacked,
                                 int64_t rows, int64_t n, const float* bias, const RegisterAct& act, float* y,
-                                int64_t ldy, const FlatRows& flat);
+                                int64_t ldy, const FlatTile& lanes);
 // A direct convolution of few (channel, tap) steps (conv_uses_direct_lanes) with the positions in the vector
 // lanes: tiles of 64 flat positions of the staged rows (pointwise_tile_offs_avx512; outputs at least 16 wide,
 // as conv_uses_direct_lanes asks, so the staged rows are too) by kPointwiseRows channels over the staged planes
