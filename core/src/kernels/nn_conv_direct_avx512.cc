@@ -18,6 +18,7 @@
 #include <algorithm>
 #include <array>
 #include <cstring>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -54,6 +55,7 @@ MRT_DIRECT_TILE void tile(const float* const* rows, const int64_t* offs, int64_t
   static_assert(NZ >= 1 && NZ <= 4 && R >= 1 && R <= (kRow ? kRowTileRows(NZ) : direct::max_rows(NZ)), "tile shape");
   // one named array per vector column: GCC keeps these in registers (a 2-D array was spilled)
   __m512 a0[R], a1[R], a2[R], a3[R];
+#pragma GCC unroll 16
   for (int r = 0; r < R; ++r) {
     const float* o = out + r * ldo;
     a0[r] = resume ? _mm512_loadu_ps(o) : _mm512_setzero_ps();
@@ -80,20 +82,42 @@ MRT_DIRECT_TILE void tile(const float* const* rows, const int64_t* offs, int64_t
       if constexpr (NZ > 3) a3[r] = _mm512_fmadd_ps(a, b3, a3[r]);
     }
   }
+  // The output stage compiled per activation and for a bias or none, its loops unrolled so that the sums stay in
+  // registers (a rolled loop over them stored all of them to memory and loaded them back, with the activation and
+  // the bias tested for each vector).
   const __m512 zero = _mm512_setzero_ps(), vlo = _mm512_set1_ps(act.lo), vhi = _mm512_set1_ps(act.hi);
-  // + bias, then the activation with the operands in the order of the output stage's (same result for a NaN)
-  auto finish = [&](__m512 v, int z) {
-    if (bias) v = _mm512_add_ps(v, _mm512_loadu_ps(bias + 16 * z));
-    if (act.kind == RegisterAct::kRelu) return _mm512_max_ps(v, zero);
-    if (act.kind == RegisterAct::kClip) return _mm512_min_ps(vhi, _mm512_max_ps(vlo, v));
-    return v;
+  auto stage = [&](auto act_kind, auto with_bias) __attribute__((always_inline)) {
+    constexpr auto kAct = decltype(act_kind)::value;
+    constexpr bool kBias = decltype(with_bias)::value;
+    // + bias, then the activation with the operands in the order of the output stage's (same result for a NaN)
+    auto finish = [&](__m512 v, int z) __attribute__((always_inline)) {
+      if constexpr (kBias) v = _mm512_add_ps(v, _mm512_loadu_ps(bias + 16 * z));
+      if constexpr (kAct == RegisterAct::kRelu) return _mm512_max_ps(v, zero);
+      if constexpr (kAct == RegisterAct::kClip) return _mm512_min_ps(vhi, _mm512_max_ps(vlo, v));
+      return v;
+    };
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r) {
+      float* o = out + r * ldo;
+      _mm512_storeu_ps(o, finish(a0[r], 0));
+      if constexpr (NZ > 1) _mm512_storeu_ps(o + 16, finish(a1[r], 1));
+      if constexpr (NZ > 2) _mm512_storeu_ps(o + 32, finish(a2[r], 2));
+      if constexpr (NZ > 3) _mm512_storeu_ps(o + 48, finish(a3[r], 3));
+    }
   };
-  for (int r = 0; r < R; ++r) {
-    float* o = out + r * ldo;
-    _mm512_storeu_ps(o, finish(a0[r], 0));
-    if constexpr (NZ > 1) _mm512_storeu_ps(o + 16, finish(a1[r], 1));
-    if constexpr (NZ > 2) _mm512_storeu_ps(o + 32, finish(a2[r], 2));
-    if constexpr (NZ > 3) _mm512_storeu_ps(o + 48, finish(a3[r], 3));
+  using Relu = std::integral_constant<RegisterAct::Kind, RegisterAct::kRelu>;
+  using Clip = std::integral_constant<RegisterAct::Kind, RegisterAct::kClip>;
+  using None = std::integral_constant<RegisterAct::Kind, RegisterAct::kNone>;
+  const bool has_bias = bias != nullptr;
+  switch (act.kind) {
+    case RegisterAct::kRelu:
+      has_bias ? stage(Relu(), std::true_type()) : stage(Relu(), std::false_type());
+      break;
+    case RegisterAct::kClip:
+      has_bias ? stage(Clip(), std::true_type()) : stage(Clip(), std::false_type());
+      break;
+    default:
+      has_bias ? stage(None(), std::true_type()) : stage(None(), std::false_type());
   }
 }
 
