@@ -43,8 +43,10 @@ def _convs(rng: np.random.Generator, specs: list[tuple[str, str, int, int, int]]
 
 def _check(model: onnx.ModelProto, feed: dict[str, np.ndarray[Any, Any]]) -> None:
     expected = _session(model, Level.ORT_DISABLE_ALL).run(None, feed)
+    sessions: list[mosaicrt.InferenceSession] = []  # all alive: none reuses another's freed buffers
     for threads in (1, 2):
         sess = _session(model, threads=threads)
+        sessions.append(sess)
         for _ in range(3):
             got = sess.run(None, feed)
             assert len(got) == len(expected)
@@ -198,8 +200,10 @@ def test_symbolic_batch_plans_per_feed_shape() -> None:
     model = _dense_block(rng, 4, "N")
     reference = _session(model, Level.ORT_DISABLE_ALL)
     feeds = [{"x": rng.standard_normal((b, 4, 7, 5)).astype(np.float32)} for b in (1, 3, 1, 2, 1)]
+    sessions: list[mosaicrt.InferenceSession] = []  # all alive: none reuses another's freed buffers
     for threads in (1, 2):
         sess = _session(model, threads=threads)
+        sessions.append(sess)
         for feed in feeds * 2:
             np.testing.assert_array_equal(sess.run(None, feed)[0], reference.run(None, feed)[0])
 

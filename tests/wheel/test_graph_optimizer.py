@@ -672,13 +672,17 @@ def test_clip_with_bounds_fed_at_run_time_is_not_fused() -> None:
 
 def _check_fused_conv_at_1_and_2_threads(model: onnx.ModelProto, feed: dict[str, np.ndarray],
                                          expected: np.ndarray) -> None:
-    """The model runs as one FusedConv and matches `expected` at 1 and at 2 threads."""
+    """The model runs as one FusedConv and matches `expected` at 1 and at 2 threads.
+
+    Both sessions stay alive: a 2-thread session created after the 1-thread one was freed could get its output
+    buffer where that one left the right values, and an output left unwritten would pass."""
+    sessions: list[mosaicrt.InferenceSession] = []
     for threads in (1, 2):
         opts = mosaicrt.SessionOptions()
         opts.intra_op_num_threads = threads
-        sess = mosaicrt.InferenceSession(model.SerializeToString(), sess_options=opts)
-        assert _ops(sess) == ["com.microsoft::FusedConv"]
-        np.testing.assert_allclose(sess.run(None, feed)[0], expected, rtol=1e-4, atol=1e-4)
+        sessions.append(mosaicrt.InferenceSession(model.SerializeToString(), sess_options=opts))
+        assert _ops(sessions[-1]) == ["com.microsoft::FusedConv"]
+        np.testing.assert_allclose(sessions[-1].run(None, feed)[0], expected, rtol=1e-4, atol=1e-4)
 
 
 DEPTHWISE_BLOCK_CASES = [
@@ -752,7 +756,8 @@ WINOGRAD_CASES = [
     (80, 64, (11, 12), (2, 0, 1, 3)),     # asymmetric pads
     (64, 64, (3, 130), (1, 1, 1, 1)),     # 2 tile rows, the second half empty
     (64, 64, (56, 56), (1, 1, 1, 1)),     # 784 tiles: pieces of tiles, one thread each
-    (256, 256, (14, 14), (1, 1, 1, 1)),   # one piece: its steps split between the threads
+    (64, 64, (25, 25), (1, 1, 1, 1)),     # 169 tiles, one piece: at 2 threads a piece each (85 and 84 tiles)
+    (256, 256, (14, 14), (1, 1, 1, 1)),   # one piece of 49 tiles: its steps split between the threads
 ]
 
 
@@ -1349,10 +1354,12 @@ def test_matmul_bias_and_residual_adds_become_one_node(case: tuple[Any, ...]) ->
     assert list(expected.shape) == out_shape
     np.testing.assert_allclose(expected, (feed["x"] @ numpy_helper.to_array(inits[0]) + numpy_helper.to_array(inits[1])
                                           + feed.get("z", 0)).reshape(out_shape), rtol=1e-4, atol=1e-4)
+    sessions: list[mosaicrt.InferenceSession] = []
     for threads in (1, 2):
         opts = mosaicrt.SessionOptions()
         opts.intra_op_num_threads = threads
         fused = mosaicrt.InferenceSession(model.SerializeToString(), sess_options=opts)
+        sessions.append(fused)  # all alive (see _check_fused_conv_at_1_and_2_threads)
         assert _ops(fused) == ["ai.mosaicrt::MatMulAdd"]
         np.testing.assert_array_equal(fused.run(None, feed)[0], expected)
 

@@ -95,10 +95,12 @@ def test_conv_integer_geometries(case: tuple, types: tuple[type, type]) -> None:
              "group": group}
     want = _reference(x, w, int(xz), wz, strides=list(strides), dil=list(dil), pads=list(pads), group=group)
     model = _model("ConvInteger", (_ONNX[xt], _ONNX[wt]), (x.shape, w.shape), attrs)
+    sessions: list[mosaicrt.InferenceSession] = []
     for threads in (1, 2):
         opts = mosaicrt.SessionOptions()
         opts.intra_op_num_threads = threads
         sess = mosaicrt.InferenceSession(model, opts)
+        sessions.append(sess)  # all alive: none reuses another's freed buffers
         (got,) = sess.run(None, {"x": x, "w": w, "xz": xz, "wz": wz})
         assert got.dtype == np.int32 and got.shape == want.shape, (got.shape, want.shape)
         np.testing.assert_array_equal(got.astype(np.int64), want, err_msg=f"{threads} threads")
@@ -119,10 +121,12 @@ def test_qlinear_conv_geometries(case: tuple) -> None:
     scale = np.float64(np.float32(np.float32(0.05) * np.float32(0.02))) / np.float64(np.float32(0.25))
     want = np.clip(np.round(acc * np.float64(np.float32(scale))) + 128, 0, 255).astype(np.uint8)
     model = _model("QLinearConv", (TensorProto.UINT8, TensorProto.INT8), (x.shape, w.shape), attrs)
+    sessions: list[mosaicrt.InferenceSession] = []
     for threads in (1, 2):
         opts = mosaicrt.SessionOptions()
         opts.intra_op_num_threads = threads
-        (got,) = mosaicrt.InferenceSession(model, opts).run(None, {"x": x, "w": w, "xz": xz, "wz": wz})
+        sessions.append(mosaicrt.InferenceSession(model, opts))  # all alive (see above)
+        (got,) = sessions[-1].run(None, {"x": x, "w": w, "xz": xz, "wz": wz})
         np.testing.assert_array_equal(got, want, err_msg=f"{threads} threads")
 
 
@@ -200,10 +204,12 @@ def test_constant_int8_weights(case: tuple, x_type: type, op: str) -> None:
     onnx_x = _ONNX[x_type]
     for wz in (np.zeros(m, np.int8), None):
         model = _direct_model(op, onnx_x, x.shape, w, wz, attrs=attrs)
+        sessions: list[mosaicrt.InferenceSession] = []
         for threads in (1, 2):
             opts = mosaicrt.SessionOptions()
             opts.intra_op_num_threads = threads
-            (got,) = mosaicrt.InferenceSession(model, opts).run(None, {"x": x, "xz": xz})
+            sessions.append(mosaicrt.InferenceSession(model, opts))  # all alive (see above)
+            (got,) = sessions[-1].run(None, {"x": x, "xz": xz})
             assert got.shape == want.shape, (got.shape, want.shape)
             wz_text = "zeros" if wz is not None else "absent"
             np.testing.assert_array_equal(got.astype(want.dtype), want,

@@ -675,10 +675,12 @@ def test_qlinear_binary_same_shape_exact(op: str, dtype: Any, n: int) -> None:
     vb = (b.astype(np.int32) - zb).astype(f32) * f32(sb)
     v = (va + vb if op == "QLinearAdd" else va * vb) / f32(sc)
     want = np.clip(np.rint(v) + f32(zc), info.min, info.max).astype(dtype)
+    sessions: list[mosaicrt.InferenceSession] = []  # all alive: none reuses freed buffers
     for threads in (1, 2):
         opts = mosaicrt.SessionOptions()
         opts.intra_op_num_threads = threads
-        (got,) = mosaicrt.InferenceSession(_ms_model([node], ins, init), opts).run(None, {"a": a, "b": b})
+        sessions.append(mosaicrt.InferenceSession(_ms_model([node], ins, init), opts))
+        (got,) = sessions[-1].run(None, {"a": a, "b": b})
         np.testing.assert_array_equal(got, want, err_msg=f"{threads} threads")
 
 

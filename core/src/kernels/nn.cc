@@ -939,12 +939,23 @@ void conv_winograd(const ConvPlan& p, const float* x, const float* bias, float* 
     out_stage.ctx = &stage;
   }
   // pieces of at least 32 tiles (a GEMM column panel), evened out to multiples of 16; several per thread when
-  // there are enough tiles, then each piece runs its three steps alone on one thread, otherwise each step is
-  // split between the threads
+  // there are enough tiles, then each piece runs its three steps alone on one thread. With fewer, one piece per
+  // thread when each gets a GEMM panel or more, the tiles split evenly; otherwise each step is split between the
+  // threads. Split steps exchange the transformed input and the products between the cores (the input
+  // transform goes by channels, the GEMMs by matrix, the output transform by channels again), which costs little
+  // when the two cores share a cache and much when they do not: on this 2-vCPU VM, in the phases where a
+  // cross-core round trip takes ~500 ns instead of ~110, 3x3 128 -> 128 on 28 x 28 (196 tiles) at 2 threads took
+  // 473 us split against 406 by pieces, where the cores sharing a cache take 313 against 329.
   const int64_t most = std::max<int64_t>(32, kWinogradPieceFloats / (16 * (p.C + p.M)) / 32 * 32);
-  const int64_t pieces = (T + most - 1) / most, threads = pool.size();
-  const int64_t piece = ((T + pieces - 1) / pieces + 15) / 16 * 16;  // evened out
-  const bool by_piece = threads == 1 || pieces >= 2 * threads;
+  const int64_t threads = pool.size();
+  int64_t pieces = (T + most - 1) / most;
+  int64_t piece = ((T + pieces - 1) / pieces + 15) / 16 * 16;  // evened out
+  bool by_piece = threads == 1 || pieces >= 2 * threads;
+  if (!by_piece && T >= 32 * threads) {
+    pieces = threads;
+    piece = (T + threads - 1) / threads;
+    by_piece = true;
+  }
   auto run_piece = [&](int64_t n, int64_t t0, ThreadPool* inner) {
     const int64_t t1 = std::min(T, t0 + piece), nt = t1 - t0, ld = nt + nn::kWinogradPad;
     float* v = conv_scratch(2, 16 * p.C * ld);
