@@ -18,7 +18,6 @@
 #include <algorithm>
 #include <array>
 #include <cstring>
-#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -105,20 +104,7 @@ MRT_DIRECT_TILE void tile(const float* const* rows, const int64_t* offs, int64_t
       if constexpr (NZ > 3) _mm512_storeu_ps(o + 48, finish(a3[r], 3));
     }
   };
-  using Relu = std::integral_constant<RegisterAct::Kind, RegisterAct::kRelu>;
-  using Clip = std::integral_constant<RegisterAct::Kind, RegisterAct::kClip>;
-  using None = std::integral_constant<RegisterAct::Kind, RegisterAct::kNone>;
-  const bool has_bias = bias != nullptr;
-  switch (act.kind) {
-    case RegisterAct::kRelu:
-      has_bias ? stage(Relu(), std::true_type()) : stage(Relu(), std::false_type());
-      break;
-    case RegisterAct::kClip:
-      has_bias ? stage(Clip(), std::true_type()) : stage(Clip(), std::false_type());
-      break;
-    default:
-      has_bias ? stage(None(), std::true_type()) : stage(None(), std::false_type());
-  }
+  with_output_stage(act, bias != nullptr, stage);
 }
 
 template <int R, int NZ>

@@ -8,7 +8,6 @@
 
 #include <algorithm>
 #include <array>
-#include <type_traits>
 #include <utility>
 
 #include "../threadpool.h"
@@ -19,8 +18,6 @@ namespace nn {
 namespace {
 
 constexpr int kRows = static_cast<int>(kPointwiseRows);
-
-#define MRT_INLINE_LAMBDA __attribute__((always_inline))
 constexpr int64_t kTile = 64;  // positions per tile (four vectors)
 
 inline __mmask16 first16(int64_t n) { return n >= 16 ? __mmask16(0xFFFF) : static_cast<__mmask16>((1u << n) - 1); }
@@ -71,12 +68,12 @@ void tile(const float* x, int64_t P, const int64_t* offs, int64_t K, const float
   __m512 vbias[R];
 #pragma GCC unroll 8
   for (int r = 0; r < R; ++r) vbias[r] = bias ? _mm512_set1_ps(bias[r]) : zero;
-  auto stage = [&](auto act_kind, auto with_bias) MRT_INLINE_LAMBDA {
+  auto stage = [&](auto act_kind, auto with_bias) __attribute__((always_inline)) {
     constexpr auto kAct = decltype(act_kind)::value;
     constexpr bool kBias = decltype(with_bias)::value;
     // (products + bias) + residual, then the activation with its operands in this order (the same result for a
     // NaN as the other output stages)
-    auto finish = [&](__m512 v, int r, int i, __mmask16 m) MRT_INLINE_LAMBDA {
+    auto finish = [&](__m512 v, int r, int i, __mmask16 m) __attribute__((always_inline)) {
       if constexpr (kBias) v = _mm512_add_ps(v, vbias[r]);
       if (!kOffs && z) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, z + r * P + 16 * i));
       if constexpr (kAct == RegisterAct::kRelu) v = _mm512_max_ps(v, zero);
@@ -84,7 +81,7 @@ void tile(const float* x, int64_t P, const int64_t* offs, int64_t K, const float
       return v;
     };
     // every row of vector i of the tile (inlined, as all three lambdas must be: otherwise the sums live in memory)
-    auto rows_of = [&](const __m512(&a)[R], int i) MRT_INLINE_LAMBDA {
+    auto rows_of = [&](const __m512(&a)[R], int i) __attribute__((always_inline)) {
       if constexpr (!kOffs) {
         const __mmask16 m = i == V - 1 ? last : __mmask16(0xFFFF);
 #pragma GCC unroll 8
@@ -109,20 +106,7 @@ void tile(const float* x, int64_t P, const int64_t* offs, int64_t K, const float
     if constexpr (V > 2) rows_of(a2, 2);
     if constexpr (V > 3) rows_of(a3, 3);
   };
-  using Relu = std::integral_constant<RegisterAct::Kind, RegisterAct::kRelu>;
-  using Clip = std::integral_constant<RegisterAct::Kind, RegisterAct::kClip>;
-  using None = std::integral_constant<RegisterAct::Kind, RegisterAct::kNone>;
-  const bool has_bias = bias != nullptr;
-  switch (act.kind) {
-    case RegisterAct::kRelu:
-      has_bias ? stage(Relu(), std::true_type()) : stage(Relu(), std::false_type());
-      break;
-    case RegisterAct::kClip:
-      has_bias ? stage(Clip(), std::true_type()) : stage(Clip(), std::false_type());
-      break;
-    default:
-      has_bias ? stage(None(), std::true_type()) : stage(None(), std::false_type());
-  }
+  with_output_stage(act, bias != nullptr, stage);
 }
 
 using TileFn = void (*)(const float*, int64_t, const int64_t*, int64_t, const float*, const float*, const float*,

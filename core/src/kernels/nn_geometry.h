@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "../gemm/sgemm.h"
@@ -150,6 +151,27 @@ struct RegisterAct {
   enum Kind { kNone, kRelu, kClip } kind = kNone;
   float lo = 0.f, hi = 0.f;
 };
+
+// Runs stage(kind, with_bias) with the activation kind and the presence of a bias as compile-time constants
+// (std::integral_constant), so that a tile's output stage is compiled once per case and tests neither for each
+// vector. Both this and `stage` must be inlined into the tile (stage declared always_inline too): otherwise the
+// tile's sums are kept in memory.
+template <class Stage>
+__attribute__((always_inline)) inline void with_output_stage(const RegisterAct& act, bool has_bias, Stage&& stage) {
+  using Relu = std::integral_constant<RegisterAct::Kind, RegisterAct::kRelu>;
+  using Clip = std::integral_constant<RegisterAct::Kind, RegisterAct::kClip>;
+  using None = std::integral_constant<RegisterAct::Kind, RegisterAct::kNone>;
+  switch (act.kind) {
+    case RegisterAct::kRelu:
+      has_bias ? stage(Relu(), std::true_type()) : stage(Relu(), std::false_type());
+      break;
+    case RegisterAct::kClip:
+      has_bias ? stage(Clip(), std::true_type()) : stage(Clip(), std::false_type());
+      break;
+    default:
+      has_bias ? stage(None(), std::true_type()) : stage(None(), std::false_type());
+  }
+}
 
 #if defined(MOSAICRT_X86_SIMD)
 // A tile of m output positions (rows, stride ldc) by n output channels (columns) into the channels' planes:
