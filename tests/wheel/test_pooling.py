@@ -44,6 +44,7 @@ CASES = [
     # a row's last vector whose last output's window reaches one column into the next 16 (or 32) of the input
     ((3, 33), (3, 3), (1, 1), (0, 0, 0, 0), 0),
     ((3, 65), (3, 3), (2, 2), (0, 0, 0, 0), 0),
+    ((9, 33), (3, 3), (2, 2), (0, 0, 0, 0), 0),  # and with rows in pairs (16 outputs a row)
 ]
 
 
@@ -110,6 +111,27 @@ def test_max_pool_same_padding_and_nan_inputs() -> None:
     with_indices = results[1].copy()
     with_indices[0, 1, 2, 0] = -np.inf
     np.testing.assert_array_equal(with_indices, want)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_max_pool_3x3_stride_2_skips_nan_inputs(threads: int) -> None:
+    """3x3 stride 2 to rows of at most 16 (the row pairs of the AVX-512 kernel, whose windows share a middle row),
+    with NaN inputs in shared and unshared rows, 11 output rows (the last one alone): NaN values are skipped, a
+    window of NaN only gives -inf."""
+    x = np.random.default_rng(5).standard_normal((1, 3, 23, 29)).astype(np.float32)
+    x[0, 0, 2, 5] = np.nan  # the middle row of output rows 0 and 1
+    x[0, 1, 7, 10:13] = np.nan
+    x[0, 2, 4:7, 20:23] = np.nan  # every tap of output (2, 10)
+    node = helper.make_node("MaxPool", ["x"], ["y"], kernel_shape=[3, 3], strides=[2, 2])
+    graph = helper.make_graph([node], "pool", [helper.make_tensor_value_info("x", TensorProto.FLOAT, x.shape)],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 12)], ir_version=8)
+    opts = mosaicrt.SessionOptions()
+    opts.intra_op_num_threads = threads
+    got = mosaicrt.InferenceSession(model.SerializeToString(), opts).run(None, {"x": x})[0]
+    want = _reference(np.where(np.isnan(x), -np.inf, x), (3, 3), (2, 2), (0, 0, 0, 0), (11, 14))
+    np.testing.assert_array_equal(got, want)
+    assert got[0, 2, 2, 10] == -np.inf
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: f"{c[0][0]}x{c[0][1]}-k{c[1][0]}{c[1][1]}-s{c[2][0]}{c[2][1]}")
