@@ -368,15 +368,17 @@ def test_conv_with_constant_filters_matches_fed_filters(case: tuple[int, ...], t
 
 
 POINTWISE_CASES = [
-    # 1x1 convolutions of at most 128 input channels per group (or any number on maps of at most 256 positions) on
-    # maps of >= 64 positions run on the pointwise kernel on AVX-512 CPUs: (in channels, out channels, (H, W),
+    # 1x1 convolutions of at most 2048 input channels per group (or any number on maps of at most 256 positions)
+    # on maps of >= 64 positions run on the pointwise kernel on AVX-512 CPUs: (in channels, out channels, (H, W),
     # group, batch)
     (1, 1, (8, 8), 1, 1),        # one tile of 64 positions, one channel
     (3, 7, (9, 9), 1, 2),        # 81 positions: a tile and one of 17 (a last vector of 1); 7 = 6 + 1 channels
     (16, 13, (7, 10), 1, 1),     # 70 = 64 + 6 positions; 13 = 6 + 6 + 1 channels
     (128, 64, (16, 17), 1, 2),   # the deepest it takes on more than 256 positions; two spans (256 + 16)
     (64, 13, (24, 25), 1, 1),    # spans of 512 positions: 512 + 88
-    (129, 20, (16, 17), 1, 1),   # one deeper on 272 positions: the GEMM
+    (129, 20, (16, 17), 1, 1),   # deeper on 272 positions: spans of 192 (192 + 80)
+    (300, 13, (20, 20), 1, 1),   # spans of one tile: 6 x 64 + 16
+    (2049, 7, (16, 17), 1, 1),   # one deeper than 2048 on 272 positions: the GEMM
     (129, 20, (8, 9), 1, 1),     # on 72: the pointwise kernel
     (520, 27, (13, 13), 1, 1),   # SqueezeNet's last layer, shallower: 169 positions in 3 tiles, 27 = 4 x 6 + 3
     (32, 12, (12, 12), 2, 2),    # groups of 16 -> 6

@@ -1046,17 +1046,17 @@ bool is_pointwise(const Window& g) {
   return true;
 }
 
-// Pointwise convolutions computed by the pointwise kernel (conv_pointwise_avx512) instead of the GEMM: those of
-// at most 128 input channels (a tile's input rows, 256 bytes of each, stay in L1 while every output channel is
-// made from them) and a map of at least one tile of positions. Measured alone: 32 -> 16 on 112x112 167 -> 113 us,
-// 64 -> 16 on 55x55 66 -> 43, 96 -> 24 on 56x56 119 -> 100; 512 -> 128 on 28x28 went from 554 to 693 (L2-bound).
-// Deeper ones too on maps of at most 256 positions, whose input (K x 256 floats) stays in L2 for all the output
-// channels, where the GEMM's last panel of a few columns costs a whole one (on an AMD Zen 5 core, 1 thread:
-// SqueezeNet's 512 -> 1000 on 13 x 13 770 -> 687 us (onnxruntime 699), 512 -> 128 on 14 x 14 127 -> 119,
-// 256 -> 1024 on 14 x 14 476 -> 442; at 2 threads 395 -> 389, 73 -> 70, 248 -> 253).
+// Pointwise convolutions computed by the pointwise kernel (conv_pointwise_avx512) instead of the GEMM: those on
+// maps of at least one tile of positions, whose input rows for one span of positions (K x span floats, a span of
+// at least one tile) stay in L2 while every output channel is made from them: at most 2048 input channels, or any
+// number on maps of at most 256 positions (one span then). Against the GEMM the input is not packed into panels.
+// On an AMD Zen 5 core, 1 thread, alone: 256 -> 64 on 56 x 56 463 -> 389 us (2 threads 248 -> 218), 512 -> 128
+// on 28 x 28 424 -> 389 (252 -> 217), 1024 -> 512 on 28 x 28 0.94, 2048 -> 256 on 28 x 28 0.97, 4096 -> 128 on
+// 20 x 20 1.09 (a span's 1 MB no longer in L2: the GEMM); SqueezeNet's 512 -> 1000 on 13 x 13 770 -> 687 us
+// (onnxruntime 699). Light ResNet-50, 1 thread: 0.979.
 bool conv_uses_pointwise(const ConvPlan& p) {
 #if defined(MOSAICRT_X86_SIMD)
-  return is_pointwise(p.g) && (p.Cg <= 128 || prod(p.g.out) <= 256) && prod(p.g.out) >= 64 &&
+  return is_pointwise(p.g) && (p.Cg <= 2048 || prod(p.g.out) <= 256) && prod(p.g.out) >= 64 &&
          cpu_has_avx512_kernels();
 #else
   (void)p;

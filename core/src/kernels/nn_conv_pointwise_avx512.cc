@@ -3,7 +3,8 @@
 // input row k straight from the input planes and multiplies them by the 6 channels' weights for k (broadcast);
 // the 24 sums stay in registers over all of K and leave them finished (bias, residual, activation). Against the
 // GEMM, the input is not copied into packed panels and the output is written once: for the small depths of
-// mobile and squeeze layers (16..128 input channels) those two passes cost as much as the products.
+// mobile and squeeze layers (16..128 input channels) those two passes cost as much as the products, and deeper
+// layers (up to 2048 channels) still gain 3-16 % (conv_uses_pointwise).
 #include <immintrin.h>
 
 #include <algorithm>
