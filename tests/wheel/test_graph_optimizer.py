@@ -329,6 +329,8 @@ CONV_CASES = [
     (32, 96, 13, 3, 2, 1, 1, 1),  # few positions after a stride (direct on AVX-512, else transposed with im2col)
     (24, 100, 7, 3, 1, 1, 1, 1),  # 49 positions (direct on AVX-512, else evened-out row panels); 100 channels
     (40, 100, 7, 1, 1, 0, 1, 1),  # pointwise, transposed: tiles of 16 channels into the planes, the last of 4
+    (600, 70, 7, 1, 1, 0, 1, 1),  # deeper than a GEMM K step: each filter panel through all of K (whole_k_rows)
+    (520, 80, 13, 1, 2, 0, 1, 1),  # strided, 49 positions from 13 x 13, as deep
 ]
 
 
