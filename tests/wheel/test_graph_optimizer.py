@@ -452,21 +452,23 @@ DIRECT_CASES = [
     (16, 32, (17, 15), (3, 3), (1, 1), (0, 0, 0, 0), (1, 1), 2, "SAME_UPPER"),
     (3, 44, (40, 6), (7, 1), (1, 1), (3, 0, 3, 0), (1, 1), 1, "NOTSET"),      # one-column kernel, narrow plane
     (8, 8, (3, 70), (3, 3), (1, 1), (4, 4, 4, 4), (1, 1), 1, "NOTSET"),      # pads wider than the window reach
-    (3, 64, (64, 61), (7, 7), (2, 2), (3, 3, 3, 3), (1, 1), 1, "NOTSET"),    # a ResNet stem: 4 phase planes
+    (3, 64, (64, 61), (7, 7), (2, 2), (3, 3, 3, 3), (1, 1), 1, "NOTSET"),    # a ResNet stem (147 steps: lanes)
+    (5, 64, (64, 61), (7, 7), (2, 2), (3, 3, 3, 3), (1, 1), 1, "NOTSET"),    # 245 steps: 4 phase planes
     (3, 24, (33, 34), (3, 3), (2, 2), (0, 0, 0, 0), (1, 1), 1, "NOTSET"),    # SqueezeNet's, odd sizes
     (16, 20, (29, 23), (3, 3), (2, 2), (1, 1, 1, 1), (1, 1), 1, "NOTSET"),
     (6, 12, (31, 26), (3, 5), (3, 2), (2, 1, 0, 2), (2, 1), 1, "NOTSET"),    # stride 3 x 2, dilated rows
     (8, 16, (20, 21), (4, 4), (4, 4), (0, 0, 0, 0), (1, 1), 1, "SAME_LOWER"),
     (96, 64, (7, 7), (3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 1, "NOTSET"),     # 864 steps: filters in 2 pieces
     (200, 16, (9, 8), (4, 4), (2, 1), (1, 2, 1, 1), (1, 1), 1, "NOTSET"),    # 3200 steps of 16 lanes: 2 pieces
-    # row tiles (16 or 32 lanes, rows of at least 10 positions, more than 144 steps): one base per tile of a row
-    (20, 16, (5, 150), (3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 1, "NOTSET"),   # rows wider than a chunk: 3 shares
+    # row tiles (16 or 32 lanes, rows of at least 10 positions, more than 196 steps): one base per tile of a row
+    (24, 16, (5, 150), (3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 1, "NOTSET"),   # rows wider than a chunk: 3 shares
     (32, 30, (14, 14), (3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 1, "NOTSET"),   # 4 rows a chunk, tiles of 14
     (24, 32, (31, 60), (3, 3), (2, 2), (1, 1, 1, 1), (1, 1), 1, "NOTSET"),   # strided: rows of 30, tiles of 10
     (200, 32, (6, 24), (3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 1, "NOTSET"),   # 1800 steps: 2 pieces, tiles of 12
-    (20, 10, (21, 70), (3, 3), (1, 2), (0, 2, 1, 0), (2, 3), 1, "NOTSET"),   # dilated, strided columns, odd rows
-    # positions in the lanes (at most 144 steps, rows of at least 16): the cases of 5, 6, 8 and 3 -> 24 channels
-    # above, and
+    (24, 10, (21, 70), (3, 3), (1, 2), (0, 2, 1, 0), (2, 3), 1, "NOTSET"),   # dilated, strided columns, odd rows
+    # positions in the lanes (at most 196 steps, rows of at least 16): the cases of 5, 6, 8 and 3 -> 24 channels
+    # and the 7x7 stem above, and
+    (4, 24, (40, 37), (7, 7), (1, 1), (3, 3, 3, 3), (1, 1), 1, "NOTSET"),    # 196 steps, 7 staged rows a tile
     (3, 64, (40, 150), (3, 3), (2, 2), (1, 1, 1, 1), (1, 1), 1, "NOTSET"),   # a stem: rows of 75 in 2 shares
     (16, 64, (20, 55), (3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 1, "NOTSET"),   # SqueezeNet's expansion, 144 steps
     (4, 27, (18, 40), (2, 5), (1, 1), (0, 2, 1, 2), (3, 1), 1, "NOTSET"),    # 27 channels: blocks of 6, one of 3

@@ -897,10 +897,13 @@ bool conv_uses_direct(const ConvPlan& p) { return p.Mg >= 8 && conv_direct_geome
 // conv_direct_avx512, whose transpose of every output into its plane costs as much as the few products behind
 // it. Alone, 1 thread: 3x3 stride-2 stems (27 steps) 3 -> 64 on 224 x 224 0.48 -> 0.42 ms, 3 -> 32 0.27 -> 0.22;
 // 5x5 3 -> 64 0.76 -> 0.73; SqueezeNet's 3x3 16 -> 64 on 55 x 55 (144) 0.36 -> 0.33; 16 -> 64 stride 2 (144)
-// 0.43 -> 0.42; the 7x7 stride-2 stem (147 steps) went the other way, 1.35 -> 1.44. Any number of output
+// 0.43 -> 0.42. Since its output stage was compiled per case (FlatTile) it also takes the 7x7 stride-2 stem
+// (147 steps; it had gone the other way before, 1.35 -> 1.44 ms): alone, 1 thread, 3 -> 64 on 224 x 224 1016 ->
+// 920 us (2 threads 521 -> 473), 3 -> 32 0.959; 7x7 4 -> 24 on 112 x 112 (196) 0.738; 3x3 20 -> 64 on 56 x 56
+// (180) 0.923; a 5x5 8 -> 32 (200) 1.007 stays on the direct kernel. Any number of output
 // channels per group (its blocks of 6 rows take 1 to 6), where the direct kernel needs 8: a ResNeXt grouped 3x3
 // (32 groups of 4 -> 4 on 56 x 56) 1014 -> 219 us at 1 thread on the GEMM's 12-row tiles (onnxruntime 672).
-constexpr int64_t kLanesMaxSteps = 144;
+constexpr int64_t kLanesMaxSteps = 196;
 bool conv_uses_direct_lanes(const ConvPlan& p) {
   return conv_direct_geometry(p) && p.Cg * p.g.kernel[0] * p.g.kernel[1] <= kLanesMaxSteps && p.g.out[1] >= 16;
 }
