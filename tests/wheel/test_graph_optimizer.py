@@ -753,9 +753,11 @@ def test_depthwise_channel_blocks_match_onnxruntime(case: tuple[Any, ...], epilo
 
 
 WINOGRAD_CASES = [
-    # 3x3 stride-1 convolutions with at least 32 input and 64 output channels on maps of more than 64 positions
-    # run by Winograd F(2x2, 3x3) in 2x2 output tiles (on AVX-512, odd maps of fewer than 64 tiles go to the
-    # direct kernel: the sizes below keep them on Winograd): (in channels, out channels, (H, W), pads [t, l, b, r])
+    # 3x3 stride-1 convolutions with at least 32 input (64 at several threads) and 64 output channels on maps of
+    # more than 64 positions run by Winograd F(2x2, 3x3) in 2x2 output tiles (on AVX-512, odd maps of fewer than
+    # 64 tiles go to the direct kernel: the sizes below keep them on Winograd): (in channels, out channels, (H, W),
+    # pads [t, l, b, r])
+    (32, 64, (20, 19), (1, 1, 1, 1)),     # Winograd at 1 thread, the direct kernel at 2
     (64, 64, (14, 14), (1, 1, 1, 1)),
     (72, 64, (17, 15), (1, 1, 1, 1)),     # odd output sizes: the last tile of each row and column is partial
     (64, 96, (20, 17), (0, 0, 0, 0)),     # no padding

@@ -416,6 +416,7 @@ struct ConvPlan {
   Window g;            // spatial geometry (promoted to >= 2 dims)
   int64_t N, C, M, group, Cg, Mg;
   Shape out_shape;
+  int threads = 1;  // the session's intra-op threads (the paths' choice depends on it)
 };
 
 std::vector<int64_t> kernel_from(const Node& node, const Shape& w_shape, size_t nsp, const char* op) {
@@ -437,6 +438,7 @@ ConvPlan plan_conv(const OpContext& ctx, const Tensor& X, const Tensor& W, const
                 X.describe());
   MRT_CHECK_ARG(W.dtype() == X.dtype(), "Conv: X is ", dtype_name(X.dtype()), " but W is ", dtype_name(W.dtype()));
   ConvPlan p;
+  p.threads = ctx.threads().size();
   const size_t nsp = X.rank() - 2;
   p.N = X.dim(0);
   p.C = X.dim(1);
@@ -859,8 +861,12 @@ bool conv_is_depthwise(const ConvPlan& p) { return p.Cg == 1 && p.group > 1 && p
 // machines disagree: on an Intel one as fast at 1 thread and slower at 2 (light SqueezeNet at 2 threads 3.44
 // on the direct kernel against 3.24 ms); on an AMD Zen 4 one faster at both (alone, 1 thread, 32 -> 128
 // 531 -> 419 us; light SqueezeNet, alternating, 7.55-7.73 -> 7.32-7.42 ms at 1 thread, 4.04-4.09 -> 3.87-3.89
-// at 2), where the benchmark of record now runs.
-constexpr int64_t kWinogradMinInputs = 32, kWinogradMinOutputs = 64;
+// at 2), where the benchmark of record now runs. On an AMD Zen 5 VM the 2-thread runs decide it: alone, 32 ->
+// 128 on 27 x 27 Winograd against direct 199 / 218 us at 1 thread, but at 2 threads, in the phases where a
+// cross-core round trip takes ~500 ns, 230 against 120 (Winograd's pieces, each streaming its transformed input
+// and products through L2, ran slower side by side than one thread alone; onnxruntime 120), and light
+// SqueezeNet 0.924 on the direct kernel; so with several threads Winograd needs 64 input channels.
+constexpr int64_t kWinogradMinInputs = 32, kWinogradMinOutputs = 64, kWinogradMinInputsThreaded = 64;
 // Small maps of odd sides go to the direct kernel where there is one: their 2x2 tiles past the last row and
 // column cost a tenth or more of the work for nothing (13 x 13: 196 positions computed for 169). Alone, on an
 // AMD Zen 5 core, direct against Winograd, 1 thread / 2 threads: 48 -> 192 on 13 x 13 (SqueezeNet's) 0.92 / 0.90,
@@ -872,7 +878,8 @@ bool conv_uses_winograd(const ConvPlan& p) {
   const Window& g = p.g;
   const int64_t OH = g.out[0], OW = g.out[1], tiles = ((OH + 1) / 2) * ((OW + 1) / 2);
   return g.nsp == 2 && p.group == 1 && g.kernel[0] == 3 && g.kernel[1] == 3 && g.stride[0] == 1 &&
-         g.stride[1] == 1 && g.dilation[0] == 1 && g.dilation[1] == 1 && p.Cg >= kWinogradMinInputs &&
+         g.stride[1] == 1 && g.dilation[0] == 1 && g.dilation[1] == 1 &&
+         p.Cg >= (p.threads > 1 ? kWinogradMinInputsThreaded : kWinogradMinInputs) &&
          p.Mg >= kWinogradMinOutputs && !conv_few_positions(OH * OW, p.Mg) &&
          !(tiles < kWinogradOddMapTiles && 4 * tiles * 10 > 11 * OH * OW && cpu_has_avx512_kernels());
 }
@@ -1458,6 +1465,7 @@ struct ConvTPlan {
   Window g;  // in = ConvTranspose output (the image), out = ConvTranspose input positions
   int64_t N, C, M, group, Cg, Mg;
   Shape out_shape;
+  int threads = 1;  // the session's intra-op threads (the paths' choice depends on it)
 };
 
 ConvTPlan plan_conv_transpose(const OpContext& ctx, const Tensor& X, const Tensor& W, const Tensor* B) {
