@@ -36,6 +36,12 @@ class OpContext {
   Tensor& output(size_t i, DType dtype, Shape shape);
   // Set output i to an existing tensor (e.g. a view sharing an input's buffer).
   void set_output(size_t i, Tensor t);
+  // Output `out` in input `in`'s memory, for a kernel that reads each element of that input before it writes
+  // the same element of the output, and no other element after: where the input's value dies at this node, was
+  // made by an earlier node (not a feed, not a constant), no other input of the node names it, nothing else
+  // holds its memory (no view of it, no Concat slice) and the session has set no buffer for the output. The
+  // output takes the input's type and shape. nullptr where that does not hold: call output() then.
+  Tensor* output_in_input(size_t out, size_t in);
 
   ThreadPool& threads() const { return *pool_; }
   Allocator* allocator() const { return alloc_; }
@@ -60,6 +66,7 @@ class OpContext {
   int64_t opset_ = 0;
   std::vector<const Tensor*> inputs_;
   const std::vector<bool>* constant_ = nullptr;
+  const std::vector<bool>* donatable_ = nullptr;  // per input (see output_in_input); null: none
   std::vector<Tensor>* outputs_ = nullptr;
   const std::vector<std::string>* output_names_ = nullptr;
   ThreadPool* pool_ = nullptr;

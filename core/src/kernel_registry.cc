@@ -52,6 +52,17 @@ void OpContext::set_output(size_t i, Tensor t) {
   (*outputs_)[i] = std::move(t);
 }
 
+Tensor* OpContext::output_in_input(size_t out, size_t in) {
+  if (!donatable_ || in >= donatable_->size() || !(*donatable_)[in] || !has_input(in) || out >= outputs_->size())
+    return nullptr;
+  const Tensor& x = *inputs_[in];
+  Tensor& slot = (*outputs_)[out];
+  // (the value's own entry holds the buffer once: any other holder is a view, a Concat's assembly or a caller)
+  if (slot.valid() || !x.is_tensor() || !x.buffer() || !x.buffer()->owned || x.buffer().use_count() != 1) return nullptr;
+  slot = x;
+  return &slot;
+}
+
 static std::string key_of(const std::string& domain, const std::string& op) { return domain + "::" + op; }
 
 void KernelRegistry::add(const char* op_type, int64_t since, KernelFn fn, KernelCheckFn check, int64_t until) {

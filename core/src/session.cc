@@ -358,6 +358,18 @@ void Session::build() {
   for (int id : output_ids_) last_use[id] = -1;
   for (size_t id = 0; id < last_use.size(); ++id)
     if (last_use[id] >= 0 && !constants_[id].valid()) steps_[last_use[id]].release.push_back(static_cast<int>(id));
+  std::vector<bool> made_on_cpu(names_.size(), false);
+  for (auto& s : steps_) {
+    s.donatable.assign(s.inputs.size(), false);
+    for (size_t i = 0; i < s.inputs.size(); ++i) {
+      const int id = s.inputs[i];
+      s.donatable[i] = id >= 0 && made_on_cpu[id] && s.on_cpu_ep() &&
+                       std::count(s.release.begin(), s.release.end(), id) == 1 &&
+                       std::count(s.inputs.begin(), s.inputs.end(), id) == 1;
+    }
+    for (int id : s.outputs)
+      if (id >= 0) made_on_cpu[id] = s.on_cpu_ep();
+  }
 
   plan_transfers();
   alloc_ = std::make_shared<Allocator>();
@@ -1073,6 +1085,7 @@ std::vector<Tensor> Session::run(const std::vector<std::string>& input_names, co
             ctx.inputs_[i] = in;
           }
         ctx.constant_ = &s.constant;
+        ctx.donatable_ = &s.donatable;
         outs.assign(s.outputs.size(), Tensor());
         if (!bound.empty() && !s.plugin)  // (plugin EPs' outputs are copied in at the end)
           for (size_t i = 0; i < s.outputs.size(); ++i) {

@@ -126,6 +126,9 @@ class Session {
     std::vector<int> outputs;  // value ids, -1 = omitted
     std::vector<int> release;  // values whose last use is this step
     std::vector<bool> constant;
+    // Inputs whose memory the kernel may take for an output (OpContext::output_in_input): values made by an
+    // earlier CPU EP step that die here and that no other input of this step names.
+    std::vector<bool> donatable;
     bool tensors_only = true;  // the kernel takes tensors only (no sequence or optional values)
     std::unique_ptr<OpContext::Cache> cache;
     bool on_cpu_ep() const { return kernel && !plugin && !device; }  // a CPU EP kernel on host memory

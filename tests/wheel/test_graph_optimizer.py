@@ -691,6 +691,71 @@ def _check_fused_conv_at_1_and_2_threads(model: onnx.ModelProto, feed: dict[str,
         np.testing.assert_allclose(sessions[-1].run(None, feed)[0], expected, rtol=1e-4, atol=1e-4)
 
 
+
+# Where a fused residual may give its memory to the convolution's output (OpContext::output_in_input: the pointwise
+# kernel writes each output element over the residual element it has just read) and where it must not.
+RESIDUAL_MEMORY_CASES = [
+    "dies",          # z = Conv(x) is read last by the fused Add: the output is made in z's memory
+    "feed",          # z is a graph input: the caller's array must stay as it was
+    "read_later",    # z is read again after the Add
+    "is_input",      # the Add's other operand is the Conv's own input, read last there: Relu(Conv(a) + a)
+    "graph_output",  # z is also a graph output
+    "concat_slice",  # z was made in its slice of a Concat that ran before the Add
+]
+
+
+@pytest.mark.parametrize("case", RESIDUAL_MEMORY_CASES)
+@pytest.mark.parametrize("threads", [1, 2])
+def test_fused_residual_memory_reuse_keeps_results(case: str, threads: int) -> None:
+    c, m, h, w_ = 24, 24, 12, 11  # 132 positions: the pointwise kernel on AVX-512 CPUs
+    rng = np.random.default_rng(17)
+    inits = [_const(n, (rng.standard_normal((m, c, 1, 1)) / np.sqrt(c)).astype(np.float32)) for n in ("w0", "w1", "w2")]
+    inits += [_const(n, rng.standard_normal(m).astype(np.float32)) for n in ("b0", "b1", "b2")]
+    x = _x((1, c, h, w_), seed=21)
+    feed = {"x": x}
+    inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, c, h, w_])]
+    outputs = ["y"]
+    nodes = [helper.make_node("Relu", ["x"], ["a"])]
+    if case == "feed":
+        z = "zin"
+        feed["zin"] = _x((1, m, h, w_), seed=22)
+        inputs.append(helper.make_tensor_value_info("zin", TensorProto.FLOAT, [1, m, h, w_]))
+    elif case == "is_input":
+        z = "a"
+    else:
+        z = "z"
+        nodes.append(helper.make_node("Conv", ["a", "w0", "b0"], ["z"]))
+    nodes.append(helper.make_node("Conv", ["a", "w1", "b1"], ["c1"]))
+    if case == "concat_slice":
+        nodes.append(helper.make_node("Concat", ["z", "c1"], ["cat"], axis=1))
+        outputs.append("cat")
+    conv_in = "a" if case == "is_input" else "c1"
+    nodes += [helper.make_node("Conv", [conv_in, "w2", "b2"], ["c2"]), helper.make_node("Add", ["c2", z], ["s"]),
+              helper.make_node("Relu", ["s"], ["y"])]
+    if case == "read_later":
+        nodes.append(helper.make_node("Mul", ["z", "y"], ["later"]))
+        outputs.append("later")
+    if case == "graph_output":
+        outputs.append("z")
+    graph = helper.make_graph(nodes, "residual_memory", inputs,
+                              [helper.make_tensor_value_info(o, TensorProto.FLOAT, None) for o in outputs], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    import onnxruntime
+
+    expected = onnxruntime.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(
+        None, feed)
+    opts = mosaicrt.SessionOptions()
+    opts.intra_op_num_threads = threads
+    sess = mosaicrt.InferenceSession(model.SerializeToString(), sess_options=opts)
+    assert "com.microsoft::FusedConv" in _ops(sess)
+    kept = {k: v.copy() for k, v in feed.items()}
+    for _ in range(2):  # the second run reuses the first one's freed buffers
+        got = sess.run(None, feed)
+        for g, e in zip(got, expected, strict=True):
+            np.testing.assert_allclose(g, e, rtol=1e-4, atol=1e-4)
+    for k, v in kept.items():
+        np.testing.assert_array_equal(feed[k], v)
+
 DEPTHWISE_BLOCK_CASES = [
     # Outputs up to 32 wide run 8 channels at a time in the vector lanes (AVX2 CPUs), the channels past the last
     # block of 8 plane by plane; on AVX-512 CPUs 3x3 windows of stride 1 or 2 more than 8 wide run plane by plane,
