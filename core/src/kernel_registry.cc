@@ -58,7 +58,8 @@ Tensor* OpContext::output_in_input(size_t out, size_t in) {
   const Tensor& x = *inputs_[in];
   Tensor& slot = (*outputs_)[out];
   // (the value's own entry holds the buffer once: any other holder is a view, a Concat's assembly or a caller)
-  if (slot.valid() || !x.is_tensor() || !x.buffer() || !x.buffer()->owned || x.buffer().use_count() != 1) return nullptr;
+  if (slot.valid() || !x.is_tensor() || !x.buffer() || !x.buffer()->owned || x.buffer().use_count() != 1)
+    return nullptr;
   slot = x;
   return &slot;
 }

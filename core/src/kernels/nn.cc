@@ -1483,7 +1483,6 @@ struct ConvTPlan {
   Window g;  // in = ConvTranspose output (the image), out = ConvTranspose input positions
   int64_t N, C, M, group, Cg, Mg;
   Shape out_shape;
-  int threads = 1;  // the session's intra-op threads (the paths' choice depends on it)
 };
 
 ConvTPlan plan_conv_transpose(const OpContext& ctx, const Tensor& X, const Tensor& W, const Tensor* B) {
