@@ -385,6 +385,7 @@ POINTWISE_CASES = [
     (520, 27, (13, 13), 1, 1),   # SqueezeNet's last layer, shallower: 169 positions in 3 tiles, 27 = 4 x 6 + 3
     (32, 12, (12, 12), 2, 2),    # groups of 16 -> 6
     (24, 144, (14, 14), 1, 1),   # a MobileNetV2 expansion, 196 positions
+    (40, 197, (9, 10), 1, 2),    # 33 blocks of channels (the last of 5) on a small input: at 2 threads by blocks
 ]
 
 
