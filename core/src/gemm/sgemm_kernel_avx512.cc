@@ -76,9 +76,11 @@ void micro_avx512_quarter(int64_t kc, const float* a, const float* b, float* c, 
   }
 }
 
-template <int M, int kAStep = kMr>
-void micro_avx512(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, int64_t n, float alpha,
-                  float beta) {
+template <int M, int kAStep = kMr, bool kStream = false>
+void micro_avx512_tile(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, int64_t n, float alpha,
+                       float beta, const float* ahead, int64_t lines) {
+  if (kStream && n <= 16)
+    for (; lines > 0; --lines, ahead += 16) _mm_prefetch(reinterpret_cast<const char*>(ahead), _MM_HINT_T0);
   if (n <= 8) {
     micro_avx512_quarter<M, kAStep>(kc, a, b, c, ldc, n, alpha, beta);
     return;
@@ -108,6 +110,11 @@ void micro_avx512(int64_t kc, const float* a, const float* b, float* c, int64_t 
     // A 32 steps ahead: a layer's packed filters come from memory on their first panel when the model's
     // weights exceed the cache (a chain of 1x1 convolutions, 40 MB of filters: 3 % faster)
     _mm_prefetch(reinterpret_cast<const char*>(a + 32 * kAStep), _MM_HINT_T0);
+    if (kStream && lines > 0) {
+      _mm_prefetch(reinterpret_cast<const char*>(ahead), _MM_HINT_T0);
+      ahead += 16;
+      --lines;
+    }
 #pragma GCC unroll 16
     for (int i = 0; i < M; ++i) {
       const __m512 ai = _mm512_set1_ps(a[i]);
@@ -125,6 +132,18 @@ void micro_avx512(int64_t kc, const float* a, const float* b, float* c, int64_t 
     store_vec(c + i * ldc, acc0[i], va, beta, m0);
     if (m1) store_vec(c + i * ldc + 16, acc1[i], va, beta, m1);
   }
+}
+
+template <int M, int kAStep = kMr>
+void micro_avx512(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, int64_t n, float alpha,
+                  float beta) {
+  micro_avx512_tile<M, kAStep>(kc, a, b, c, ldc, n, alpha, beta, nullptr, 0);
+}
+
+template <int M>
+void micro_avx512_stream(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, int64_t n, float alpha,
+                         float beta, const float* ahead, int64_t lines) {
+  micro_avx512_tile<M, kMr, true>(kc, a, b, c, ldc, n, alpha, beta, ahead, lines);
 }
 
 // A tile of one row (batch 1 against a weight matrix, the one-row edge of a taller GEMM): with one row each
@@ -302,7 +321,11 @@ const SgemmKernel kAvx512 = {"avx512f",
                               micro_avx512<5, 5>, micro_avx512<6, 6>, micro_avx512<7, 7>, micro_avx512<8, 8>,
                               micro_avx512<9, 9>, micro_avx512<10, 10>, micro_avx512<11, 11>, micro_avx512<12>},
                              gemv_dots_avx512,
-                             gemv_axpys_avx512};
+                             gemv_axpys_avx512,
+                             {nullptr, nullptr, micro_avx512_stream<2>, micro_avx512_stream<3>,
+                              micro_avx512_stream<4>, micro_avx512_stream<5>, micro_avx512_stream<6>,
+                              micro_avx512_stream<7>, micro_avx512_stream<8>, micro_avx512_stream<9>,
+                              micro_avx512_stream<10>, micro_avx512_stream<11>, micro_avx512_stream<12>}};
 
 }  // namespace
 

@@ -28,6 +28,10 @@ using SgemmPackA = void (*)(const float* src, int64_t lda, int64_t kc, float* ds
 
 using SgemmMicroKernel = void (*)(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, int64_t n,
                                   float alpha, float beta);
+// A tile as SgemmMicroKernel that also prefetches `lines` cache lines from `ahead` on, one per K step from its
+// first: a piece of a B streamed from memory, loaded over the tiles before it is used.
+using SgemmStreamKernel = void (*)(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, int64_t n,
+                                   float alpha, float beta, const float* ahead, int64_t lines);
 
 // Matrix-vector products for j in [0, n): y[j] = sum_k a[k] b[j * ldb + k] (the rows of b against a) or
 // y[j] = sum_k a[k] b[k * ldb + j] (a combination of the rows of b). Optional: nullptr uses the generic loops.
@@ -50,6 +54,8 @@ struct SgemmKernel {
   SgemmMicroKernel rows_compact_a[kSgemmMaxMr + 1] = {};
   SgemvKernel gemv_dots = nullptr;   // rows of b against a
   SgemvKernel gemv_axpys = nullptr;  // a combination of the rows of b
+  // Optional: the tiles of `rows` that also prefetch a stream (SgemmStreamKernel).
+  SgemmStreamKernel rows_stream[kSgemmMaxMr + 1] = {};
 };
 
 const SgemmKernel& sgemm_portable_kernel();
