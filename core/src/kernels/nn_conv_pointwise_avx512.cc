@@ -46,6 +46,11 @@ void tile(const float* x, int64_t P, const int64_t* offs, int64_t K, const float
   const float* row = x;
   for (int64_t k = 0; k < K; ++k, row += P, wp += kRows) {
     const float* xr = kOffs ? x + offs[k] : row;
+    // the filters 64 steps ahead (1.5 KB): a layer's filters come from memory in a model larger than the cache,
+    // on the first span of positions. A chain of 40 1x1 convolutions 1024 <-> 256 on 14 x 14 (40 MB of filters),
+    // per layer: 472 -> 421 us at 1 thread (onnxruntime 396), 262 -> 248 at 2; light ResNet-50 0.979 at 1 and at
+    // 2 threads; with the filters in the cache 1.00-1.01.
+    if constexpr (!kOffs) _mm_prefetch(reinterpret_cast<const char*>(wp + kRows * 64), _MM_HINT_T0);
     const __m512 x0 = _mm512_maskz_loadu_ps(m0, xr);
     __m512 x1 = x0, x2 = x0, x3 = x0;
     if constexpr (V > 1) x1 = _mm512_maskz_loadu_ps(m1, xr + 16);
