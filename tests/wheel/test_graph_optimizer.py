@@ -440,6 +440,54 @@ def test_pointwise_convs_match_numpy(case: tuple[Any, ...], epilogue: str, threa
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
 
 
+
+STRIDED_POINTWISE_CASES = [
+    # 1x1 convolutions with strides and no padding: on AVX-512 CPUs the pointwise kernel over the input subsampled
+    # at the strides where the output has >= 64 positions: (in channels, out channels, (H, W), strides, group,
+    # batch)
+    (40, 52, (28, 28), (2, 2), 1, 1),   # a ResNet downsample, smaller: 196 positions
+    (24, 20, (15, 33), (2, 1), 1, 2),   # rows strided only, odd sides: 8 x 33
+    (16, 30, (26, 29), (3, 2), 2, 1),   # groups of 8 -> 15, strides 3 x 2: 9 x 15
+    (8, 12, (9, 20), (2, 2), 1, 1),     # 5 x 10 = 50 positions: the GEMM
+]
+
+
+@pytest.mark.parametrize("case", STRIDED_POINTWISE_CASES,
+                         ids=lambda c: f"c{c[0]}m{c[1]}-{c[2][0]}x{c[2][1]}-s{c[3][0]}{c[3][1]}-g{c[4]}n{c[5]}")
+@pytest.mark.parametrize("epilogue", ["none", "residual_relu"])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_strided_pointwise_convs_match_numpy(case: tuple[Any, ...], epilogue: str, threads: int) -> None:
+    c, m, (h, w_), (sh, sw), group, batch = case
+    rng = np.random.default_rng(c * m + h)
+    w = (rng.standard_normal((m, c // group, 1, 1)) / np.sqrt(c // group)).astype(np.float32)
+    b = rng.standard_normal(m).astype(np.float32)
+    x = _x((batch, c, h, w_), seed=6)
+    oh, ow = (h - 1) // sh + 1, (w_ - 1) // sw + 1
+    z = _x((batch, m, oh, ow), seed=7)
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], group=group, strides=[sh, sw])]
+    inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(x.shape))]
+    feed = {"x": x}
+    if epilogue == "residual_relu":
+        nodes += [helper.make_node("Add", ["c", "z"], ["s"]), helper.make_node("Relu", ["s"], ["y"])]
+        inputs.append(helper.make_tensor_value_info("z", TensorProto.FLOAT, list(z.shape)))
+        feed["z"] = z
+    else:
+        nodes[-1].output[0] = "y"
+    graph = helper.make_graph(nodes, "spw", inputs, [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                              [_const("w", w), _const("b", b)])
+    opts = mosaicrt.SessionOptions()
+    opts.intra_op_num_threads = threads
+    sess = mosaicrt.InferenceSession(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+                                     .SerializeToString(), sess_options=opts)
+    assert len(_ops(sess)) == 1, _ops(sess)
+    got = sess.run(None, feed)[0]
+    xs = x.astype(np.float64)[:, :, ::sh, ::sw].reshape(batch, group, c // group, oh * ow)
+    wg = w.astype(np.float64).reshape(group, m // group, c // group)
+    want = np.einsum("gmk,ngkp->ngmp", wg, xs).reshape(batch, m, oh, ow) + b.reshape(1, m, 1, 1)
+    if epilogue == "residual_relu":
+        want = np.maximum(want + z, 0)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
 DIRECT_CASES = [
     # 2-D windows with >= 8 output channels per group run on the direct kernel on AVX-512 CPUs:
     # (in channels, out channels, (H, W), (KH, KW), strides, pads [t, l, b, r], dilations, group, auto_pad)
