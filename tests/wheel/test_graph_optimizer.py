@@ -1369,6 +1369,10 @@ PREACTIVATION_CASES = [
     (256, 64, (7, 7), 1, 1, 0, 1, "Relu"),         # few positions (the transposed GEMM), a trailing Relu
     (32, 48, (12, 10), 3, 2, 1, 2, "BatchNormalization+Relu"),  # grouped, strided, BN and Relu folded after
     (24, 16, (10, 10), 1, 1, 0, 1, "Add"),         # a residual after
+    # 1x1 on the pointwise kernel (AVX-512), which applies the stage to each span of positions it reads
+    (300, 20, (16, 17), 1, 1, 0, 1, "Relu"),       # 5 spans (4 x 64 + 16), each staged once for all the blocks
+    (40, 200, (9, 10), 1, 1, 0, 1, ""),            # 34 blocks: at 2 threads by blocks, each staging every position
+    (32, 24, (8, 12), 1, 1, 0, 2, "Add"),          # groups of 16 -> 12: each group's own scale and shift
 ]
 
 

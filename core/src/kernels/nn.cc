@@ -1094,13 +1094,13 @@ bool conv_uses_pointwise(const ConvPlan& p) {
 #endif
 }
 
-// Whether conv_run computes this float convolution with the pointwise kernel (its filters packed for it, no input
-// stage, an output stage the kernel applies in its registers).
-bool conv_runs_pointwise(const ConvPlan& p, const PackedFilters* packed, const Epilogue* epi, const InputStage* in) {
+// Whether conv_run computes this float convolution with the pointwise kernel (its filters packed for it, an output
+// stage the kernel applies in its registers; an input stage it applies to each span of positions it reads).
+bool conv_runs_pointwise(const ConvPlan& p, const PackedFilters* packed, const Epilogue* epi) {
 #if defined(MOSAICRT_X86_SIMD)
-  return packed && !packed->pointwise.empty() && !in && register_act_with_residual(epi) && conv_uses_pointwise(p);
+  return packed && !packed->pointwise.empty() && register_act_with_residual(epi) && conv_uses_pointwise(p);
 #else
-  (void)p, (void)packed, (void)epi, (void)in;
+  (void)p, (void)packed, (void)epi;
   return false;
 #endif
 }
@@ -1113,7 +1113,8 @@ void conv_run(const ConvPlan& p, const T* x, const T* w, const T* bias, T* y, Th
   if (out_size == 0 || p.N == 0 || p.M == 0) return;
   const bool pointwise = is_pointwise(g);
   if constexpr (std::is_same<T, float>::value) {
-    // the input stage: applied while packing a pointwise convolution's input (below), else once up front
+    // the input stage: applied by the pointwise kernel to each span it reads or while packing a pointwise
+    // convolution's input (below), else once up front
     if (in && !(pointwise && packed && !conv_few_positions(out_size, p.Mg))) {
       static thread_local std::vector<float> buf;
       const float* staged = staged_input(*in, x, p.N, p.C, in_size, pool, buf);
@@ -1134,7 +1135,7 @@ void conv_run(const ConvPlan& p, const T* x, const T* w, const T* bias, T* y, Th
   }
 #if defined(MOSAICRT_X86_SIMD)
   if constexpr (std::is_same<T, float>::value) {
-    if (is_strided_pointwise(g) && conv_runs_pointwise(as_pointwise(p), packed, epi, in)) {
+    if (is_strided_pointwise(g) && conv_runs_pointwise(as_pointwise(p), packed, epi)) {
       // the input subsampled at the strides, then the pointwise kernel
       const int64_t planes = p.N * p.C, OH = g.out[0], OW = g.out[1], sh = g.stride[0], sw = g.stride[1];
       float* xs = conv_scratch(4, planes * out_size);
@@ -1149,7 +1150,7 @@ void conv_run(const ConvPlan& p, const T* x, const T* w, const T* bias, T* y, Th
       conv_run<T>(as_pointwise(p), xs, w, bias, y, pool, packed, epi, in);
       return;
     }
-    if (conv_runs_pointwise(p, packed, epi, in)) {
+    if (conv_runs_pointwise(p, packed, epi)) {
       for (int64_t n = 0; n < p.N; ++n)
         for (int64_t grp = 0; grp < p.group; ++grp) {
           const int64_t at = (n * p.M + grp * p.Mg) * out_size;
@@ -1157,6 +1158,10 @@ void conv_run(const ConvPlan& p, const T* x, const T* w, const T* bias, T* y, Th
           pc.bias = bias ? bias + grp * p.Mg : nullptr;
           pc.z = epi && epi->z ? static_cast<const float*>(epi->z) + at : nullptr;
           pc.act = register_act(epi);
+          if (in) {
+            pc.in_scale = in->scale + grp * p.Cg;
+            pc.in_shift = in->shift + grp * p.Cg;
+          }
           nn::conv_pointwise_avx512(pc, x + (n * p.C + grp * p.Cg) * in_size,
                                     packed->pointwise[static_cast<size_t>(grp)].data(), y + at, &pool);
         }
@@ -1391,9 +1396,9 @@ void conv_compute(OpContext& ctx, const Epilogue* epi, const InputStage* in = nu
   // that kernel reads each element of Z in its registers right before it writes the output's element there, so
   // the output costs no memory stream of its own (ResNet-50's 64 -> 256 on 56 x 56 wrote 3.2 MB besides reading
   // Z's 3.2 MB).
-  Tensor* over_z = !into && epi && epi->z && X.dtype() == DType::kFloat && conv_runs_pointwise(as_pointwise(p), packed.get(), epi, in)
-                       ? ctx.output_in_input(0, 3)
-                       : nullptr;
+  const bool pointwise_kernel = conv_runs_pointwise(as_pointwise(p), packed.get(), epi);
+  Tensor* over_z = !into && epi && epi->z && X.dtype() == DType::kFloat && pointwise_kernel ? ctx.output_in_input(0, 3)
+                                                                                            : nullptr;
   Tensor& Y = into ? *into : over_z ? *over_z : ctx.output(0, X.dtype(), p.out_shape);
   if (X.dtype() == DType::kFloat16 || X.dtype() == DType::kBFloat16) {
     // 16-bit floats: computed in float32 and rounded once at the end.

@@ -275,6 +275,9 @@ struct PointwiseConv {
   const float* bias = nullptr;
   const float* z = nullptr;
   RegisterAct act;
+  // ai.mosaicrt FusedConv's input stage, or null: the kernel reads relu(x[k] * in_scale[k] + in_shift[k])
+  const float* in_scale = nullptr;
+  const float* in_shift = nullptr;
 };
 // w[M, K] in the kernel's layout: blocks of kPointwiseRows output channels, for each k the block's values
 // contiguous, the last block zero padded.
