@@ -1057,8 +1057,8 @@ bool is_pointwise(const Window& g) {
 }
 
 // A 2-D 1x1 convolution with strides and no padding reads one input position per output position: it is the
-// pointwise convolution of the input subsampled at the strides (as_pointwise: that plan, else p itself), which
-// conv_run computes so where the pointwise kernel takes the subsampled plan, rather than by the GEMM over columns
+// pointwise convolution of the input subsampled at the strides (as_pointwise: that plan, else p itself). conv_run
+// computes it that way where the pointwise kernel takes the subsampled plan, rather than by the GEMM over columns
 // gathered at the strides (on 14 x 14 outputs, 196 = 6 x 32 + 4 columns, its panels waste a tenth). Alone,
 // two processes alternating, AMD Zen 5: ResNet-50's 512 -> 1024 from 28 x 28 0.901 at 1 thread, 0.912 at 2;
 // 256 -> 512 from 56 x 56 0.910 / 0.942. In light ResNet-50 at 1 thread the two layers went from 970 / 876 us
