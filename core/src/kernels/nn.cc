@@ -1057,9 +1057,9 @@ bool is_pointwise(const Window& g) {
 }
 
 // A 2-D 1x1 convolution with strides and no padding reads one input position per output position: it is the
-// pointwise convolution of the input subsampled at the strides (as_pointwise: that plan, else p itself). conv_run
-// computes it that way where the pointwise kernel takes the subsampled plan, rather than by the GEMM over columns
-// gathered at the strides (on 14 x 14 outputs, 196 = 6 x 32 + 4 columns, its panels waste a tenth). Alone,
+// pointwise convolution of the input subsampled at the strides (as_pointwise: that plan). conv_run computes it
+// that way where the pointwise kernel takes it (conv_uses_pointwise: the same test), rather than by the GEMM over
+// columns gathered at the strides (on 14 x 14 outputs, 196 = 6 x 32 + 4 columns, its panels waste a tenth). Alone,
 // two processes alternating, AMD Zen 5: ResNet-50's 512 -> 1024 from 28 x 28 0.901 at 1 thread, 0.912 at 2;
 // 256 -> 512 from 56 x 56 0.910 / 0.942. In light ResNet-50 at 1 thread the two layers went from 970 / 876 us
 // (onnxruntime 812 / 787) to 881 / 860 (828 / 805); the whole model 1.001 / 0.995, inside its noise.
@@ -1068,7 +1068,6 @@ bool is_strided_pointwise(const Window& g) {
          g.pad_begin[1] == 0 && g.pad_end[0] == 0 && g.pad_end[1] == 0;
 }
 ConvPlan as_pointwise(const ConvPlan& p) {
-  if (!is_strided_pointwise(p.g)) return p;
   ConvPlan q = p;
   q.g.in = q.g.out;
   q.g.stride = {1, 1};
@@ -1086,8 +1085,9 @@ ConvPlan as_pointwise(const ConvPlan& p) {
 // (onnxruntime 699). Light ResNet-50, 1 thread: 0.979.
 bool conv_uses_pointwise(const ConvPlan& p) {
 #if defined(MOSAICRT_X86_SIMD)
-  return is_pointwise(p.g) && (p.Cg <= 2048 || prod(p.g.out) <= 256) && prod(p.g.out) >= 64 &&
-         cpu_has_avx512_kernels();
+  // (a strided 1x1 convolution's subsampled plan differs only in its input map and strides)
+  return (is_pointwise(p.g) || is_strided_pointwise(p.g)) && (p.Cg <= 2048 || prod(p.g.out) <= 256) &&
+         prod(p.g.out) >= 64 && cpu_has_avx512_kernels();
 #else
   (void)p;
   return false;
@@ -1135,7 +1135,7 @@ void conv_run(const ConvPlan& p, const T* x, const T* w, const T* bias, T* y, Th
   }
 #if defined(MOSAICRT_X86_SIMD)
   if constexpr (std::is_same<T, float>::value) {
-    if (is_strided_pointwise(g) && conv_runs_pointwise(as_pointwise(p), packed, epi)) {
+    if (is_strided_pointwise(g) && conv_runs_pointwise(p, packed, epi)) {
       // the input subsampled at the strides, then the pointwise kernel
       const int64_t planes = p.N * p.C, OH = g.out[0], OW = g.out[1], sh = g.stride[0], sw = g.stride[1];
       float* xs = conv_scratch(4, planes * out_size);
@@ -1377,7 +1377,7 @@ void conv_compute(OpContext& ctx, const Epilogue* epi, const InputStage* in = nu
               nn::pack_direct_filters(wdata + grp * p.Mg * p.Cg * taps, p.Mg, p.Cg, taps));
       });
     }
-    if (conv_uses_pointwise(as_pointwise(p))) {
+    if (conv_uses_pointwise(p)) {
       std::call_once(packed->pointwise_once, [&] {
         for (int64_t grp = 0; grp < p.group; ++grp)
           packed->pointwise.push_back(nn::pack_pointwise_filters(wdata + grp * p.Mg * p.Cg, p.Mg, p.Cg));
@@ -1396,7 +1396,7 @@ void conv_compute(OpContext& ctx, const Epilogue* epi, const InputStage* in = nu
   // that kernel reads each element of Z in its registers right before it writes the output's element there, so
   // the output costs no memory stream of its own (ResNet-50's 64 -> 256 on 56 x 56 wrote 3.2 MB besides reading
   // Z's 3.2 MB).
-  const bool pointwise_kernel = conv_runs_pointwise(as_pointwise(p), packed.get(), epi);
+  const bool pointwise_kernel = conv_runs_pointwise(p, packed.get(), epi);
   Tensor* over_z = !into && epi && epi->z && X.dtype() == DType::kFloat && pointwise_kernel ? ctx.output_in_input(0, 3)
                                                                                             : nullptr;
   Tensor& Y = into ? *into : over_z ? *over_z : ctx.output(0, X.dtype(), p.out_shape);
