@@ -440,7 +440,6 @@ def test_pointwise_convs_match_numpy(case: tuple[Any, ...], epilogue: str, threa
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
 
 
-
 STRIDED_POINTWISE_CASES = [
     # 1x1 convolutions with strides and no padding: on AVX-512 CPUs the pointwise kernel over the input subsampled
     # at the strides where the output has >= 64 positions: (in channels, out channels, (H, W), strides, group,
@@ -487,6 +486,7 @@ def test_strided_pointwise_convs_match_numpy(case: tuple[Any, ...], epilogue: st
     if epilogue == "residual_relu":
         want = np.maximum(want + z, 0)
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
 
 DIRECT_CASES = [
     # 2-D windows with >= 8 output channels per group run on the direct kernel on AVX-512 CPUs:
