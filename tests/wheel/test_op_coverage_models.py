@@ -589,11 +589,13 @@ def test_qlinear_contrib_ops_match_onnxruntime(dtype: Any) -> None:
 
 
 @pytest.mark.parametrize("out_type", [np.uint8, np.int8], ids=["u8", "s8"])
-@pytest.mark.parametrize("n", [1, 15, 16, 1001])
-def test_quantize_linear_float_rows(out_type: Any, n: int) -> None:
+@pytest.mark.parametrize("n", [1, 15, 16, 1001, 40_003])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_quantize_linear_float_rows(out_type: Any, n: int, threads: int) -> None:
     """QuantizeLinear of float32 with one scale (the input of every quantized CNN), 16 values a step plus a
     tail: round half to even of x / scale in float32, plus the zero point, saturated; NaN gives the lowest
-    value. Ties, values past the range and infinities are placed all along the row."""
+    value. Ties, values past the range and infinities are placed all along the row (40 003 values: split over
+    two threads at an offset that is not a multiple of 16)."""
     scale, zp = np.float32(0.25), out_type(3)
     rng = np.random.default_rng(n)
     x = (rng.integers(-700, 700, n).astype(np.float32) * np.float32(0.125))  # many exact ties at .5
@@ -609,7 +611,9 @@ def test_quantize_linear_float_rows(out_type: Any, n: int) -> None:
                               [helper.make_tensor("s", TensorProto.FLOAT, [], [float(scale)]),
                                helper.make_tensor("z", t, [], [int(zp)])])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
-    (got,) = mosaicrt.InferenceSession(model.SerializeToString()).run(None, {"x": x})
+    opts = mosaicrt.SessionOptions()
+    opts.intra_op_num_threads = threads
+    (got,) = mosaicrt.InferenceSession(model.SerializeToString(), opts).run(None, {"x": x})
     np.testing.assert_array_equal(got, want)
 
 
@@ -884,6 +888,37 @@ def test_ms_attention_matches_onnxruntime(mask: str | None, causal: int) -> None
         names += ["", "", "ab"]
     node = helper.make_node("Attention", names, ["y"], domain="com.microsoft", num_heads=heads, unidirectional=causal)
     _assert_close(*_run_both(_ms_model([node], ins, init), feed))
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.int8], ids=["u8", "s8"])
+@pytest.mark.parametrize(("shape", "channels_last"), [((2, 6, 7, 7), 0), ((1, 3, 1, 1), 0), ((2, 5, 9, 4), 1),
+                                                      ((1, 2, 300, 300), 0)])
+def test_qlinear_global_average_pool_rounds_the_exact_mean(dtype: Any, shape: tuple[int, ...],
+                                                           channels_last: int) -> None:
+    """QLinearGlobalAveragePool, NCHW and NHWC: each channel's mean of (x - zp) * scale over the positions,
+    requantized (round half to even, zero point, saturation), against float64 numpy. Ties of the rounding are
+    left to the 1-LSB check, the rest must be exact; values near both ends of the range saturate."""
+    rng = np.random.default_rng(sum(shape) + channels_last)
+    info = np.iinfo(dtype)
+    x = rng.integers(info.min, int(info.max) + 1, shape).astype(dtype)
+    x[0, 0] = info.max  # a channel at the top of the range (NHWC: a row of positions)
+    x_s, x_z, y_s, y_z = 0.05, (120 if dtype == np.uint8 else -7), 0.03, (100 if dtype == np.uint8 else 5)
+    init = _q("x", x_s, x_z, dtype) + _q("y", y_s, y_z, dtype)
+    node = helper.make_node("QLinearGlobalAveragePool", ["x", "x_s", "x_z", "y_s", "y_z"], ["y"],
+                            domain="com.microsoft", channels_last=channels_last)
+    elem = helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
+    model = _ms_model([node], [helper.make_tensor_value_info("x", elem, shape)], init)
+    (got,) = mosaicrt.InferenceSession(model, providers=["CPUExecutionProvider"]).run(None, {"x": x})
+    axes = (1, 2) if channels_last else (2, 3)
+    mean = ((x.astype(np.float64) - x_z) * np.float64(np.float32(x_s))).mean(axis=axes, keepdims=True)
+    pre = mean / np.float64(np.float32(y_s))
+    want = np.clip(np.round(pre) + y_z, info.min, info.max).astype(dtype)
+    want = want.reshape(got.shape)
+    pre = pre.reshape(got.shape)
+    tie = np.abs(np.abs(pre - np.floor(pre)) - 0.5) < 1e-4
+    assert got.dtype == want.dtype and got.shape == want.shape
+    np.testing.assert_array_equal(got[~tie], want[~tie])
+    assert np.abs(got.astype(np.int32) - want.astype(np.int32)).max(initial=0) <= 1
 
 
 @pytest.mark.parametrize(("pads", "ceil", "include_pad", "channels_last"), [

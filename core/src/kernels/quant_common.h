@@ -312,6 +312,8 @@ inline void fold_range(const float* v, int64_t n, float& mn, float& mx) {
 // y = saturate(round(x / scale) + zp), as the generic loops compute them.
 void minmax_f32_avx512(const float* x, int64_t n, float& mn, float& mx);
 void quantize_u8_avx512(const float* x, uint8_t* y, int64_t n, float scale, float zp);
+// The same into bytes saturated to [lo, hi] (0 and 255 for uint8, -128 and 127 for int8): QuantizeLinear's loop.
+void quantize_bytes_avx512(const float* x, void* y, int64_t n, float scale, float zp, float lo, float hi);
 #endif
 
 // The buffer only grows (a resize that shrinks, then grows again on the next node, would zero-fill the

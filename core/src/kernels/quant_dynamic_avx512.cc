@@ -34,18 +34,24 @@ void minmax_f32_avx512(const float* x, int64_t n, float& mn, float& mx) {
   fold_range(b, 16, mn, mx);
 }
 
-void quantize_u8_avx512(const float* x, uint8_t* y, int64_t n, float scale, float zp) {
+void quantize_bytes_avx512(const float* x, void* y, int64_t n, float scale, float zp, float lo, float hi) {
   const __m512 vs = _mm512_set1_ps(scale), vz = _mm512_set1_ps(zp), magic = _mm512_set1_ps(12582912.f);
-  const __m512 lim_lo = _mm512_set1_ps(-1e6f), lim_hi = _mm512_set1_ps(1e6f), zero = _mm512_setzero_ps(),
-               top = _mm512_set1_ps(255.f);
+  const __m512 lim_lo = _mm512_set1_ps(-1e6f), lim_hi = _mm512_set1_ps(1e6f), vlo = _mm512_set1_ps(lo),
+               vhi = _mm512_set1_ps(hi);
+  int8_t* out = static_cast<int8_t*>(y);
   for (int64_t i = 0; i < n; i += 16) {
     const __mmask16 m = lanes_from(i, n);
     __m512 v = _mm512_div_ps(_mm512_maskz_loadu_ps(m, x + i), vs);
     v = _mm512_min_ps(_mm512_max_ps(v, lim_lo), lim_hi);  // NaN -> -1e6 (max returns the 2nd operand)
     v = _mm512_add_ps(_mm512_sub_ps(_mm512_add_ps(v, magic), magic), vz);
-    v = _mm512_min_ps(_mm512_max_ps(v, zero), top);
-    _mm512_mask_cvtepi32_storeu_epi8(y + i, m, _mm512_cvttps_epi32(v));
+    v = _mm512_min_ps(_mm512_max_ps(v, vlo), vhi);
+    // (an integer in [lo, hi] within a byte's range: its low byte is the uint8 or int8 value)
+    _mm512_mask_cvtepi32_storeu_epi8(out + i, m, _mm512_cvttps_epi32(v));
   }
+}
+
+void quantize_u8_avx512(const float* x, uint8_t* y, int64_t n, float scale, float zp) {
+  quantize_bytes_avx512(x, y, n, scale, zp, 0.f, 255.f);
 }
 
 }  // namespace quant
