@@ -121,8 +121,8 @@ void quantize_typed(OpContext& ctx, const QuantLayout& q, const std::vector<doub
       int64_t j = b;
 #if defined(MOSAICRT_X86_SIMD)
       if constexpr (std::is_same_v<TIn, float> && sizeof(TOut) == 1) {
-        // 16 values a step with the same arithmetic (the SSE2 loop's division was most of a 224 x 224 image's
-        // quantization: 43 -> 22 us)
+        // 16 values a step with the same arithmetic, so the same bytes (the SSE2 loop's division was most of
+        // the time: a 1 x 3 x 224 x 224 image alone, 1 thread, 46.6 -> 17.4 us a run)
         static const bool avx512 = (cpu_features() & kCpuAvx512) == kCpuAvx512;
         if (avx512) {
           quant::quantize_bytes_avx512(x + b, y + b, e - b, s, z, flo, fhi);
