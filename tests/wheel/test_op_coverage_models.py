@@ -897,11 +897,13 @@ def test_qlinear_global_average_pool_rounds_the_exact_mean(dtype: Any, shape: tu
                                                            channels_last: int) -> None:
     """QLinearGlobalAveragePool, NCHW and NHWC: each channel's mean of (x - zp) * scale over the positions,
     requantized (round half to even, zero point, saturation), against float64 numpy. Ties of the rounding are
-    left to the 1-LSB check, the rest must be exact; values near both ends of the range saturate."""
+    left to the 1-LSB check, the rest must be exact; a channel at each end of the range saturates."""
     rng = np.random.default_rng(sum(shape) + channels_last)
     info = np.iinfo(dtype)
     x = rng.integers(info.min, int(info.max) + 1, shape).astype(dtype)
-    x[0, 0] = info.max  # a channel at the top of the range (NHWC: a row of positions)
+    top, bottom = ((0, ..., 0), (-1, ..., -1)) if channels_last else ((0, 0), (-1, -1))
+    x[top] = info.max  # a whole channel at each end of the range: both saturate
+    x[bottom] = info.min
     x_s, x_z, y_s, y_z = 0.05, (120 if dtype == np.uint8 else -7), 0.03, (100 if dtype == np.uint8 else 5)
     init = _q("x", x_s, x_z, dtype) + _q("y", y_s, y_z, dtype)
     node = helper.make_node("QLinearGlobalAveragePool", ["x", "x_s", "x_z", "y_s", "y_z"], ["y"],
@@ -913,10 +915,9 @@ def test_qlinear_global_average_pool_rounds_the_exact_mean(dtype: Any, shape: tu
     mean = ((x.astype(np.float64) - x_z) * np.float64(np.float32(x_s))).mean(axis=axes, keepdims=True)
     pre = mean / np.float64(np.float32(y_s))
     want = np.clip(np.round(pre) + y_z, info.min, info.max).astype(dtype)
-    want = want.reshape(got.shape)
-    pre = pre.reshape(got.shape)
-    tie = np.abs(np.abs(pre - np.floor(pre)) - 0.5) < 1e-4
     assert got.dtype == want.dtype and got.shape == want.shape
+    assert got[top] == info.max and got[bottom] == info.min
+    tie = np.abs(np.abs(pre - np.floor(pre)) - 0.5) < 1e-4
     np.testing.assert_array_equal(got[~tie], want[~tie])
     assert np.abs(got.astype(np.int32) - want.astype(np.int32)).max(initial=0) <= 1
 

@@ -9,7 +9,6 @@
 #include <cmath>
 #include <cstring>
 #include <type_traits>
-#include <utility>
 #include <vector>
 
 #include "../gemm/backend_registry.h"
@@ -236,31 +235,13 @@ void qlinear_global_avg_pool(OpContext& ctx) {
   std::vector<int64_t> sums(static_cast<size_t>(C));
   auto channel_sums = [&](auto tag) {
     using T = decltype(tag);
-    const T* x = X.data<T>();
     for (int64_t n = 0; n < N; ++n) {
-      const T* xn = x + n * C * S;
-      if (nhwc) {
-        std::vector<int32_t> acc(static_cast<size_t>(C), 0);  // (S * 255 fits: at most 2^23 positions a pass)
-        std::fill(sums.begin(), sums.end(), 0);
-        for (int64_t s0 = 0; s0 < S; s0 += int64_t{1} << 23) {
-          const int64_t s1 = std::min(S, s0 + (int64_t{1} << 23));
-          for (int64_t s = s0; s < s1; ++s)
-            for (int64_t c = 0; c < C; ++c) acc[static_cast<size_t>(c)] += xn[s * C + c];
-          for (int64_t c = 0; c < C; ++c) sums[static_cast<size_t>(c)] += std::exchange(acc[static_cast<size_t>(c)], 0);
-        }
-      } else {
-        for (int64_t c = 0; c < C; ++c) {
-          const T* p = xn + c * S;
-          int64_t total = 0;
-          for (int64_t s0 = 0; s0 < S; s0 += int64_t{1} << 23) {
-            const int64_t s1 = std::min(S, s0 + (int64_t{1} << 23));
-            int32_t part = 0;
-            for (int64_t s = s0; s < s1; ++s) part += p[s];
-            total += part;
-          }
-          sums[static_cast<size_t>(c)] = total;
-        }
-      }
+      const T* xn = X.data<T>() + n * C * S;
+      std::fill(sums.begin(), sums.end(), 0);
+      for (int64_t s = 0; nhwc && s < S; ++s)  // (each layout read in its memory order)
+        for (int64_t c = 0; c < C; ++c) sums[static_cast<size_t>(c)] += xn[s * C + c];
+      for (int64_t c = 0; !nhwc && c < C; ++c)
+        for (int64_t s = 0; s < S; ++s) sums[static_cast<size_t>(c)] += xn[c * S + s];
       for (int64_t c = 0; c < C; ++c) {
         const double centred = static_cast<double>(sums[static_cast<size_t>(c)] - static_cast<int64_t>(qx.zp) * S);
         store_q(Y, n * C + c, static_cast<float>(centred * static_cast<double>(qx.scale) / static_cast<double>(S)),
