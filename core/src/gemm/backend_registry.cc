@@ -89,7 +89,7 @@ std::vector<const CpuKernelEntry*> cpu_kernels(CpuKernelFamily family) {
 }
 
 bool cpu_kernel_supported(const CpuKernelEntry& entry) {
-  return (cpu_features() & entry.features) == entry.features;
+  return cpu_has(entry.features);
 }
 
 const CpuKernelEntry* find_cpu_kernel(CpuKernelFamily family, const char* name) {

@@ -41,6 +41,8 @@ enum CpuFeature : uint32_t {
 
 // Features of the running CPU (detected once).
 uint32_t cpu_features();
+// Whether the running CPU has every feature in `bits`.
+inline bool cpu_has(uint32_t bits) { return (cpu_features() & bits) == bits; }
 // Names of the features in `bits`, joined by '+' ("neon+dotprod+i8mm"; "none").
 std::string cpu_feature_names(uint32_t bits);
 

@@ -102,7 +102,7 @@ void qlinear_binary_flat(const T* a, bool a_scalar, const T* b, bool b_scalar, T
     return static_cast<T>(quant::saturate(quant::round_even((kMul ? va * vb : va + vb) / sc) + zc, lo, hi));
   };
 #if defined(MOSAICRT_X86_SIMD)
-  static const bool avx512 = (cpu_features() & kCpuAvx512) == kCpuAvx512;
+  const bool avx512 = cpu_has(kCpuAvx512);
 #endif
   pool.parallel_for(n, 16384, [&](int64_t s, int64_t e) {
     if (!a_scalar && !b_scalar) {

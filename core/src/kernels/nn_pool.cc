@@ -288,8 +288,7 @@ void avg_lp_pool_run(const PoolPlan& p, PoolKind kind, const T* x, T* y, ThreadP
     if (kind == PoolKind::kAverage && g.in[0] == 1 && g.out[0] == 1 && g.kernel[0] == 1 && g.dilation[1] == 1 &&
         g.dilation[2] == 1) {
 #if defined(MOSAICRT_X86_SIMD)
-      static const bool avx512 = (cpu_features() & kCpuAvx512) == kCpuAvx512;
-      if (avx512) {
+      if (cpu_has(kCpuAvx512)) {
         std::vector<float> div_h, div_w;
         pool_2d_divisors(p, div_h, div_w);
         if (nn::avg_pool_2d_float_avx512(pool_2d_geometry(p), div_h.data(), div_w.data(), x, y, pool)) return;
@@ -435,8 +434,7 @@ void max_pool_dispatch(const PoolPlan& p, const T* x, T* y, int64_t* indices, Th
 #if defined(MOSAICRT_X86_SIMD)
   if constexpr (std::is_same<T, float>::value || sizeof(T) == 1) {
     const Window& g = p.g;
-    static const bool avx512 = (cpu_features() & kCpuAvx512) == kCpuAvx512;
-    if (avx512 && !indices && g.in[0] == 1 && g.out[0] == 1 && g.kernel[0] == 1 && g.dilation[1] == 1 &&
+    if (cpu_has(kCpuAvx512) && !indices && g.in[0] == 1 && g.out[0] == 1 && g.kernel[0] == 1 && g.dilation[1] == 1 &&
         g.dilation[2] == 1) {
       const nn::MaxPool2d m = pool_2d_geometry(p);
       if constexpr (std::is_same<T, float>::value)

@@ -96,14 +96,6 @@ void for_each_run(const QuantLayout& q, ThreadPool& pool, Fn&& fn) {
   });
 }
 
-#if defined(MOSAICRT_X86_SIMD)
-// The CPU runs quant_dynamic_avx512.cc's loops (AVX-512 F, BW, DQ, VL).
-bool has_avx512() {
-  static const bool yes = (cpu_features() & kCpuAvx512) == kCpuAvx512;
-  return yes;
-}
-#endif
-
 // ---------------------------------------------------------------- QuantizeLinear
 
 inline double load_any(int32_t v) { return v; }
@@ -131,7 +123,7 @@ void quantize_typed(OpContext& ctx, const QuantLayout& q, const std::vector<doub
       if constexpr (std::is_same_v<TIn, float> && sizeof(TOut) == 1) {
         // 16 values a step with the same arithmetic, so the same bytes (the SSE2 loop's division was most of
         // the time: a 1 x 3 x 224 x 224 image alone, 1 thread, 46.6 -> 17.4 us a run)
-        if (has_avx512()) {
+        if (cpu_has(kCpuAvx512)) {
           quant::quantize_bytes_avx512(x + b, y + b, e - b, s, z, flo, fhi);
           return;
         }
@@ -422,7 +414,7 @@ void quantize_u8(const float* __restrict x, uint8_t* __restrict y, int64_t n, fl
 
 quant::DynamicQuantized quant::dynamic_quantize_u8(ThreadPool& pool, const float* x, int64_t n, uint8_t* y) {
 #if defined(MOSAICRT_X86_SIMD)
-  const bool avx512 = has_avx512();
+  const bool avx512 = cpu_has(kCpuAvx512);
   auto minmax_f32 = avx512 ? quant::minmax_f32_avx512 : mrt::minmax_f32;
   auto quantize_u8 = avx512 ? quant::quantize_u8_avx512 : mrt::quantize_u8;
 #endif

@@ -1,8 +1,8 @@
 // DynamicQuantizeLinear's two passes on AVX-512, 16 floats a step: the range (min and max, NaN skipped) and
 // the quantization (x / scale, clamped to +-1e6 with a NaN going to -1e6, rounded half to even with the magic
 // constant, plus the zero point, saturated to [0, 255]): the arithmetic of quant.cc's scalar and SSE2 loops,
-// so every path gives the same bytes. QuantizeLinear to uint8 or int8 takes the second pass too. At batch 1 (the quantized MLP's 256- and 512-float rows) the SSE2
-// division took half a microsecond of a 17-microsecond run.
+// so every path gives the same bytes. QuantizeLinear to uint8 or int8 takes the second pass too. At batch 1 (the
+// quantized MLP's 256- and 512-float rows) the SSE2 division took half a microsecond of a 17-microsecond run.
 #include <immintrin.h>
 
 #include "quant_common.h"

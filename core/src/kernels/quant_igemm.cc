@@ -120,8 +120,7 @@ const Igemm8Kernel* igemm8_active() {
 
 RequantizeBytesFn requantize_bytes_active() {
 #if defined(MOSAICRT_X86_SIMD)
-  const uint32_t need = kCpuAvx512;
-  if ((cpu_features() & need) == need) return requantize_bytes_avx512;
+  if (cpu_has(kCpuAvx512)) return requantize_bytes_avx512;
 #endif
   return nullptr;
 }
