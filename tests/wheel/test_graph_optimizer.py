@@ -489,7 +489,7 @@ def test_strided_pointwise_convs_match_numpy(case: tuple[Any, ...], epilogue: st
 
 
 DIRECT_CASES = [
-    # 2-D windows with >= 8 output channels per group run on the direct kernel on AVX-512 CPUs:
+    # 2-D windows with >= 8 output channels per group run on the direct kernel on AVX-512 and on AVX2 CPUs:
     # (in channels, out channels, (H, W), (KH, KW), strides, pads [t, l, b, r], dilations, group, auto_pad)
     (128, 32, (56, 57), (3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 1, "NOTSET"),  # DenseNet's growth layer
     (5, 9, (13, 20), (5, 3), (1, 1), (2, 0, 1, 3), (1, 2), 1, "NOTSET"),     # 9 channels: a padded block of 16
@@ -538,7 +538,7 @@ DIRECT_CASES = [
 @pytest.mark.parametrize("case", DIRECT_CASES, ids=lambda c: f"c{c[0]}m{c[1]}-{c[2][0]}x{c[2][1]}-k{c[3][0]}x{c[3][1]}")
 @pytest.mark.parametrize("threads", [1, 2])
 def test_direct_convs_with_constant_filters_match_fed_filters(case: tuple, threads: int) -> None:
-    """Constant filters of 2-D convolutions (the direct kernel where the CPU has AVX-512), with bias,
+    """Constant filters of 2-D convolutions (the direct kernel where the CPU has AVX-512 or AVX2), with bias,
     the fused residual Add and Relu, against the same Conv with filters fed at run time (im2col + GEMM)."""
     c, m, (h, w_), (kh, kw), st, pads, dil, group, auto_pad = case
     rng = np.random.default_rng(c * m + h)
@@ -1032,13 +1032,23 @@ def test_qdq_groups_run_as_integer_ops(w_type: int, per_channel: bool, y_zero_po
     _assert_within_steps(fused.run(None, feed)[0], plain.run(None, feed)[0], 0.1)
 
 
-def test_qdq_fusion_matches_onnxruntime() -> None:
+def _onnxruntime_qdq_reference(model: onnx.ModelProto, feed: dict[str, np.ndarray]) -> np.ndarray:
+    """onnxruntime's output for a QDQ model: with its integer QDQ fusion where its u8 x s8 kernels are exact on
+    this CPU, else its unfused graph (DequantizeLinear, float operator, QuantizeLinear: the model as written)."""
     import onnxruntime
+    from oracles import onnxruntime_u8s8_is_exact
 
+    options = onnxruntime.SessionOptions()
+    if not onnxruntime_u8s8_is_exact():
+        options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_DISABLE_ALL
+    session = onnxruntime.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+    return session.run(None, feed)[0]
+
+
+def test_qdq_fusion_matches_onnxruntime() -> None:
     model = _qdq_model()
     feed = _qdq_feed(model)
-    want = onnxruntime.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(
-        None, feed)[0]
+    want = _onnxruntime_qdq_reference(model, feed)
     _assert_within_steps(_session(model, Level.ORT_ENABLE_ALL).run(None, feed)[0], want, 0.1)
 
 
@@ -1060,7 +1070,6 @@ def test_qdq_fusion_is_extended_level_only() -> None:
 def test_quantize_static_qdq_resnet_runs_in_integers_and_matches_onnxruntime() -> None:
     """What onnxruntime's quantizer makes of a ResNet (pre-processed, QDQ, per-channel int8 weights): every Conv,
     residual Add, the MaxPool and the GlobalAveragePool run on 8-bit values, as in onnxruntime."""
-    import onnxruntime
     from models import qdq_resnet
 
     model = qdq_resnet(32)
@@ -1072,8 +1081,7 @@ def test_quantize_static_qdq_resnet_runs_in_integers_and_matches_onnxruntime() -
     assert ops.count("QLinearConv") == convs and ops.count("com.microsoft::QLinearAdd") == adds, ops
     assert "com.microsoft::QLinearGlobalAveragePool" in ops and "Conv" not in ops and "Add" not in ops, ops
     got = fused.run(None, feed)[0]
-    want = onnxruntime.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(
-        None, feed)[0]
+    want = _onnxruntime_qdq_reference(model, feed)
     plain = _session(model, Level.ORT_DISABLE_ALL).run(None, feed)[0]
     # the output is dequantized: its values are multiples of the last DequantizeLinear's scale
     last = next(n for n in model.graph.node if n.output[0] == model.graph.output[0].name)

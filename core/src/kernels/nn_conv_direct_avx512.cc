@@ -138,16 +138,6 @@ constexpr int64_t kDirectPieceBytes = int64_t{192} << 10;
 
 int direct_conv_lanes(int64_t M) { return 16 * direct::block_vectors(M); }
 
-AlignedVector<float> pack_direct_filters(const float* w, int64_t M, int64_t C, int64_t taps) {
-  const int64_t lanes = direct_conv_lanes(M), blocks = (M + lanes - 1) / lanes;
-  AlignedVector<float> out(static_cast<size_t>(blocks * C * taps * lanes), 0.f);
-  for (int64_t m = 0; m < M; ++m)
-    for (int64_t c = 0; c < C; ++c)
-      for (int64_t t = 0; t < taps; ++t)
-        out[static_cast<size_t>((((m / lanes) * C + c) * taps + t) * lanes + m % lanes)] = w[(m * C + c) * taps + t];
-  return out;
-}
-
 namespace {
 
 // The width of a staged (phase) plane: the columns the output columns reach.

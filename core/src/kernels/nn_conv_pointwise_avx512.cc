@@ -132,15 +132,6 @@ constexpr auto kOffsTiles = tile_table<true>(std::make_index_sequence<kRows>());
 
 }  // namespace
 
-AlignedVector<float> pack_pointwise_filters(const float* w, int64_t M, int64_t K) {
-  const int64_t blocks = (M + kPointwiseRows - 1) / kPointwiseRows;
-  AlignedVector<float> out(static_cast<size_t>(blocks * K * kPointwiseRows), 0.f);
-  for (int64_t m = 0; m < M; ++m)
-    for (int64_t k = 0; k < K; ++k)
-      out[static_cast<size_t>(((m / kPointwiseRows) * K + k) * kPointwiseRows + m % kPointwiseRows)] = w[m * K + k];
-  return out;
-}
-
 void conv_pointwise_avx512(const PointwiseConv& g, const float* x, const float* wpacked, float* y, ThreadPool* pool) {
   // Work items: one block of output channels over a span of positions, tile after tile. A span's input rows
   // (K x span floats, at most 128 KiB) stay in L2 for all the blocks, and an item writes (and reads the residual

@@ -257,14 +257,19 @@ struct DirectConv {
   const float* bias = nullptr;
   RegisterAct act;
 };
+// w[M, K] in blocks of `lanes` output channels: for each k the block's values contiguous, the last block zero
+// padded. The direct kernels' filter layout (K = C x taps, lanes direct_conv_lanes(M) or direct_conv_lanes_avx2(M))
+// and the pointwise kernels' (lanes kPointwiseRows).
+AlignedVector<float> pack_filter_blocks(const float* w, int64_t M, int64_t K, int64_t lanes);
 // Output channels per block of the direct kernel (16, 32, 48 or 64, whichever pads M least).
 int direct_conv_lanes(int64_t M);
-// w[M, C, taps] in the kernel's layout: blocks of direct_conv_lanes(M) channels, for each (c, tap) the
-// block's values contiguous, the last block zero padded.
-AlignedVector<float> pack_direct_filters(const float* w, int64_t M, int64_t C, int64_t taps);
 // y[M, OH * OW] = conv(x[C, H, W]); `epi` (if set) is applied to each finished chunk of positions.
 void conv_direct_avx512(const DirectConv& g, const float* x, const float* wpacked, float* y, const TileEpilogue& epi,
                         ThreadPool* pool);
+// The same on AVX2 + FMA (nn_conv_direct_avx2.cc), in blocks of direct_conv_lanes_avx2(M) channels (8, 16 or 24).
+int direct_conv_lanes_avx2(int64_t M);
+void conv_direct_avx2(const DirectConv& g, const float* x, const float* wpacked, float* y, const TileEpilogue& epi,
+                      ThreadPool* pool);
 
 // A pointwise (1x1, stride 1, unpadded) convolution of one image and group, y[M, P] = w[M, K] x[K, P], with the
 // positions in the vector lanes (nn_conv_pointwise_avx512.cc; needs AVX-512 F): the input rows are read where
@@ -279,16 +284,14 @@ struct PointwiseConv {
   const float* in_scale = nullptr;
   const float* in_shift = nullptr;
 };
-// w[M, K] in the kernel's layout: blocks of kPointwiseRows output channels, for each k the block's values
-// contiguous, the last block zero padded.
+// wpacked: w[M, K] in blocks of kPointwiseRows output channels (pack_filter_blocks).
 constexpr int64_t kPointwiseRows = 6;
-AlignedVector<float> pack_pointwise_filters(const float* w, int64_t M, int64_t K);
 void conv_pointwise_avx512(const PointwiseConv& g, const float* x, const float* wpacked, float* y, ThreadPool* pool);
 // One tile of the pointwise kernel over arbitrary input rows: for r < rows (<= kPointwiseRows) and n <= 64
 // flat positions q = q0 + j over staged rows of Wq columns, of which the first OW are outputs: act(bias[r]
 // + sum_s w[s][r] x[offs[s] + j]) is output (q / Wq, q % Wq), stored at y[r * ldy + (q / Wq) * OW + q % Wq]
 // when q % Wq < OW, and computed and dropped otherwise (Wq >= 16, so a vector of positions spans at most two
-// rows); `wpacked`: one block of pack_pointwise_filters (steps x kPointwiseRows values), bias optional.
+// rows); `wpacked`: one block of pack_filter_blocks with lanes kPointwiseRows (steps x kPointwiseRows values), bias optional.
 struct FlatRows {
   int64_t Wq, OW, row, col;  // the tile's first flat position is row * Wq + col (col < Wq)
 };
@@ -308,7 +311,7 @@ void pointwise_tile_offs_avx512(const float* x, const int64_t* offs, int64_t ste
 // lanes: tiles of 64 flat positions of the staged rows (pointwise_tile_offs_avx512; outputs at least 16 wide,
 // as conv_uses_direct_lanes asks, so the staged rows are too) by kPointwiseRows channels over the staged planes
 // of conv_direct_avx512, each output written once, finished, with no transpose. `wpacked`: the filters
-// [M, C * KH * KW] in pack_pointwise_filters' layout.
+// [M, C * KH * KW] in pack_filter_blocks' layout (lanes kPointwiseRows).
 void conv_direct_lanes_avx512(const DirectConv& g, const float* x, const float* wpacked, float* y,
                               const TileEpilogue& epi, ThreadPool* pool);
 #endif
