@@ -72,8 +72,12 @@ struct PackedB {
 // (zp_per_col false) or N values, one per column.
 void pack_b_u8(PackedB& out, const uint8_t* B, int64_t ldb, int64_t K, int64_t N, const int32_t* zp, bool zp_per_col);
 void pack_b_s8(PackedB& out, const int8_t* B, int64_t ldb, int64_t K, int64_t N, const int32_t* zp, bool zp_per_col);
-// Pack an already zero-point-adjusted int16 K x N matrix.
-void pack_b_s16(PackedB& out, const int16_t* B, int64_t ldb, int64_t K, int64_t N);
+// An already zero-point-adjusted int16 K x N matrix packed in parts (QLinearConv's columns, made a slice of
+// output positions at a time): begin sizes `out` for K x N, then each call packs columns [n0, n0 + n) (n0 a
+// multiple of kIgemmPanel, n up to N - n0 and a multiple of it unless the last) from src (K rows of stride ld),
+// whole panels including their zero padding; calls on disjoint columns may run at once.
+void pack_b16_begin(PackedB& out, int64_t K, int64_t N);
+void pack_b16_columns(PackedB& out, const int16_t* src, int64_t ld, int64_t n0, int64_t n);
 
 // A operand: M rows of Kp int16 values (a - zero_point), zero past K. zp: nullptr,
 // one value, or M values (one per row).

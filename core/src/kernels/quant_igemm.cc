@@ -76,8 +76,43 @@ void pack_b_u8(PackedB& out, const uint8_t* B, int64_t ldb, int64_t K, int64_t N
 void pack_b_s8(PackedB& out, const int8_t* B, int64_t ldb, int64_t K, int64_t N, const int32_t* zp, bool zp_per_col) {
   pack_b_impl(out, B, ldb, K, N, zp, zp_per_col);
 }
-void pack_b_s16(PackedB& out, const int16_t* B, int64_t ldb, int64_t K, int64_t N) {
-  pack_b_impl(out, B, ldb, K, N, nullptr, false);
+void pack_b16_begin(PackedB& out, int64_t K, int64_t N) {
+  out.K = K;
+  out.N = N;
+  out.Kp = (K + 1) & ~int64_t(1);
+  out.panels = (N + kIgemmPanel - 1) / kIgemmPanel;
+  // every element is written by pack_b16_columns: grown, never cleared
+  const size_t size = static_cast<size_t>(out.panels * out.Kp * kIgemmPanel);
+  if (out.data.size() < size) out.data.resize(size);
+}
+
+void pack_b16_columns(PackedB& out, const int16_t* src, int64_t ld, int64_t n0, int64_t n) {
+  const int64_t K = out.K;
+  for (int64_t c = 0; c < n; c += kIgemmPanel) {
+    int16_t* dst = out.data.data() + (n0 + c) / kIgemmPanel * out.Kp * kIgemmPanel;
+    const int64_t nn = std::min(kIgemmPanel, n - c);
+    for (int64_t k = 0; k < out.Kp; k += 2, dst += 2 * kIgemmPanel) {
+      const int16_t* r0 = src + k * ld + c;
+      const int16_t* r1 = k + 1 < K ? r0 + ld : nullptr;  // the odd row past K: zeros
+#if defined(__SSE2__)
+      if (nn == kIgemmPanel && r1) {  // rows k and k + 1 interleaved, 8 columns per half
+        const __m128i a0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(r0));
+        const __m128i a1 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(r0 + 8));
+        const __m128i b0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(r1));
+        const __m128i b1 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(r1 + 8));
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(dst), _mm_unpacklo_epi16(a0, b0));
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + 8), _mm_unpackhi_epi16(a0, b0));
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + 16), _mm_unpacklo_epi16(a1, b1));
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + 24), _mm_unpackhi_epi16(a1, b1));
+        continue;
+      }
+#endif
+      for (int64_t j = 0; j < kIgemmPanel; ++j) {
+        dst[2 * j] = j < nn ? r0[j] : int16_t(0);
+        dst[2 * j + 1] = j < nn && r1 ? r1[j] : int16_t(0);
+      }
+    }
+  }
 }
 
 std::vector<int16_t> pack_a(const Tensor& A, int64_t offset, int64_t M, int64_t K, const int32_t* zp, bool zp_per_row,
