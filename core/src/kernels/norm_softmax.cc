@@ -128,8 +128,12 @@ void run_softmax(const T* x, T* y, int64_t outer, int64_t n, int64_t inner, Thre
           const float* xr = reinterpret_cast<const float*>(x) + r * n;
           float* yr = reinterpret_cast<float*>(y) + r * n;
 #if defined(MOSAICRT_X86_SIMD)
-          // with the SGEMM's AVX-512 kernel (MOSAICRT_SGEMM_KERNEL=avx2 tests the rows below)
-          if (sgemm_kernel_is_avx512() && norm::softmax_row_avx512(xr, yr, n, K == SmKind::kLogSoftmax)) continue;
+          // with the SGEMM's AVX-512 kernel (MOSAICRT_SGEMM_KERNEL=avx2 tests the AVX2 rows), else AVX2 + FMA
+          // (MOSAICRT_SGEMM_KERNEL=portable tests the rows below)
+          if (sgemm_kernel_is_avx512() ? norm::softmax_row_avx512(xr, yr, n, K == SmKind::kLogSoftmax)
+                                       : fastmath::cpu_has_avx2_fma() && std::strcmp(sgemm_kernel_name(), "portable") &&
+                                             norm::softmax_row_avx2(xr, yr, n, K == SmKind::kLogSoftmax))
+            continue;
 #endif
           softmax_row_f32<K>(xr, yr, n);
           continue;

@@ -62,6 +62,8 @@ inline int64_t prod(const Shape& s, size_t begin, size_t end) {
 // in 16 lanes. False, with y untouched, when the row holds a NaN (every output is then NaN: the caller's own row
 // makes them). y may be x.
 bool softmax_row_avx512(const float* x, float* y, int64_t n, bool log_softmax);
+// The same in 8 lanes on AVX2 + FMA (norm_softmax_avx2.cc).
+bool softmax_row_avx2(const float* x, float* y, int64_t n, bool log_softmax);
 // sum(x) and sum((x - mean)^2) of a float row in double, 8 lanes at a time (norm_softmax_avx512.cc).
 double row_sum_f64_avx512(const float* p, int64_t n);
 double row_sq_dev_f64_avx512(const float* p, int64_t n, double mean);
