@@ -891,9 +891,10 @@ bool conv_uses_winograd(const ConvPlan& p) {
 // against im2col + GEMM: DenseNet's 3x3 128 -> 32 on 56 x 56 0.60, on 7 x 7 0.66; SqueezeNet's 16 -> 64 on 55 x 55
 // 0.74; the 7x7 stride-2 stem 0.66; 3x3 stride 2 64 -> 128 to 28 x 28 0.90, 128 -> 256 0.96, 256 -> 512 to 7 x 7
 // 1.09 (the one loss); 512 -> 512 on 7 x 7 0.92. Whole models, two processes alternating: the benchmark's DenseNet
-// 0.70 at 1 thread, 0.69 at 2; light SqueezeNet 0.82 at 2; ResNet-18 0.88 at 2. Maps of few positions included: with the layer's weights coming from
-// memory (a model larger than the cache), 3x3 512 -> 512 on 7x7 took 2.3 ms here against the transposed
-// GEMM's 3.0 (2 threads: 1.35 against 1.63), as every tile streams the filters in one pass with no im2col.
+// 0.70 at 1 thread, 0.69 at 2; light SqueezeNet 0.82 at 2; ResNet-18 0.88 at 2. Maps of few positions
+// included: with the layer's weights coming from memory (a model larger than the cache), 3x3 512 -> 512 on 7x7
+// took 2.3 ms here (AMD Zen 5) against the transposed GEMM's 3.0 (2 threads: 1.35 against 1.63), as every tile
+// streams the filters in one pass with no im2col.
 // The windows both direct kernels take (the channel counts aside).
 bool conv_direct_geometry(const ConvPlan& p) {
   const Window& g = p.g;
@@ -916,8 +917,8 @@ bool conv_uses_direct(const ConvPlan& p) { return p.Mg >= 8 && conv_direct_geome
 // (32 groups of 4 -> 4 on 56 x 56) 1014 -> 219 us at 1 thread on the GEMM's 12-row tiles (onnxruntime 672).
 constexpr int64_t kLanesMaxSteps = 196;
 bool conv_uses_direct_lanes(const ConvPlan& p) {
-  return conv_direct_geometry(p) && cpu_has_avx512_kernels() && p.Cg * p.g.kernel[0] * p.g.kernel[1] <= kLanesMaxSteps &&
-         p.g.out[1] >= 16;
+  return conv_direct_geometry(p) && cpu_has_avx512_kernels() &&
+         p.Cg * p.g.kernel[0] * p.g.kernel[1] <= kLanesMaxSteps && p.g.out[1] >= 16;
 }
 #else
 bool conv_uses_direct(const ConvPlan&) { return false; }
@@ -1388,7 +1389,8 @@ void conv_compute(OpContext& ctx, const Epilogue* epi, const InputStage* in = nu
     if (conv_uses_pointwise(p)) {
       std::call_once(packed->pointwise_once, [&] {
         for (int64_t grp = 0; grp < p.group; ++grp)
-          packed->pointwise.push_back(nn::pack_filter_blocks(wdata + grp * p.Mg * p.Cg, p.Mg, p.Cg, nn::kPointwiseRows));
+          packed->pointwise.push_back(
+              nn::pack_filter_blocks(wdata + grp * p.Mg * p.Cg, p.Mg, p.Cg, nn::kPointwiseRows));
       });
     }
 #endif

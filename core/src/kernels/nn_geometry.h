@@ -291,7 +291,8 @@ void conv_pointwise_avx512(const PointwiseConv& g, const float* x, const float* 
 // flat positions q = q0 + j over staged rows of Wq columns, of which the first OW are outputs: act(bias[r]
 // + sum_s w[s][r] x[offs[s] + j]) is output (q / Wq, q % Wq), stored at y[r * ldy + (q / Wq) * OW + q % Wq]
 // when q % Wq < OW, and computed and dropped otherwise (Wq >= 16, so a vector of positions spans at most two
-// rows); `wpacked`: one block of pack_filter_blocks with lanes kPointwiseRows (steps x kPointwiseRows values), bias optional.
+// rows); `wpacked`: one block of pack_filter_blocks with lanes kPointwiseRows (steps x kPointwiseRows values),
+// bias optional.
 struct FlatRows {
   int64_t Wq, OW, row, col;  // the tile's first flat position is row * Wq + col (col < Wq)
 };
