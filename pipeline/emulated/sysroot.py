@@ -393,11 +393,14 @@ def _ensure_debian_arch(debian_arch: str, say: Say) -> None:
     say(f"[sysroot {debian_arch}] apt-get update (no package lists for {debian_arch} yet)")
     t0 = time.monotonic()
     rc, out = run_command([*APT, "update"], env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"})
-    if rc != 0 or run_command(probe)[0] != 0:
+    if run_command(probe)[0] != 0:
         raise EnvironmentProblem(
             f"`apt-get update` did not bring {debian_arch} package lists ({tail(out)});"
             f" run: {root_commands(debian_arch)}"
         )
+    if rc != 0:  # another index failed (a mirror mid-sync) while the lists this needs came: go on, say so
+        say(f"[sysroot {debian_arch}] warning: apt-get update exited {rc} ({tail(out)}); the {debian_arch} lists needed"
+            " here are in")
     say(f"[sysroot {debian_arch}] apt-get update done in {time.monotonic() - t0:.0f}s")
 
 

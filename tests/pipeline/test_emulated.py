@@ -434,3 +434,50 @@ def test_cross_wheel_suite_under_qemu(
     assert rc == 0 and record.outcome == "passed", summary + "\n" + out[-3000:] + log[-6000:]
     assert c.passed > 0 and c.failures == 0 and c.errors == 0, summary
     assert f"3.11 ({target.name})" in out  # the test table's row
+
+
+def _fake_apt(monkeypatch: pytest.MonkeyPatch, update_rc: int, lists_after_update: bool) -> list[list[str]]:
+    """sysroot's dpkg/apt calls answered here: the architecture enabled, no lists for it until `apt-get update`,
+    which exits update_rc and brings the lists or not."""
+    from pipeline.emulated import sysroot
+
+    calls: list[list[str]] = []
+    state = {"updated": False}
+
+    def fake_run(cmd: list[str], cwd: Path | None = None, env: dict[str, str] | None = None) -> tuple[int, str]:
+        calls.append(list(cmd))
+        if cmd[:2] == ["dpkg", "--print-foreign-architectures"]:
+            return 0, "armhf"
+        if cmd[0] == "apt-cache":
+            return (0, "Package: python3.11-minimal") if state["updated"] and lists_after_update else (100, "E: none")
+        if "update" in cmd:
+            state["updated"] = True
+            return update_rc, "E: Failed to fetch .../binary-armhf/Packages.xz  File has unexpected size"
+        raise AssertionError(cmd)
+
+    monkeypatch.setattr(sysroot, "run_command", fake_run)
+    monkeypatch.setattr(sysroot, "is_root", lambda: True)
+    return calls
+
+
+def test_a_partly_failed_apt_update_that_brought_the_lists_goes_on_with_a_warning(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A Debian mirror mid-sync fails one index (here the security archive's armhf list, seen on this CI machine)
+    while the main archive's lists arrive: the CPython packages are there, so the sysroot goes on, saying so."""
+    from pipeline.emulated import sysroot
+
+    calls = _fake_apt(monkeypatch, update_rc=100, lists_after_update=True)
+    said: list[str] = []
+    sysroot._ensure_debian_arch("armhf", said.append)
+    assert any("update" in c for c in calls)
+    assert any("warning: apt-get update exited 100" in s and "unexpected size" in s for s in said), said
+
+
+def test_an_apt_update_that_did_not_bring_the_lists_is_an_environment_problem(monkeypatch: pytest.MonkeyPatch) -> None:
+    from pipeline.emulated import sysroot
+
+    for rc in (0, 100):
+        _fake_apt(monkeypatch, update_rc=rc, lists_after_update=False)
+        with pytest.raises(EnvironmentProblem, match="did not bring armhf package lists"):
+            sysroot._ensure_debian_arch("armhf", lambda _: None)
