@@ -121,6 +121,12 @@ void run_softmax(const T* x, T* y, int64_t outer, int64_t n, int64_t inner, Thre
   using A = norm::Acc<T>;
   if (inner == 1 && K != SmKind::kHardmax && std::is_same<T, A>::value) {
     const int64_t grain = std::max<int64_t>(1, 8192 / std::max<int64_t>(1, n));
+#if defined(MOSAICRT_X86_SIMD)
+    // The rows' kernel: with the SGEMM's AVX-512 kernel (MOSAICRT_SGEMM_KERNEL=avx2 tests the AVX2 rows), else
+    // with its AVX2 one (MOSAICRT_SGEMM_KERNEL=portable tests the SSE rows below). Decided once, not per row.
+    const bool rows512 = sgemm_kernel_is_avx512();
+    const bool rows256 = !rows512 && fastmath::cpu_has_avx2_fma() && std::strcmp(sgemm_kernel_name(), "portable") != 0;
+#endif
     pool.parallel_for(outer, grain, [&](int64_t rb, int64_t re) {
       for (int64_t r = rb; r < re; ++r) {
 #if defined(__SSE2__)
@@ -128,11 +134,8 @@ void run_softmax(const T* x, T* y, int64_t outer, int64_t n, int64_t inner, Thre
           const float* xr = reinterpret_cast<const float*>(x) + r * n;
           float* yr = reinterpret_cast<float*>(y) + r * n;
 #if defined(MOSAICRT_X86_SIMD)
-          // with the SGEMM's AVX-512 kernel (MOSAICRT_SGEMM_KERNEL=avx2 tests the AVX2 rows), else AVX2 + FMA
-          // (MOSAICRT_SGEMM_KERNEL=portable tests the rows below)
-          if (sgemm_kernel_is_avx512() ? norm::softmax_row_avx512(xr, yr, n, K == SmKind::kLogSoftmax)
-                                       : fastmath::cpu_has_avx2_fma() && std::strcmp(sgemm_kernel_name(), "portable") &&
-                                             norm::softmax_row_avx2(xr, yr, n, K == SmKind::kLogSoftmax))
+          if (rows512 ? norm::softmax_row_avx512(xr, yr, n, K == SmKind::kLogSoftmax)
+                      : rows256 && norm::softmax_row_avx2(xr, yr, n, K == SmKind::kLogSoftmax))
             continue;
 #endif
           softmax_row_f32<K>(xr, yr, n);
