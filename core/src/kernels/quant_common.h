@@ -90,12 +90,33 @@ std::vector<int16_t> pack_a(const Tensor& A, int64_t offset, int64_t M, int64_t 
 using IgemmBlockFn = void (*)(int64_t rows, int64_t Kp, const int16_t* A, int64_t lda, const int16_t* panel,
                               int32_t* C, int64_t ldc, int64_t valid_n);
 constexpr int64_t kIgemmRows = 6;  // rows per micro-kernel call
+
+// B's raw bytes in PackedB's panel order (pairs of k interleaved per column), for a constant B: half the memory of
+// the int16 panels, widened in registers by the kernel. The zero points are applied to the sums instead:
+// C[m, n] = sum_k a16[m, k] * b[k, n] - rowsum[m] * zb[n], with rowsum[m] = sum_k a16[m, k] (exact in wrapping int32
+// arithmetic, like the rest).
+struct PackedBBytes {
+  int64_t K = 0, N = 0, Kp = 0, panels = 0;
+  bool b_signed = false;      // int8 bytes, else uint8
+  std::vector<uint8_t> data;  // panels of Kp x kIgemmPanel bytes, zero past K and N
+  std::vector<int32_t> zb;    // panels * kIgemmPanel column zero points (0 past N); empty when every one is 0
+  const uint8_t* panel(int64_t p) const { return data.data() + p * Kp * kIgemmPanel; }
+};
+// B: K x N uint8 or int8 (b_signed) bytes, row stride ldb; zp as for pack_b_u8.
+void pack_b_bytes(PackedBBytes& out, const void* B, bool b_signed, int64_t ldb, int64_t K, int64_t N,
+                  const int32_t* zp, bool zp_per_col);
+// Micro-kernel of the byte form: as IgemmBlockFn over a PackedBBytes panel, without its zero points (C = A16 x b;
+// igemm_bytes_with applies them).
+using IgemmBytesBlockFn = void (*)(int64_t rows, int64_t Kp, const int16_t* A, int64_t lda, const uint8_t* panel,
+                                   bool b_signed, int32_t* C, int64_t ldc, int64_t valid_n);
 struct Igemm16Kernel {
   const char* name;
   IgemmBlockFn block;
+  IgemmBytesBlockFn bytes_block;  // nullptr: this kernel has no byte form (B is packed as int16)
 };
 #if defined(MOSAICRT_X86_SIMD)
-IgemmBlockFn igemm_block_avx2();  // quant_igemm_avx2.cc
+IgemmBlockFn igemm_block_avx2();             // quant_igemm_avx2.cc
+IgemmBytesBlockFn igemm_bytes_block_avx2();  // quant_igemm_avx2.cc
 #endif
 
 // The int16 kernel igemm() uses on this CPU, and one by name ("portable", "neon", "avx2")
@@ -107,6 +128,9 @@ const Igemm16Kernel* igemm16_find(const char* name);
 void igemm(int64_t M, const int16_t* A, const PackedB& B, int32_t* C, int64_t ldc, ThreadPool* pool);
 void igemm_with(const Igemm16Kernel& kernel, int64_t M, const int16_t* A, const PackedB& B, int32_t* C, int64_t ldc,
                 ThreadPool* pool);
+// The same over B's byte form, on a kernel with one (kernel.bytes_block).
+void igemm_bytes_with(const Igemm16Kernel& kernel, int64_t M, const int16_t* A, const PackedBBytes& B, int32_t* C,
+                      int64_t ldc, ThreadPool* pool);
 
 // 8-bit GEMM on dot-product instructions (AVX512-VNNI vpdpbusd; arm64 SDOT, SMMLA): the
 // raw bytes are multiplied, in the domain the kernel wants (int8 or uint8 per operand:

@@ -52,14 +52,34 @@ void igemm_block_portable(int64_t rows, int64_t Kp, const int16_t* A, int64_t ld
   }
 }
 
-const Igemm16Kernel kPortable16 = {"portable", igemm_block_portable};
+// Portable micro-kernel of the byte form: same contract as the AVX2 one.
+void igemm_bytes_block_portable(int64_t rows, int64_t Kp, const int16_t* A, int64_t lda, const uint8_t* panel,
+                                bool b_signed, int32_t* C, int64_t ldc, int64_t valid_n) {
+  for (int64_t r = 0; r < rows; ++r) {
+    int32_t acc[kIgemmPanel] = {0};
+    const int16_t* a = A + r * lda;
+    for (int64_t kp = 0; kp < Kp; kp += 2) {
+      const int32_t a0 = a[kp], a1 = a[kp + 1];
+      const uint8_t* b = panel + kp * kIgemmPanel;
+      for (int64_t j = 0; j < kIgemmPanel; ++j) {
+        const int32_t b0 = b_signed ? static_cast<int8_t>(b[2 * j]) : b[2 * j];
+        const int32_t b1 = b_signed ? static_cast<int8_t>(b[2 * j + 1]) : b[2 * j + 1];
+        acc[j] += a0 * b0 + a1 * b1;
+      }
+    }
+    std::memcpy(C + r * ldc, acc, static_cast<size_t>(valid_n) * sizeof(int32_t));
+  }
+}
+
+const Igemm16Kernel kPortable16 = {"portable", igemm_block_portable, igemm_bytes_block_portable};
 
 const CpuKernelRegistrar kRegPortable({CpuKernelFamily::kIgemm16, "portable", 0, 0,
                                        []() -> const void* { return &kPortable16; }});
 #if defined(MOSAICRT_X86_SIMD)
 // Registered here, from baseline-compiled code: their files are compiled for AVX2/AVX-512.
 const CpuKernelRegistrar kRegAvx2({CpuKernelFamily::kIgemm16, "avx2", 10, kCpuAvx2Fma, []() -> const void* {
-                                     static const Igemm16Kernel k = {"avx2", igemm_block_avx2()};
+                                     static const Igemm16Kernel k = {"avx2", igemm_block_avx2(),
+                                                                     igemm_bytes_block_avx2()};
                                      return &k;
                                    }});
 const CpuKernelRegistrar kRegVnni({CpuKernelFamily::kIgemm8, "avx512vnni", 30, kCpuAvx512 | kCpuAvx512Vnni,
@@ -76,6 +96,33 @@ void pack_b_u8(PackedB& out, const uint8_t* B, int64_t ldb, int64_t K, int64_t N
 void pack_b_s8(PackedB& out, const int8_t* B, int64_t ldb, int64_t K, int64_t N, const int32_t* zp, bool zp_per_col) {
   pack_b_impl(out, B, ldb, K, N, zp, zp_per_col);
 }
+void pack_b_bytes(PackedBBytes& out, const void* B, bool b_signed, int64_t ldb, int64_t K, int64_t N,
+                  const int32_t* zp, bool zp_per_col) {
+  out.K = K;
+  out.N = N;
+  out.Kp = (K + 1) & ~int64_t(1);
+  out.panels = (N + kIgemmPanel - 1) / kIgemmPanel;
+  out.b_signed = b_signed;
+  out.data.assign(static_cast<size_t>(out.panels * out.Kp * kIgemmPanel), 0);
+  const uint8_t* src = static_cast<const uint8_t*>(B);
+  for (int64_t p = 0; p < out.panels; ++p) {
+    uint8_t* dst = out.data.data() + p * out.Kp * kIgemmPanel;
+    const int64_t n0 = p * kIgemmPanel, nn = std::min(kIgemmPanel, N - n0);
+    for (int64_t k = 0; k < K; ++k) {
+      const uint8_t* row = src + k * ldb + n0;
+      uint8_t* d = dst + (k >> 1) * 2 * kIgemmPanel + (k & 1);
+      for (int64_t j = 0; j < nn; ++j) d[2 * j] = row[j];
+    }
+  }
+  out.zb.clear();
+  bool any = false;
+  for (int64_t j = 0; zp && j < N && !any; ++j) any = zp[zp_per_col ? j : 0] != 0;
+  if (any) {
+    out.zb.assign(static_cast<size_t>(out.panels * kIgemmPanel), 0);
+    for (int64_t j = 0; j < N; ++j) out.zb[static_cast<size_t>(j)] = zp[zp_per_col ? j : 0];
+  }
+}
+
 void pack_b16_begin(PackedB& out, int64_t K, int64_t N) {
   out.K = K;
   out.N = N;
@@ -169,30 +216,71 @@ void igemm(int64_t M, const int16_t* A, const PackedB& B, int32_t* C, int64_t ld
   igemm_with(igemm16_active(), M, A, B, C, ldc, pool);
 }
 
-void igemm_with(const Igemm16Kernel& kr, int64_t M, const int16_t* A, const PackedB& B, int32_t* C, int64_t ldc,
-                ThreadPool* pool) {
-  const IgemmBlockFn kernel = kr.block;
-  if (M <= 0 || B.N <= 0) return;
-  const int64_t Kp = B.Kp;
+namespace {
+
+// C's (row block, panel) tiles over the pool: tile(rows, m0, p, n0, valid_n) for every one; B: K x N in panels.
+template <class Tile>
+void for_each_tile(int64_t M, int64_t Kp, int64_t N, int64_t panels, int32_t* C, int64_t ldc, ThreadPool* pool,
+                   const Tile& tile) {
+  if (M <= 0 || N <= 0) return;
   if (Kp == 0) {
-    for (int64_t m = 0; m < M; ++m) std::fill(C + m * ldc, C + m * ldc + B.N, 0);
+    for (int64_t m = 0; m < M; ++m) std::fill(C + m * ldc, C + m * ldc + N, 0);
     return;
   }
   const int64_t row_blocks = (M + kIgemmRows - 1) / kIgemmRows;
-  const int64_t tasks = row_blocks * B.panels;
+  const int64_t tasks = row_blocks * panels;
   auto run = [&](int64_t tb, int64_t te) {
     for (int64_t t = tb; t < te; ++t) {
       // Panel-major order: consecutive tasks reuse the same B panel from cache.
       const int64_t p = t / row_blocks, rb = t % row_blocks;
-      const int64_t m0 = rb * kIgemmRows, rows = std::min(kIgemmRows, M - m0);
-      const int64_t n0 = p * kIgemmPanel, vn = std::min(kIgemmPanel, B.N - n0);
-      kernel(rows, Kp, A + m0 * Kp, Kp, B.panel(p), C + m0 * ldc + n0, ldc, vn);
+      const int64_t m0 = rb * kIgemmRows, n0 = p * kIgemmPanel;
+      tile(std::min(kIgemmRows, M - m0), m0, p, n0, std::min(kIgemmPanel, N - n0));
     }
   };
   const int64_t work = Kp * kIgemmRows * kIgemmPanel;
   const int64_t grain = std::max<int64_t>(1, (1 << 16) / std::max<int64_t>(1, work));
   if (pool && tasks > 1) pool->parallel_for(tasks, grain, run);
   else run(0, tasks);
+}
+
+}  // namespace
+
+void igemm_with(const Igemm16Kernel& kr, int64_t M, const int16_t* A, const PackedB& B, int32_t* C, int64_t ldc,
+                ThreadPool* pool) {
+  const IgemmBlockFn kernel = kr.block;
+  const int64_t Kp = B.Kp;
+  for_each_tile(M, Kp, B.N, B.panels, C, ldc, pool, [&](int64_t rows, int64_t m0, int64_t p, int64_t n0, int64_t vn) {
+    kernel(rows, Kp, A + m0 * Kp, Kp, B.panel(p), C + m0 * ldc + n0, ldc, vn);
+  });
+}
+
+void igemm_bytes_with(const Igemm16Kernel& kr, int64_t M, const int16_t* A, const PackedBBytes& B, int32_t* C,
+                      int64_t ldc, ThreadPool* pool) {
+  const IgemmBytesBlockFn kernel = kr.bytes_block;
+  MRT_CHECK_IMPL(kernel != nullptr, "integer GEMM: kernel ", kr.name, " has no byte form");
+  const int64_t Kp = B.Kp;
+  std::vector<int32_t> rowsum;
+  if (!B.zb.empty()) {
+    rowsum.assign(static_cast<size_t>(std::max<int64_t>(M, 0)), 0);
+    for (int64_t m = 0; m < M; ++m) {
+      uint32_t s = 0;  // wrapping, as the sums it corrects
+      for (int64_t k = 0; k < Kp; ++k) s += static_cast<uint32_t>(static_cast<int32_t>(A[m * Kp + k]));
+      rowsum[static_cast<size_t>(m)] = static_cast<int32_t>(s);
+    }
+  }
+  for_each_tile(M, Kp, B.N, B.panels, C, ldc, pool, [&](int64_t rows, int64_t m0, int64_t p, int64_t n0, int64_t vn) {
+    int32_t* c = C + m0 * ldc + n0;
+    kernel(rows, Kp, A + m0 * Kp, Kp, B.panel(p), B.b_signed, c, ldc, vn);
+    if (rowsum.empty()) return;
+    // the zero points, on the tile while it is in cache: C -= rowsum[m] * zb[n] (wrapping)
+    for (int64_t r = 0; r < rows; ++r) {
+      const uint32_t s = static_cast<uint32_t>(rowsum[static_cast<size_t>(m0 + r)]);
+      int32_t* cr = c + r * ldc;
+      const int32_t* z = B.zb.data() + n0;
+      for (int64_t j = 0; j < vn; ++j)
+        cr[j] = static_cast<int32_t>(static_cast<uint32_t>(cr[j]) - s * static_cast<uint32_t>(z[j]));
+    }
+  });
 }
 
 void pack_b8_begin(const Igemm8Kernel& kr, PackedB8& out, int64_t K, int64_t N) {

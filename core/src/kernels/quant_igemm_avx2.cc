@@ -11,6 +11,24 @@ namespace mrt {
 namespace quant {
 namespace {
 
+// R rows of 16 sums (acc0: columns 0..7, acc1: 8..15) into C, valid_n columns of each.
+template <int R>
+inline void store(const __m256i* acc0, const __m256i* acc1, int32_t* C, int64_t ldc, int64_t valid_n) {
+#pragma GCC unroll 6
+  for (int r = 0; r < R; ++r) {
+    int32_t* c = C + r * ldc;
+    if (valid_n == kIgemmPanel) {
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(c), acc0[r]);
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(c + 8), acc1[r]);
+    } else {
+      alignas(32) int32_t tmp[kIgemmPanel];
+      _mm256_store_si256(reinterpret_cast<__m256i*>(tmp), acc0[r]);
+      _mm256_store_si256(reinterpret_cast<__m256i*>(tmp + 8), acc1[r]);
+      std::memcpy(c, tmp, static_cast<size_t>(valid_n) * sizeof(int32_t));
+    }
+  }
+}
+
 template <int R>
 void block(int64_t Kp, const int16_t* A, int64_t lda, const int16_t* panel, int32_t* C, int64_t ldc, int64_t valid_n) {
   // Named arrays, loops unrolled: the 2R sums stay in registers. (With rolled loops and the A pairs read through
@@ -35,19 +53,39 @@ void block(int64_t Kp, const int16_t* A, int64_t lda, const int16_t* panel, int3
       acc1[r] = _mm256_add_epi32(acc1[r], _mm256_madd_epi16(ar, b1));
     }
   }
+  store<R>(acc0, acc1, C, ldc, valid_n);
+}
+
+// The byte form (PackedBBytes): each k pair's 32 bytes widened to the two int16 vectors block<R> loads. Half the B
+// traffic of the int16 panels: the batch-1 (one row) products of a dynamically quantized MLP stream all of B every
+// run. (The zero points are applied by the caller: a correction here made GCC keep half the sums on the stack.)
+template <int R, bool Signed>
+void block_bytes(int64_t Kp, const int16_t* A, int64_t lda, const uint8_t* panel, int32_t* C, int64_t ldc,
+                 int64_t valid_n) {
+  __m256i acc0[R], acc1[R];
 #pragma GCC unroll 6
   for (int r = 0; r < R; ++r) {
-    int32_t* c = C + r * ldc;
-    if (valid_n == kIgemmPanel) {
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(c), acc0[r]);
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(c + 8), acc1[r]);
-    } else {
-      alignas(32) int32_t tmp[kIgemmPanel];
-      _mm256_store_si256(reinterpret_cast<__m256i*>(tmp), acc0[r]);
-      _mm256_store_si256(reinterpret_cast<__m256i*>(tmp + 8), acc1[r]);
-      std::memcpy(c, tmp, static_cast<size_t>(valid_n) * sizeof(int32_t));
+    acc0[r] = _mm256_setzero_si256();
+    acc1[r] = _mm256_setzero_si256();
+  }
+  const auto widen = [](const uint8_t* p) {
+    const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+    return Signed ? _mm256_cvtepi8_epi16(v) : _mm256_cvtepu8_epi16(v);
+  };
+  const int16_t* a = A;
+  for (int64_t kp = 0; kp < Kp; kp += 2, a += 2, panel += 2 * kIgemmPanel) {
+    const __m256i b0 = in_register(widen(panel));
+    const __m256i b1 = in_register(widen(panel + 16));
+#pragma GCC unroll 6
+    for (int r = 0; r < R; ++r) {
+      int32_t pair;
+      std::memcpy(&pair, a + r * lda, sizeof(pair));
+      const __m256i ar = _mm256_set1_epi32(pair);
+      acc0[r] = _mm256_add_epi32(acc0[r], _mm256_madd_epi16(ar, b0));
+      acc1[r] = _mm256_add_epi32(acc1[r], _mm256_madd_epi16(ar, b1));
     }
   }
+  store<R>(acc0, acc1, C, ldc, valid_n);
 }
 
 void igemm_block(int64_t rows, int64_t Kp, const int16_t* A, int64_t lda, const int16_t* panel, int32_t* C,
@@ -64,9 +102,32 @@ void igemm_block(int64_t rows, int64_t Kp, const int16_t* A, int64_t lda, const 
   }
 }
 
+template <bool Signed>
+void bytes_rows(int64_t rows, int64_t Kp, const int16_t* A, int64_t lda, const uint8_t* panel, int32_t* C,
+                int64_t ldc, int64_t valid_n) {
+  switch (rows) {
+    case 6: block_bytes<6, Signed>(Kp, A, lda, panel, C, ldc, valid_n); break;
+    case 5: block_bytes<5, Signed>(Kp, A, lda, panel, C, ldc, valid_n); break;
+    case 4: block_bytes<4, Signed>(Kp, A, lda, panel, C, ldc, valid_n); break;
+    case 3: block_bytes<3, Signed>(Kp, A, lda, panel, C, ldc, valid_n); break;
+    case 2: block_bytes<2, Signed>(Kp, A, lda, panel, C, ldc, valid_n); break;
+    default:
+      for (int64_t r = 0; r < rows; ++r)
+        block_bytes<1, Signed>(Kp, A + r * lda, lda, panel, C + r * ldc, ldc, valid_n);
+      break;
+  }
+}
+
+void igemm_bytes_block(int64_t rows, int64_t Kp, const int16_t* A, int64_t lda, const uint8_t* panel, bool b_signed,
+                       int32_t* C, int64_t ldc, int64_t valid_n) {
+  if (b_signed) bytes_rows<true>(rows, Kp, A, lda, panel, C, ldc, valid_n);
+  else bytes_rows<false>(rows, Kp, A, lda, panel, C, ldc, valid_n);
+}
+
 }  // namespace
 
 IgemmBlockFn igemm_block_avx2() { return igemm_block; }
+IgemmBytesBlockFn igemm_bytes_block_avx2() { return igemm_bytes_block; }
 
 }  // namespace quant
 }  // namespace mrt

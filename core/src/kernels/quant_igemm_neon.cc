@@ -62,7 +62,7 @@ void igemm_block_neon(int64_t rows, int64_t Kp, const int16_t* A, int64_t lda, c
   }
 }
 
-const Igemm16Kernel kNeon16 = {"neon", igemm_block_neon};
+const Igemm16Kernel kNeon16 = {"neon", igemm_block_neon, nullptr};
 
 }  // namespace
 

@@ -8,6 +8,8 @@
 // MatMulInteger -> Cast -> Mul) run through.
 #include <algorithm>
 #include <cmath>
+#include <memory>
+#include <mutex>
 
 #include "quant_common.h"
 
@@ -93,39 +95,74 @@ const int32_t* zp_ptr(const ZeroPoints& z, int64_t matrix) {
   return z.v.data() + (z.per_item ? z.group * matrix : 0);
 }
 
-// B packed for whichever integer GEMM this CPU runs (8-bit dot products, else int16 pairs).
+// Products of at most this many rows run the int16 kernel over B's raw bytes, where it has that form: they are bound
+// by reading B, and the bytes are half of it (batch-1 dynamically quantized MLPs 0.78-0.85 of the int16 panels' time
+// at 1 and 2 rows, on an AMD Zen 3); from 4 rows on the int16 panels were 2-4 % faster.
+constexpr int64_t kByteFormRows = 2;
+
+// B packed for whichever integer GEMM this CPU runs: 8-bit dot products (b8), else the int16 kernel over int16
+// panels (b16) or, for products of few rows, over B's raw bytes (b16_bytes). Each form is packed once, when a product
+// first needs it: a constant B's PackedAny lives in the node cache, shared by concurrent runs.
 struct PackedAny {
-  bool bytes = false;
   PackedB b16;
+  quant::PackedBBytes b16_bytes;
   quant::PackedB8 b8;
+  std::once_flag b16_once, bytes_once, b8_once;
 };
 
-void pack_b_matrix(PackedAny& out, const Tensor& B, int64_t matrix, int64_t K, int64_t N, const ZeroPoints& zb) {
-  const int64_t off = matrix * K * N;
-  const quant::Igemm8Kernel* k8 = quant::igemm8_active();
-  out.bytes = k8 != nullptr;
-  if (k8) {
-    quant::pack_b8(*k8, out.b8, static_cast<const uint8_t*>(B.raw()) + off, B.dtype() == DType::kUInt8, N, K, N,
-                   zp_ptr(zb, matrix), zb.per_item);
-  } else if (B.dtype() == DType::kUInt8) {
-    quant::pack_b_u8(out.b16, B.data<uint8_t>() + off, N, K, N, zp_ptr(zb, matrix), zb.per_item);
-  } else if (B.dtype() == DType::kInt8) {
-    quant::pack_b_s8(out.b16, B.data<int8_t>() + off, N, K, N, zp_ptr(zb, matrix), zb.per_item);
-  } else {
-    fail(MRT_NOT_IMPLEMENTED, "integer MatMul: B element type ", dtype_name(B.dtype()), " is not supported (uint8/int8)");
+enum class BForm { kBytes8, kInt16, kInt16Bytes };
+
+BForm b_form(int64_t M) {
+  if (quant::igemm8_active()) return BForm::kBytes8;
+  return M <= kByteFormRows && quant::igemm16_active().bytes_block ? BForm::kInt16Bytes : BForm::kInt16;
+}
+
+// The form of B (matrix `matrix` of a stack) that a product of M rows runs on, packed into `out` unless it already is.
+void pack_b_matrix(PackedAny& out, const Tensor& B, int64_t matrix, int64_t K, int64_t N, const ZeroPoints& zb,
+                   int64_t M) {
+  MRT_CHECK_IMPL(B.dtype() == DType::kUInt8 || B.dtype() == DType::kInt8, "integer MatMul: B element type ",
+                 dtype_name(B.dtype()), " is not supported (uint8/int8)");
+  const uint8_t* bytes = static_cast<const uint8_t*>(B.raw()) + matrix * K * N;
+  const bool b_u8 = B.dtype() == DType::kUInt8;
+  switch (b_form(M)) {
+    case BForm::kBytes8:
+      std::call_once(out.b8_once, [&] {
+        quant::pack_b8(*quant::igemm8_active(), out.b8, bytes, b_u8, N, K, N, zp_ptr(zb, matrix), zb.per_item);
+      });
+      break;
+    case BForm::kInt16Bytes:
+      std::call_once(out.bytes_once, [&] {
+        quant::pack_b_bytes(out.b16_bytes, bytes, !b_u8, N, K, N, zp_ptr(zb, matrix), zb.per_item);
+      });
+      break;
+    case BForm::kInt16:
+      std::call_once(out.b16_once, [&] {
+        if (b_u8) quant::pack_b_u8(out.b16, bytes, N, K, N, zp_ptr(zb, matrix), zb.per_item);
+        else quant::pack_b_s8(out.b16, reinterpret_cast<const int8_t*>(bytes), N, K, N, zp_ptr(zb, matrix), zb.per_item);
+      });
+      break;
   }
 }
 
-// C[M, N] = (A[offset..] - za) x B for M rows of K values.
+// C[M, N] = (A[offset..] - za) x B for M rows of K values, on the form of B pack_b_matrix packed for M rows.
 void gemm_rows(ThreadPool& pool, int64_t M, const Tensor& A, int64_t offset, int64_t K, const int32_t* za,
                bool za_per_row, const PackedAny& B, int32_t* C, int64_t ldc) {
-  if (B.bytes) {
-    quant::igemm8(M, static_cast<const uint8_t*>(A.raw()) + offset, A.dtype() == DType::kInt8, K, K, za,
-                  za_per_row, B.b8, C, ldc, &pool);
-    return;
+  switch (b_form(M)) {
+    case BForm::kBytes8:
+      quant::igemm8(M, static_cast<const uint8_t*>(A.raw()) + offset, A.dtype() == DType::kInt8, K, K, za,
+                    za_per_row, B.b8, C, ldc, &pool);
+      return;
+    case BForm::kInt16Bytes: {
+      const std::vector<int16_t> a16 = quant::pack_a(A, offset, M, K, za, za_per_row, B.b16_bytes.Kp);
+      quant::igemm_bytes_with(quant::igemm16_active(), M, a16.data(), B.b16_bytes, C, ldc, &pool);
+      return;
+    }
+    case BForm::kInt16: {
+      const std::vector<int16_t> a16 = quant::pack_a(A, offset, M, K, za, za_per_row, B.b16.Kp);
+      quant::igemm(M, a16.data(), B.b16, C, ldc, &pool);
+      return;
+    }
   }
-  const std::vector<int16_t> a16 = quant::pack_a(A, offset, M, K, za, za_per_row, B.b16.Kp);
-  quant::igemm(M, a16.data(), B.b16, C, ldc, &pool);
 }
 
 // int32 C (shape p.out) = (A - za) x (B - zb). b_in / zb_in: input indices of B and its zero
@@ -147,23 +184,15 @@ void integer_matmul(OpContext& ctx, const MatMulPlan& p, size_t a_in, size_t za_
 
   const bool b_const = ctx.input_is_constant(b_in) && (!ctx.has_input(zb_in) || ctx.input_is_constant(zb_in));
   if (p.batch_b == 1) {
-    std::shared_ptr<PackedAny> packed;
-    if (b_const) {
-      packed = ctx.node_cache<PackedAny>([&] {
-        auto pb = std::make_shared<PackedAny>();
-        pack_b_matrix(*pb, B, 0, K, N, zb);
-        return pb;
-      });
-    } else {
-      packed = std::make_shared<PackedAny>();
-      pack_b_matrix(*packed, B, 0, K, N, zb);
-    }
+    const std::shared_ptr<PackedAny> packed =
+        b_const ? ctx.node_cache<PackedAny>([] { return std::make_shared<PackedAny>(); }) : std::make_shared<PackedAny>();
     // Every A row against the same B: one GEMM over all of A's matrices (in output order).
     const bool a_in_order = [&] {
       for (int64_t t = 0; t < batches; ++t)
         if (p.a_index[t] != t) return false;
       return true;
     }();
+    pack_b_matrix(*packed, B, 0, K, N, zb, a_in_order ? batches * M : M);
     if (a_in_order) {
       std::vector<int32_t> rows_zp;
       const int32_t* zap = zp_ptr(za, 0);
@@ -181,15 +210,16 @@ void integer_matmul(OpContext& ctx, const MatMulPlan& p, size_t a_in, size_t za_
     }
     return;
   }
-  PackedAny packed;
+  std::unique_ptr<PackedAny> packed;
   int64_t packed_index = -1;
   for (int64_t t = 0; t < batches; ++t) {
     const int64_t ai = p.a_index[t], bi = p.b_index[t];
     if (bi != packed_index) {
-      pack_b_matrix(packed, B, bi, K, N, zb);
+      packed = std::make_unique<PackedAny>();
+      pack_b_matrix(*packed, B, bi, K, N, zb, M);
       packed_index = bi;
     }
-    gemm_rows(pool, M, A, ai * M * K, K, zp_ptr(za, ai), za.per_item, packed, C + t * M * N, N);
+    gemm_rows(pool, M, A, ai * M * K, K, zp_ptr(za, ai), za.per_item, *packed, C + t * M * N, N);
   }
 }
 
@@ -313,20 +343,11 @@ void dynamic_quantize_matmul_kernel(OpContext& ctx) {
                                                                 q.data<uint8_t>());
   MRT_CHECK_IMPL(B.dtype() == DType::kUInt8 || B.dtype() == DType::kInt8, op, ": B element type ",
                  dtype_name(B.dtype()), " is not supported (uint8/int8)");
-  auto pack = [&](PackedAny& pb) {
-    pack_b_matrix(pb, B, 0, p.K, N, zero_points(ctx.optional_input(3), B.dtype(), N, 1, op, "b_zero_point"));
-  };
-  std::shared_ptr<PackedAny> packed;
-  if (ctx.input_is_constant(1) && (!ctx.has_input(3) || ctx.input_is_constant(3))) {
-    packed = ctx.node_cache<PackedAny>([&] {
-      auto pb = std::make_shared<PackedAny>();
-      pack(*pb);
-      return pb;
-    });
-  } else {
-    packed = std::make_shared<PackedAny>();
-    pack(*packed);
-  }
+  const bool b_const = ctx.input_is_constant(1) && (!ctx.has_input(3) || ctx.input_is_constant(3));
+  const std::shared_ptr<PackedAny> packed =
+      b_const ? ctx.node_cache<PackedAny>([] { return std::make_shared<PackedAny>(); }) : std::make_shared<PackedAny>();
+  pack_b_matrix(*packed, B, 0, p.K, N, zero_points(ctx.optional_input(3), B.dtype(), N, 1, op, "b_zero_point"),
+                rows);
   static thread_local std::vector<int32_t> acc_buf;
   quant::Scratch<int32_t> acc(acc_buf, static_cast<size_t>(rows * N));
   const int32_t za = dq.zero_point;

@@ -117,6 +117,20 @@ int run(Kernel& kr, const Case& cs, const Data& d, ThreadPool* pool) {
     const Tensor at = Tensor::borrow(cs.a_s8 ? DType::kInt8 : DType::kUInt8, {M, K}, a_copy.data());
     const std::vector<int16_t> a16 = quant::pack_a(at, 0, M, K, za, cs.za_mode == 2, pb.Kp);
     quant::igemm_with(*kr.k16, M, a16.data(), pb, C.data(), ldc, pool);
+    if (kr.k16->bytes_block) {  // the byte form must give the same C
+      quant::PackedBBytes pbb;
+      quant::pack_b_bytes(pbb, d.B.data(), cs.b_s8, ldb, K, N, zb, cs.zb_mode == 2);
+      std::vector<int32_t> C2(C.size(), kSentinel);
+      quant::igemm_bytes_with(*kr.k16, M, a16.data(), pbb, C2.data(), ldc, pool);
+      for (size_t g = 0; g < C.size(); ++g)
+        if (C2[g] != C[g]) {
+          std::printf("FAIL igemm %s byte form M=%lld N=%lld K=%lld a=%s b=%s za=%d zb=%d: C[%zu]=%d, int16 form %d\n",
+                      kr.name.c_str(), (long long)M, (long long)N, (long long)K, cs.a_s8 ? "s8" : "u8",
+                      cs.b_s8 ? "s8" : "u8", cs.za_mode, cs.zb_mode, g, C2[g], C[g]);
+          ++kr.failures;
+          return 1;
+        }
+    }
   }
   ++kr.cases;
   for (int64_t m = 0; m < M; ++m)
