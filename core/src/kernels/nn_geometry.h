@@ -236,6 +236,8 @@ struct MaxPool2d {
   int64_t planes, H, W, OH, OW, KH, KW, sh, sw, pt, pl;
 };
 void max_pool_2d_float_avx512(const MaxPool2d& g, const float* x, float* y, ThreadPool& pool);
+// The same on AVX2 (nn_pool_avx2.cc) for strides 1 and 2 along W; false, with nothing written, for others.
+bool max_pool_2d_float_avx2(const MaxPool2d& g, const float* x, float* y, ThreadPool& pool);
 // AveragePool over the same geometry: a window's sum over div_h[oh] * div_w[ow], its tap counts along each axis
 // (with or without the padding), 0 where that is 0. False, with nothing written, for windows wider than the
 // kernel keeps in registers.

@@ -449,6 +449,9 @@ void max_pool_dispatch(const PoolPlan& p, const T* x, T* y, int64_t* indices, Th
   if constexpr (std::is_same<T, float>::value) {
     const Window& g = p.g;
     if (!indices && g.in[0] == 1 && g.out[0] == 1 && g.kernel[0] == 1 && g.dilation[1] == 1 && g.dilation[2] == 1) {
+#if defined(MOSAICRT_X86_SIMD)
+      if (cpu_has(kCpuAvx2Fma) && nn::max_pool_2d_float_avx2(pool_2d_geometry(p), x, y, pool)) return;
+#endif
       pool_2d_float<true>(p, x, y, pool);
       return;
     }

@@ -1,0 +1,119 @@
+// 2-D float MaxPool without dilation or Indices on AVX2, strides 1 and 2 along W.
+//
+// Every maximum comes from loads of the input itself: for each tap kw of a window row, the maximum over the
+// window's input rows of the columns the 8 outputs read, combined into the running value. (The baseline path
+// writes the vertical maxima of a row into a buffer and reads them back at the KW offsets: unaligned loads of
+// data just stored, which cannot be forwarded and wait for the stores.) With stride 2 the 8 outputs read 15
+// columns: a load at the first and one at the eighth, whose even and odd elements one in-lane shuffle per tap
+// gathers; the order of the 64-bit pairs is fixed once per 8 outputs (a maximum is elementwise). No load reads
+// a column outside the window's: outputs whose windows reach into the left or right padding are computed one at
+// a time, and a row's last 8 outputs are computed again over the vectors before them where it does not end on a
+// multiple of 8. Every maximum takes the running value second, as the other paths do, so a NaN input is
+// skipped and of equal values (signed zeros) the first one read is kept: rows in order within a tap, taps in
+// order.
+#include <immintrin.h>
+
+#include <algorithm>
+#include <limits>
+
+#include "../threadpool.h"
+#include "nn_geometry.h"
+
+namespace mrt {
+namespace nn {
+namespace {
+
+// The 8 outputs from `ow` of one row (all of their windows' columns inside the row), over input rows [r0, r0 + nr)
+// of the plane xp. kRows, kKW > 0: the window's height and width at compile time (0: nr, g.KW).
+template <int kStride, int kRows, int kKW>
+inline void max8(const MaxPool2d& g, const float* xp, int64_t r0, int64_t nr, int64_t ow, float* yr) {
+  const int64_t rows = kRows > 0 ? kRows : nr, KW = kKW > 0 ? kKW : g.KW, W = g.W;
+  const __m256 ident = _mm256_set1_ps(-std::numeric_limits<float>::infinity());
+  const float* p = xp + r0 * W + ow * kStride - g.pl;
+  __m256 acc = ident;
+#pragma GCC unroll 4
+  for (int64_t kw = 0; kw < KW; ++kw) {
+    __m256 v = ident;
+    if constexpr (kStride == 1) {
+#pragma GCC unroll 4
+      for (int64_t r = 0; r < rows; ++r) v = _mm256_max_ps(_mm256_loadu_ps(p + r * W + kw), v);
+    } else {
+      __m256 lo = ident, hi = ident;  // columns 0..7 and 7..14 of the 8 outputs' 15
+#pragma GCC unroll 4
+      for (int64_t r = 0; r < rows; ++r) {
+        lo = _mm256_max_ps(_mm256_loadu_ps(p + r * W + kw), lo);
+        hi = _mm256_max_ps(_mm256_loadu_ps(p + r * W + kw + 7), hi);
+      }
+      // per 128-bit lane: elements 0 and 2 of lo, 1 and 3 of hi (columns 0, 2, 8, 10 | 4, 6, 12, 14)
+      v = _mm256_shuffle_ps(lo, hi, _MM_SHUFFLE(3, 1, 2, 0));
+    }
+    acc = _mm256_max_ps(v, acc);
+  }
+  if constexpr (kStride == 2)  // pairs (0, 2), (8, 10), (4, 6), (12, 14) into column order
+    acc = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(acc), _MM_SHUFFLE(3, 1, 2, 0)));
+  _mm256_storeu_ps(yr + ow, acc);
+}
+
+// One output whose window may reach into the padding (skipped columns), in max8's order.
+inline float max1(const MaxPool2d& g, const float* xp, int64_t r0, int64_t nr, int64_t ow) {
+  float acc = -std::numeric_limits<float>::infinity();
+  for (int64_t kw = 0; kw < g.KW; ++kw) {
+    const int64_t c = ow * g.sw - g.pl + kw;
+    if (c < 0 || c >= g.W) continue;
+    float v = -std::numeric_limits<float>::infinity();
+    for (int64_t r = 0; r < nr; ++r) {
+      const float x = xp[(r0 + r) * g.W + c];
+      v = x > v ? x : v;
+    }
+    acc = v > acc ? v : acc;
+  }
+  return acc;
+}
+
+template <int kStride, int kRows, int kKW>
+void max_row(const MaxPool2d& g, const float* xp, int64_t r0, int64_t nr, float* yr) {
+  // outputs [lo, hi) read only columns inside the row
+  const int64_t lo = std::min(g.OW, (g.pl + kStride - 1) / kStride);
+  const int64_t span = g.W - g.KW + g.pl;  // (negative: no window fits)
+  const int64_t hi = span < 0 ? lo : std::max(lo, std::min(g.OW, span / kStride + 1));
+  for (int64_t ow = 0; ow < lo; ++ow) yr[ow] = max1(g, xp, r0, nr, ow);
+  int64_t ow = lo;
+  if (hi - lo >= 8) {
+    for (; ow + 8 <= hi; ow += 8) max8<kStride, kRows, kKW>(g, xp, r0, nr, ow, yr);
+    if (ow < hi) max8<kStride, kRows, kKW>(g, xp, r0, nr, hi - 8, yr);  // (overlapping the vector before)
+    ow = hi;
+  }
+  for (; ow < g.OW; ++ow) yr[ow] = max1(g, xp, r0, nr, ow);
+}
+
+template <int kStride>
+void max_pool_rows(const MaxPool2d& g, const float* x, float* y, int64_t b, int64_t e) {
+  for (int64_t item = b, plane = b / g.OH, oh = b % g.OH; item < e; ++item) {
+    const int64_t h0 = oh * g.sh - g.pt, r0 = std::max<int64_t>(0, h0);
+    const int64_t nr = std::max<int64_t>(0, std::min(g.H, h0 + g.KH) - r0);
+    const float* xp = x + plane * g.H * g.W;
+    float* yr = y + (plane * g.OH + oh) * g.OW;
+    if (nr == 3 && g.KW == 3) max_row<kStride, 3, 3>(g, xp, r0, nr, yr);  // (the common window, unrolled)
+    else if (nr == 2 && g.KW == 2) max_row<kStride, 2, 2>(g, xp, r0, nr, yr);
+    else max_row<kStride, 0, 0>(g, xp, r0, nr, yr);
+    if (++oh == g.OH) {
+      oh = 0;
+      ++plane;
+    }
+  }
+}
+
+}  // namespace
+
+bool max_pool_2d_float_avx2(const MaxPool2d& g, const float* x, float* y, ThreadPool& pool) {
+  if (g.sw != 1 && g.sw != 2) return false;
+  const int64_t grain = std::max<int64_t>(1, 4096 / std::max<int64_t>(1, g.KH * g.W));
+  pool.parallel_for(g.planes * g.OH, grain, [&](int64_t b, int64_t e) {
+    if (g.sw == 1) max_pool_rows<1>(g, x, y, b, e);
+    else max_pool_rows<2>(g, x, y, b, e);
+  });
+  return true;
+}
+
+}  // namespace nn
+}  // namespace mrt
