@@ -581,8 +581,9 @@ bool depthwise_plane(const T* xp, const T* wp, T b0, T* yp, const nn::DepthwiseP
       return with_act;
     }
     if (cpu_has_avx2()) {
-      nn::depthwise_plane_avx2(xp, wp, b0, yp, d);
-      return false;
+      const bool with_act = epi && register_act_covers(epi);
+      nn::depthwise_plane_avx2(xp, wp, b0, yp, d, with_act ? register_act(epi) : nn::RegisterAct{});
+      return with_act;
     }
   }
 #endif
@@ -647,7 +648,8 @@ void conv_depthwise_2d(const ConvPlan& p, const T* x, const T* w, const T* bias,
             nn::depthwise_block16_avx512(xp, w + m * ksize, bm, yp, d, act);
             if (in_regs) continue;
           } else if (count == 8) {
-            nn::depthwise_block8_avx2(xp, w + m * ksize, bm, yp, d);
+            nn::depthwise_block8_avx2(xp, w + m * ksize, bm, yp, d, act);
+            if (in_regs) continue;
           } else if (depthwise_plane(xp, w + m * ksize, bm ? *bm : T(0), yp, d, epi)) {
             continue;
           }

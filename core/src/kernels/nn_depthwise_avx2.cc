@@ -20,11 +20,20 @@ namespace nn {
 
 namespace {
 
+// `act` on a finished vector, as the output stage computes it (Relu: a NaN goes to 0; Clip: max(lo, v), then
+// min(hi, .), which is std::min(std::max(v, lo), hi) on every input).
+inline __m256 activate(__m256 v, const RegisterAct& act) {
+  if (act.kind == RegisterAct::kRelu) return _mm256_max_ps(v, _mm256_setzero_ps());
+  if (act.kind == RegisterAct::kClip)
+    return _mm256_min_ps(_mm256_set1_ps(act.hi), _mm256_max_ps(_mm256_set1_ps(act.lo), v));
+  return v;
+}
+
 // Output blocks [0, kBlocks) of 8 columns for one output row. `xr` points at the scratch
 // row of tap row 0 for output column 0; tap (kh, kw) reads xr + kh * row_step + off[kw].
 template <int kBlocks>
 inline void row_blocks(const float* xr, int64_t row_step, const int64_t* off, const float* w, int64_t KH,
-                       int64_t KW, __m256 vb, float* out) {
+                       int64_t KW, __m256 vb, const RegisterAct& act, float* out) {
   __m256 acc[kBlocks];
   for (int b = 0; b < kBlocks; ++b) acc[b] = vb;
   for (int64_t kh = 0; kh < KH; ++kh) {
@@ -35,13 +44,13 @@ inline void row_blocks(const float* xr, int64_t row_step, const int64_t* off, co
       for (int b = 0; b < kBlocks; ++b) acc[b] = _mm256_fmadd_ps(wv, _mm256_loadu_ps(p + b * 8), acc[b]);
     }
   }
-  for (int b = 0; b < kBlocks; ++b) _mm256_storeu_ps(out + b * 8, acc[b]);
+  for (int b = 0; b < kBlocks; ++b) _mm256_storeu_ps(out + b * 8, activate(acc[b], act));
 }
 
 // The same for 3x3 windows, with the taps unrolled and their weights held in registers.
 template <int kBlocks>
 inline void row_blocks3(const float* xr, int64_t row_step, const int64_t* off, const __m256 (&wv)[9], __m256 vb,
-                        float* out) {
+                        const RegisterAct& act, float* out) {
   __m256 acc[kBlocks];
   for (int b = 0; b < kBlocks; ++b) acc[b] = vb;
 #pragma GCC unroll 3
@@ -53,12 +62,13 @@ inline void row_blocks3(const float* xr, int64_t row_step, const int64_t* off, c
       for (int b = 0; b < kBlocks; ++b) acc[b] = _mm256_fmadd_ps(wv[kh * 3 + kw], _mm256_loadu_ps(p + b * 8), acc[b]);
     }
   }
-  for (int b = 0; b < kBlocks; ++b) _mm256_storeu_ps(out + b * 8, acc[b]);
+  for (int b = 0; b < kBlocks; ++b) _mm256_storeu_ps(out + b * 8, activate(acc[b], act));
 }
 
 }  // namespace
 
-void depthwise_block8_avx2(const float* x, const float* w, const float* bias, float* y, const DepthwisePlane& g) {
+void depthwise_block8_avx2(const float* x, const float* w, const float* bias, float* y, const DepthwisePlane& g,
+                           const RegisterAct& act) {
   // Interleaved, zero-padded copy of the 8 planes: xi[(r * cols + j) * 8 + c] = plane c at padded (r, j),
   // the rows and columns the taps of all outputs reach.
   const int64_t in_plane = g.H * g.W, out_plane = g.OH * g.OW, taps = g.KH * g.KW;
@@ -109,6 +119,7 @@ void depthwise_block8_avx2(const float* x, const float* w, const float* bias, fl
         for (int k = 0; k < 8; ++k) acc[k] = _mm256_fmadd_ps(wv, _mm256_loadu_ps(base[k] + off), acc[k]);
       }
     transpose8x8(acc);  // acc[c] = channel c at the 8 positions
+    for (int c = 0; c < 8; ++c) acc[c] = activate(acc[c], act);
     if (n == 8) {
       for (int c = 0; c < 8; ++c) _mm256_storeu_ps(y + c * out_plane + p0, acc[c]);
     } else {
@@ -120,7 +131,8 @@ void depthwise_block8_avx2(const float* x, const float* w, const float* bias, fl
   }
 }
 
-void depthwise_plane_avx2(const float* x, const float* w, float bias, float* y, const DepthwisePlane& g) {
+void depthwise_plane_avx2(const float* x, const float* w, float bias, float* y, const DepthwisePlane& g,
+                          const RegisterAct& act) {
   // The plane is copied into a zero-padded scratch image split by column phase: phase p
   // holds padded columns j * sw + p, so output column ow, tap kw reads phase
   // (kw*dw) % sw at column ow + (kw*dw) / sw -- contiguous for any stride. The scratch
@@ -178,11 +190,11 @@ void depthwise_plane_avx2(const float* x, const float* w, float bias, float* y, 
       const float* xr = xpad + oh * g.sh * pcols;
       float* yr = y + oh * g.OW;
       int64_t b = 0;
-      for (; b + 4 <= full; b += 4) row_blocks3<4>(xr + b * 8, row_step, off, wv, vb, yr + b * 8);
-      for (; b + 2 <= full; b += 2) row_blocks3<2>(xr + b * 8, row_step, off, wv, vb, yr + b * 8);
-      for (; b < full; ++b) row_blocks3<1>(xr + b * 8, row_step, off, wv, vb, yr + b * 8);
+      for (; b + 4 <= full; b += 4) row_blocks3<4>(xr + b * 8, row_step, off, wv, vb, act, yr + b * 8);
+      for (; b + 2 <= full; b += 2) row_blocks3<2>(xr + b * 8, row_step, off, wv, vb, act, yr + b * 8);
+      for (; b < full; ++b) row_blocks3<1>(xr + b * 8, row_step, off, wv, vb, act, yr + b * 8);
       if (b < blocks) {
-        row_blocks3<1>(xr + b * 8, row_step, off, wv, vb, tail);
+        row_blocks3<1>(xr + b * 8, row_step, off, wv, vb, act, tail);
         for (int64_t i = 0; i < g.OW - b * 8; ++i) yr[b * 8 + i] = tail[i];
       }
     }
@@ -192,11 +204,11 @@ void depthwise_plane_avx2(const float* x, const float* w, float bias, float* y, 
     const float* xr = xpad + oh * g.sh * pcols;
     float* yr = y + oh * g.OW;
     int64_t b = 0;
-    for (; b + 4 <= full; b += 4) row_blocks<4>(xr + b * 8, row_step, off, w, g.KH, g.KW, vb, yr + b * 8);
-    for (; b + 2 <= full; b += 2) row_blocks<2>(xr + b * 8, row_step, off, w, g.KH, g.KW, vb, yr + b * 8);
-    for (; b < full; ++b) row_blocks<1>(xr + b * 8, row_step, off, w, g.KH, g.KW, vb, yr + b * 8);
+    for (; b + 4 <= full; b += 4) row_blocks<4>(xr + b * 8, row_step, off, w, g.KH, g.KW, vb, act, yr + b * 8);
+    for (; b + 2 <= full; b += 2) row_blocks<2>(xr + b * 8, row_step, off, w, g.KH, g.KW, vb, act, yr + b * 8);
+    for (; b < full; ++b) row_blocks<1>(xr + b * 8, row_step, off, w, g.KH, g.KW, vb, act, yr + b * 8);
     if (b < blocks) {
-      row_blocks<1>(xr + b * 8, row_step, off, w, g.KH, g.KW, vb, tail);
+      row_blocks<1>(xr + b * 8, row_step, off, w, g.KH, g.KW, vb, act, tail);
       for (int64_t i = 0; i < g.OW - b * 8; ++i) yr[b * 8 + i] = tail[i];
     }
   }

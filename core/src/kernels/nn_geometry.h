@@ -205,8 +205,10 @@ inline void pad_interleaved_planes(const float* flat, int64_t lanes, const Depth
 }
 
 #if defined(MOSAICRT_X86_SIMD)
-// y[OH, OW] = bias + conv(x[H, W], w[KH, KW]) (nn_depthwise_avx2.cc; needs AVX2 + FMA).
-void depthwise_plane_avx2(const float* x, const float* w, float bias, float* y, const DepthwisePlane& g);
+// y[OH, OW] = act(bias + conv(x[H, W], w[KH, KW])) (nn_depthwise_avx2.cc; needs AVX2 + FMA), `act` applied before
+// the stores.
+void depthwise_plane_avx2(const float* x, const float* w, float bias, float* y, const DepthwisePlane& g,
+                          const RegisterAct& act);
 // The same on AVX-512 (nn_depthwise_avx512.cc) for the windows depthwise3x3_avx512_applies accepts: 3x3,
 // stride 1 or 2 in both directions, no dilation. Reads the plane in place (no padded copy).
 bool depthwise3x3_avx512_applies(const DepthwisePlane& g);
@@ -216,7 +218,8 @@ void depthwise3x3_plane_avx512(const float* x, const float* w, float bias, float
 // The same for 8 consecutive channels at once (planes x[c * H * W], filters w[c * KH * KW], bias[c] or
 // null, outputs y[c * OH * OW]), the channels in the vector lanes: for small outputs, where a plane's rows
 // are too short for vectors along them.
-void depthwise_block8_avx2(const float* x, const float* w, const float* bias, float* y, const DepthwisePlane& g);
+void depthwise_block8_avx2(const float* x, const float* w, const float* bias, float* y, const DepthwisePlane& g,
+                           const RegisterAct& act);
 // The same for 16 planes on AVX-512 (nn_depthwise_avx512.cc), with `act` applied in the registers.
 void depthwise_block16_avx512(const float* x, const float* w, const float* bias, float* y, const DepthwisePlane& g,
                               const RegisterAct& act);
