@@ -819,9 +819,13 @@ void few_positions_stage(const void* ctx, int64_t i, int64_t m, int64_t j, int64
   float* __restrict y = s.y + j * s.positions + i;
 #if defined(MOSAICRT_X86_SIMD)
   // transposed in registers, the bias, residual and Relu or Clip on the way
-  if (register_act_with_residual(s.epi) && cpu_has_avx512_kernels()) {
+  if (register_act_with_residual(s.epi) && cpu_has_avx2()) {
     const float* z = s.epi && s.epi->z ? static_cast<const float*>(s.epi->z) + s.base + j * s.positions + i : nullptr;
-    nn::positions_tile_to_planes_avx512(c, ldc, m, n, s.bias ? s.bias + j : nullptr, z, register_act(s.epi), y,
+    if (cpu_has_avx512_kernels())
+      nn::positions_tile_to_planes_avx512(c, ldc, m, n, s.bias ? s.bias + j : nullptr, z, register_act(s.epi), y,
+                                          s.positions);
+    else
+      nn::positions_tile_to_planes_avx2(c, ldc, m, n, s.bias ? s.bias + j : nullptr, z, register_act(s.epi), y,
                                         s.positions);
     return;
   }

@@ -179,6 +179,9 @@ __attribute__((always_inline)) inline void with_output_stage(const RegisterAct& 
 // (nn_conv_stage_avx512.cc; needs AVX-512 F).
 void positions_tile_to_planes_avx512(const float* c, int64_t ldc, int64_t m, int64_t n, const float* bias,
                                      const float* z, const RegisterAct& act, float* y, int64_t positions);
+// The same on AVX2 (nn_conv_stage_avx2.cc), 8 x 8 blocks transposed in registers.
+void positions_tile_to_planes_avx2(const float* c, int64_t ldc, int64_t m, int64_t n, const float* bias,
+                                   const float* z, const RegisterAct& act, float* y, int64_t positions);
 #endif
 
 // One plane of a depthwise 2-D convolution (one input channel -> one output channel).
