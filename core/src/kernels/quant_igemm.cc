@@ -16,59 +16,65 @@ namespace mrt {
 namespace quant {
 namespace {
 
+// B's K x N elements (row stride ldb) into `out` as panels of kIgemmPanel columns, pairs of k interleaved
+// (PackedB's layout, Kp rows a panel), value(b, n) the element stored for b of column n; zero past K and N.
+template <class S, class D, class Value>
+void interleave_panels(const S* B, int64_t ldb, int64_t K, int64_t N, int64_t Kp, std::vector<D>& out,
+                       const Value& value) {
+  const int64_t panels = (N + kIgemmPanel - 1) / kIgemmPanel;
+  out.assign(static_cast<size_t>(panels * Kp * kIgemmPanel), D(0));
+  for (int64_t p = 0; p < panels; ++p) {
+    D* dst = out.data() + p * Kp * kIgemmPanel;
+    const int64_t n0 = p * kIgemmPanel, nn = std::min(kIgemmPanel, N - n0);
+    for (int64_t k = 0; k < K; ++k) {
+      const S* row = B + k * ldb + n0;
+      D* d = dst + (k >> 1) * 2 * kIgemmPanel + (k & 1);
+      for (int64_t j = 0; j < nn; ++j) d[2 * j] = value(row[j], n0 + j);
+    }
+  }
+}
+
 template <class S>
 void pack_b_impl(PackedB& out, const S* B, int64_t ldb, int64_t K, int64_t N, const int32_t* zp, bool zp_per_col) {
   out.K = K;
   out.N = N;
   out.Kp = (K + 1) & ~int64_t(1);
   out.panels = (N + kIgemmPanel - 1) / kIgemmPanel;
-  out.data.assign(static_cast<size_t>(out.panels * out.Kp * kIgemmPanel), 0);
-  for (int64_t p = 0; p < out.panels; ++p) {
-    int16_t* dst = out.data.data() + p * out.Kp * kIgemmPanel;
-    const int64_t n0 = p * kIgemmPanel, nn = std::min(kIgemmPanel, N - n0);
-    for (int64_t k = 0; k < K; ++k) {
-      const S* row = B + k * ldb + n0;
-      int16_t* d = dst + (k >> 1) * 2 * kIgemmPanel + (k & 1);
-      for (int64_t j = 0; j < nn; ++j) {
-        const int32_t z = zp ? (zp_per_col ? zp[n0 + j] : zp[0]) : 0;
-        d[2 * j] = static_cast<int16_t>(static_cast<int32_t>(row[j]) - z);
-      }
+  interleave_panels(B, ldb, K, N, out.Kp, out.data, [&](S b, int64_t n) {
+    const int32_t z = zp ? (zp_per_col ? zp[n] : zp[0]) : 0;
+    return static_cast<int16_t>(static_cast<int32_t>(b) - z);
+  });
+}
+
+// Portable micro-kernels: same contract as the AVX2 ones, over int16 panels or the byte form (b_signed: int8
+// bytes, else uint8; unused for int16 panels).
+template <class Elem>
+void portable_block(int64_t rows, int64_t Kp, const int16_t* A, int64_t lda, const Elem* panel, bool b_signed,
+                    int32_t* C, int64_t ldc, int64_t valid_n) {
+  const auto value = [b_signed](Elem v) -> int32_t {
+    if constexpr (sizeof(Elem) == 1) return b_signed ? static_cast<int8_t>(v) : v;
+    return v;
+  };
+  for (int64_t r = 0; r < rows; ++r) {
+    int32_t acc[kIgemmPanel] = {0};
+    const int16_t* a = A + r * lda;
+    for (int64_t kp = 0; kp < Kp; kp += 2) {
+      const int32_t a0 = a[kp], a1 = a[kp + 1];
+      const Elem* b = panel + kp * kIgemmPanel;
+      for (int64_t j = 0; j < kIgemmPanel; ++j) acc[j] += a0 * value(b[2 * j]) + a1 * value(b[2 * j + 1]);
     }
+    std::memcpy(C + r * ldc, acc, static_cast<size_t>(valid_n) * sizeof(int32_t));
   }
 }
 
-// Portable micro-kernel: same contract as the AVX2 one.
 void igemm_block_portable(int64_t rows, int64_t Kp, const int16_t* A, int64_t lda, const int16_t* panel, int32_t* C,
                           int64_t ldc, int64_t valid_n) {
-  for (int64_t r = 0; r < rows; ++r) {
-    int32_t acc[kIgemmPanel] = {0};
-    const int16_t* a = A + r * lda;
-    for (int64_t kp = 0; kp < Kp; kp += 2) {
-      const int32_t a0 = a[kp], a1 = a[kp + 1];
-      const int16_t* b = panel + kp * kIgemmPanel;
-      for (int64_t j = 0; j < kIgemmPanel; ++j) acc[j] += a0 * b[2 * j] + a1 * b[2 * j + 1];
-    }
-    std::memcpy(C + r * ldc, acc, static_cast<size_t>(valid_n) * sizeof(int32_t));
-  }
+  portable_block(rows, Kp, A, lda, panel, false, C, ldc, valid_n);
 }
 
-// Portable micro-kernel of the byte form: same contract as the AVX2 one.
 void igemm_bytes_block_portable(int64_t rows, int64_t Kp, const int16_t* A, int64_t lda, const uint8_t* panel,
                                 bool b_signed, int32_t* C, int64_t ldc, int64_t valid_n) {
-  for (int64_t r = 0; r < rows; ++r) {
-    int32_t acc[kIgemmPanel] = {0};
-    const int16_t* a = A + r * lda;
-    for (int64_t kp = 0; kp < Kp; kp += 2) {
-      const int32_t a0 = a[kp], a1 = a[kp + 1];
-      const uint8_t* b = panel + kp * kIgemmPanel;
-      for (int64_t j = 0; j < kIgemmPanel; ++j) {
-        const int32_t b0 = b_signed ? static_cast<int8_t>(b[2 * j]) : b[2 * j];
-        const int32_t b1 = b_signed ? static_cast<int8_t>(b[2 * j + 1]) : b[2 * j + 1];
-        acc[j] += a0 * b0 + a1 * b1;
-      }
-    }
-    std::memcpy(C + r * ldc, acc, static_cast<size_t>(valid_n) * sizeof(int32_t));
-  }
+  portable_block(rows, Kp, A, lda, panel, b_signed, C, ldc, valid_n);
 }
 
 const Igemm16Kernel kPortable16 = {"portable", igemm_block_portable, igemm_bytes_block_portable};
@@ -103,17 +109,7 @@ void pack_b_bytes(PackedBBytes& out, const void* B, bool b_signed, int64_t ldb, 
   out.Kp = (K + 1) & ~int64_t(1);
   out.panels = (N + kIgemmPanel - 1) / kIgemmPanel;
   out.b_signed = b_signed;
-  out.data.assign(static_cast<size_t>(out.panels * out.Kp * kIgemmPanel), 0);
-  const uint8_t* src = static_cast<const uint8_t*>(B);
-  for (int64_t p = 0; p < out.panels; ++p) {
-    uint8_t* dst = out.data.data() + p * out.Kp * kIgemmPanel;
-    const int64_t n0 = p * kIgemmPanel, nn = std::min(kIgemmPanel, N - n0);
-    for (int64_t k = 0; k < K; ++k) {
-      const uint8_t* row = src + k * ldb + n0;
-      uint8_t* d = dst + (k >> 1) * 2 * kIgemmPanel + (k & 1);
-      for (int64_t j = 0; j < nn; ++j) d[2 * j] = row[j];
-    }
-  }
+  interleave_panels(static_cast<const uint8_t*>(B), ldb, K, N, out.Kp, out.data, [](uint8_t b, int64_t) { return b; });
   out.zb.clear();
   bool any = false;
   for (int64_t j = 0; zp && j < N && !any; ++j) any = zp[zp_per_col ? j : 0] != 0;
