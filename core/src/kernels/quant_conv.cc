@@ -164,10 +164,6 @@ inline void copy_line(const S* xs, int64_t st, int32_t sub, D* out, int64_t m) {
       return _mm_sub_epi16(std::is_signed_v<S> ? _mm_srai_epi16(v, 8) : _mm_srli_epi16(v, 8), s);
     };
     if ((st == 1 || st == 2) && m >= 8) {
-      // outputs t .. t + 7 from the 16 bytes at `p`, whose high bytes (odd offsets) are the 8 inputs
-      const auto eight = [&](int64_t t8, const uint8_t* p) {
-        _mm_storeu_si128(reinterpret_cast<__m128i*>(o + t8), widen_high(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
-      };
       if (st == 1) {
         // 8 bytes placed in the high halves: the 8-byte load stays within the line
         const auto eight1 = [&](int64_t t8) {
@@ -178,7 +174,12 @@ inline void copy_line(const S* xs, int64_t st, int32_t sub, D* out, int64_t m) {
         if (t < m) eight1(m - 8);
         return;
       }
-      // stride 2: the bytes 2t - 1 .. 2t + 14 (the first of them is before the line at t = 0)
+      // stride 2: outputs t .. t + 7 from the bytes 2t - 1 .. 2t + 14, whose high bytes (odd offsets) are the 8
+      // inputs (the first of them is before the line at t = 0: output 0 is made alone)
+      const auto eight = [&](int64_t t8, const uint8_t* p) {
+        const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(o + t8), widen_high(v));
+      };
       if (m >= 9) {
         for (t = 1; t + 8 <= m; t += 8) eight(t, x + 2 * t - 1);
         if (t < m) eight(m - 8, x + 2 * (m - 8) - 1);

@@ -34,12 +34,18 @@ void interleave_panels(const S* B, int64_t ldb, int64_t K, int64_t N, int64_t Kp
   }
 }
 
-template <class S>
-void pack_b_impl(PackedB& out, const S* B, int64_t ldb, int64_t K, int64_t N, const int32_t* zp, bool zp_per_col) {
+// K, N and the panel geometry of a PackedB or PackedBBytes (pairs of k: Kp is K rounded up to even).
+template <class P>
+void set_panel_shape(P& out, int64_t K, int64_t N) {
   out.K = K;
   out.N = N;
   out.Kp = (K + 1) & ~int64_t(1);
   out.panels = (N + kIgemmPanel - 1) / kIgemmPanel;
+}
+
+template <class S>
+void pack_b_impl(PackedB& out, const S* B, int64_t ldb, int64_t K, int64_t N, const int32_t* zp, bool zp_per_col) {
+  set_panel_shape(out, K, N);
   interleave_panels(B, ldb, K, N, out.Kp, out.data, [&](S b, int64_t n) {
     const int32_t z = zp ? (zp_per_col ? zp[n] : zp[0]) : 0;
     return static_cast<int16_t>(static_cast<int32_t>(b) - z);
@@ -104,10 +110,7 @@ void pack_b_s8(PackedB& out, const int8_t* B, int64_t ldb, int64_t K, int64_t N,
 }
 void pack_b_bytes(PackedBBytes& out, const void* B, bool b_signed, int64_t ldb, int64_t K, int64_t N,
                   const int32_t* zp, bool zp_per_col) {
-  out.K = K;
-  out.N = N;
-  out.Kp = (K + 1) & ~int64_t(1);
-  out.panels = (N + kIgemmPanel - 1) / kIgemmPanel;
+  set_panel_shape(out, K, N);
   out.b_signed = b_signed;
   interleave_panels(static_cast<const uint8_t*>(B), ldb, K, N, out.Kp, out.data, [](uint8_t b, int64_t) { return b; });
   out.zb.clear();
@@ -120,10 +123,7 @@ void pack_b_bytes(PackedBBytes& out, const void* B, bool b_signed, int64_t ldb, 
 }
 
 void pack_b16_begin(PackedB& out, int64_t K, int64_t N) {
-  out.K = K;
-  out.N = N;
-  out.Kp = (K + 1) & ~int64_t(1);
-  out.panels = (N + kIgemmPanel - 1) / kIgemmPanel;
+  set_panel_shape(out, K, N);
   // every element is written by pack_b16_columns: grown, never cleared
   const size_t size = static_cast<size_t>(out.panels * out.Kp * kIgemmPanel);
   if (out.data.size() < size) out.data.resize(size);

@@ -138,10 +138,17 @@ void pack_b_matrix(PackedAny& out, const Tensor& B, int64_t matrix, int64_t K, i
     case BForm::kInt16:
       std::call_once(out.b16_once, [&] {
         if (b_u8) quant::pack_b_u8(out.b16, bytes, N, K, N, zp_ptr(zb, matrix), zb.per_item);
-        else quant::pack_b_s8(out.b16, reinterpret_cast<const int8_t*>(bytes), N, K, N, zp_ptr(zb, matrix), zb.per_item);
+        else
+          quant::pack_b_s8(out.b16, reinterpret_cast<const int8_t*>(bytes), N, K, N, zp_ptr(zb, matrix), zb.per_item);
       });
       break;
   }
+}
+
+// Where B's forms are packed: the node cache for a constant B (packed once, shared by the runs), else a new one.
+std::shared_ptr<PackedAny> packed_b(OpContext& ctx, bool b_const) {
+  if (!b_const) return std::make_shared<PackedAny>();
+  return ctx.node_cache<PackedAny>([] { return std::make_shared<PackedAny>(); });
 }
 
 // C[M, N] = (A[offset..] - za) x B for M rows of K values, on the form of B pack_b_matrix packed for M rows.
@@ -184,8 +191,7 @@ void integer_matmul(OpContext& ctx, const MatMulPlan& p, size_t a_in, size_t za_
 
   const bool b_const = ctx.input_is_constant(b_in) && (!ctx.has_input(zb_in) || ctx.input_is_constant(zb_in));
   if (p.batch_b == 1) {
-    const std::shared_ptr<PackedAny> packed =
-        b_const ? ctx.node_cache<PackedAny>([] { return std::make_shared<PackedAny>(); }) : std::make_shared<PackedAny>();
+    const std::shared_ptr<PackedAny> packed = packed_b(ctx, b_const);
     // Every A row against the same B: one GEMM over all of A's matrices (in output order).
     const bool a_in_order = [&] {
       for (int64_t t = 0; t < batches; ++t)
@@ -344,8 +350,7 @@ void dynamic_quantize_matmul_kernel(OpContext& ctx) {
   MRT_CHECK_IMPL(B.dtype() == DType::kUInt8 || B.dtype() == DType::kInt8, op, ": B element type ",
                  dtype_name(B.dtype()), " is not supported (uint8/int8)");
   const bool b_const = ctx.input_is_constant(1) && (!ctx.has_input(3) || ctx.input_is_constant(3));
-  const std::shared_ptr<PackedAny> packed =
-      b_const ? ctx.node_cache<PackedAny>([] { return std::make_shared<PackedAny>(); }) : std::make_shared<PackedAny>();
+  const std::shared_ptr<PackedAny> packed = packed_b(ctx, b_const);
   pack_b_matrix(*packed, B, 0, p.K, N, zero_points(ctx.optional_input(3), B.dtype(), N, 1, op, "b_zero_point"),
                 rows);
   static thread_local std::vector<int32_t> acc_buf;
