@@ -840,6 +840,23 @@ DEPTHWISE_BLOCK_CASES = [
     (32, (8, 8), (3, 3), (1, 1), (1, 1, 1, 1), (1, 1)),         # 2 x 16, 64 positions: four full groups
     (16, (6, 9), (2, 4), (1, 1), (0, 1, 1, 2), (2, 1)),         # dilated rows, a 2x4 window, asymmetric pads
     (20, (12, 4), (3, 3), (1, 1), (1, 1, 1, 1), (1, 1)),        # 4 wide, 12 rows: 16 + 4 single channels
+    # plane by plane (fewer than 8 channels, or outputs more than 32 wide): 3- and 5-wide windows of column stride 1
+    # or 2 read the plane in place, the blocks of 8 outputs at a row's ends with masked loads; others go through a
+    # zero-padded copy split by column phase
+    (3, (9, 80), (3, 3), (2, 2), (1, 1, 1, 1), (1, 1)),         # stride 2, 40 wide: one edge block, 4 inside
+    (3, (7, 75), (3, 5), (1, 2), (1, 2, 1, 2), (1, 1)),         # stride 2, 5-wide window, a 6-column tail
+    (2, (6, 45), (5, 5), (1, 1), (2, 2, 2, 2), (1, 1)),         # stride 1, 5x5, a 5-column tail
+    (3, (8, 66), (3, 3), (1, 1), (0, 1, 2, 1), (2, 1)),         # stride 1, dilated rows, asymmetric pads
+    (2, (5, 40), (3, 5), (1, 1), (1, 6, 1, 6), (1, 1)),         # pads past the window at both ends of the rows
+    (3, (5, 9), (3, 3), (2, 2), (1, 1, 1, 1), (1, 1)),          # 5 wide: a single edge block per row
+    (4, (6, 48), (3, 3), (1, 1), (1, 1, 1, 1), (1, 1)),         # the last whole block's last tap: the right pad
+    (2, (5, 63), (3, 3), (2, 2), (1, 1, 1, 1), (1, 1)),         # the same at stride 2
+    (2, (4, 21), (3, 3), (1, 2), (1, 3, 1, 0), (1, 1)),         # stride 2, 3 columns of padding on the left only
+    (2, (5, 70), (2, 4), (2, 2), (0, 1, 1, 2), (1, 1)),         # 4-wide window: the phase copy
+    (2, (6, 90), (1, 1), (2, 2), (0, 0, 0, 0), (1, 1)),         # 1x1 window, stride 2
+    (3, (8, 66), (3, 3), (1, 1), (2, 3, 2, 3), (1, 3)),         # dilated columns
+    (2, (4, 100), (3, 3), (2, 3), (1, 0, 1, 0), (1, 2)),        # column stride 3
+    (2, (9, 70), (3, 3), (2, 2), (1, 2, 1, 2), (1, 2)),         # stride 2 with dilated columns
 ]
 
 

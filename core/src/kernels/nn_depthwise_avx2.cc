@@ -2,14 +2,16 @@
 // Compiled only for x86-64 targets (with -mavx2 -mfma); nn.cc calls it when the CPU has
 // those features (the same decision the SGEMM dispatcher makes).
 //
-// The plane is first copied into a zero-padded scratch image (split by column phase for
-// strides > 1, so every load is contiguous), then every output row is computed 8 columns
-// at a time with all taps accumulated in registers (up to four independent accumulators
-// to cover the FMA latency).
+// 3- and 5-wide windows of column stride 1 or 2 without column dilation read the plane in place: the blocks of 8
+// outputs whose taps all lie inside the row with plain loads, the few at the row's ends with masked ones. Other
+// windows copy the plane into a zero-padded scratch image split by column phase, so every load is contiguous.
+// Either way each output row is computed 8 columns at a time with all taps accumulated in registers (several
+// blocks at once, to cover the FMA latency).
 #include <immintrin.h>
 
 #include <algorithm>
 #include <cstdint>
+#include <type_traits>
 #include <vector>
 
 #include "../gemm/transpose8_avx.h"
@@ -63,6 +65,125 @@ inline void row_blocks3(const float* xr, int64_t row_step, const int64_t* off, c
     }
   }
   for (int b = 0; b < kBlocks; ++b) _mm256_storeu_ps(out + b * 8, activate(acc[b], act));
+}
+
+// Loads of 8 values at offsets from a block's position p in a tap row. Inside the row: plain loads.
+struct InRow {
+  const float* p;
+  __m256 operator()(int64_t off) const { return _mm256_loadu_ps(p + off); }
+};
+// Near the row's ends: the lanes outside the row's offsets [lo, hi) from p read as 0 and touch no memory.
+struct AtRowEnds {
+  const float* p;
+  __m256i lo, hi;
+  __m256 operator()(int64_t off) const {
+    const __m256i i =
+        _mm256_add_epi32(_mm256_set1_epi32(static_cast<int>(off)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+    const __m256i inside = _mm256_andnot_si256(_mm256_cmpgt_epi32(lo, i), _mm256_cmpgt_epi32(hi, i));
+    return _mm256_maskload_ps(p + off, inside);
+  }
+};
+
+// Adds one tap row to kBlocks blocks of 8 outputs: `ld` loads at offsets from the row's padded column of the
+// blocks' first output (ow0 * S), `wr` holds the row's KW weights. Stride 1 loads tap kw at kw. Stride 2 takes
+// taps kw and kw + 1 from one 16-value load at kw -- its even values are tap kw's 8 inputs, its odd ones tap
+// kw + 1's -- and an odd KW's last tap from the odd values of the load at KW - 2; the shuffles leave the outputs
+// in the order 0 1 4 5 2 3 6 7 (finish_block restores it). Taps alternate between a block's two accumulators.
+template <int S, int kBlocks, int KW, class Load>
+inline void tap_row(const Load& ld, const float* wr, __m256 (&acc)[kBlocks][2]) {
+  static_assert(KW >= 2, "the last tap of stride 2 loads at KW - 2");
+#pragma GCC unroll 4
+  for (int kw = 0; kw + 1 < KW; kw += 2) {
+    const __m256 w0 = _mm256_broadcast_ss(wr + kw), w1 = _mm256_broadcast_ss(wr + kw + 1);
+    for (int b = 0; b < kBlocks; ++b) {
+      if constexpr (S == 1) {
+        acc[b][0] = _mm256_fmadd_ps(w0, ld(b * 8 + kw), acc[b][0]);
+        acc[b][1] = _mm256_fmadd_ps(w1, ld(b * 8 + kw + 1), acc[b][1]);
+      } else {
+        const __m256 lo = ld(b * 16 + kw), hi = ld(b * 16 + kw + 8);
+        acc[b][0] = _mm256_fmadd_ps(w0, _mm256_shuffle_ps(lo, hi, _MM_SHUFFLE(2, 0, 2, 0)), acc[b][0]);
+        acc[b][1] = _mm256_fmadd_ps(w1, _mm256_shuffle_ps(lo, hi, _MM_SHUFFLE(3, 1, 3, 1)), acc[b][1]);
+      }
+    }
+  }
+  if constexpr (KW % 2 == 1) {
+    const __m256 wv = _mm256_broadcast_ss(wr + KW - 1);
+    for (int b = 0; b < kBlocks; ++b) {
+      if constexpr (S == 1) {
+        acc[b][0] = _mm256_fmadd_ps(wv, ld(b * 8 + KW - 1), acc[b][0]);
+      } else {
+        const __m256 lo = ld(b * 16 + KW - 2), hi = ld(b * 16 + KW + 6);
+        acc[b][0] = _mm256_fmadd_ps(wv, _mm256_shuffle_ps(lo, hi, _MM_SHUFFLE(3, 1, 3, 1)), acc[b][0]);
+      }
+    }
+  }
+}
+
+// One block's finished outputs in column order.
+template <int S>
+inline __m256 finish_block(const __m256 (&acc)[2], const RegisterAct& act) {
+  __m256 v = _mm256_add_ps(acc[0], acc[1]);
+  if constexpr (S == 2) v = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(v), _MM_SHUFFLE(3, 1, 2, 0)));
+  return activate(v, act);
+}
+
+// The last offset from a block's position that tap_row reads (its first is 0).
+constexpr int64_t block_reach(int S, int KW) { return S == 1 ? 7 + KW - 1 : KW + 13; }
+
+// depthwise_plane_avx2 for column stride S (1 or 2), a window KW wide and no column dilation, reading the plane in
+// place; the blocks whose taps reach past a row's ends with masked loads.
+template <int S, int KW>
+void depthwise_plane_in_place(const float* x, const float* w, float bias, float* y, const DepthwisePlane& g,
+                              const RegisterAct& act) {
+  constexpr int64_t reach = block_reach(S, KW);
+  const int64_t nblocks = (g.OW + 7) / 8;
+  // Blocks [b_lo, b_hi) are interior: whole, and every column they read lies in the row.
+  const int64_t full = g.OW / 8, b_lo = std::min(full, ceil_div(g.pw, 8 * S));
+  int64_t b_hi = full;
+  while (b_hi > b_lo && (b_hi - 1) * 8 * S - g.pw + reach > g.W - 1) --b_hi;
+  const __m256 vb = _mm256_set1_ps(bias), zero = _mm256_setzero_ps();
+  alignas(32) float tail[8];
+  // One output row's tap rows inside the plane, at their padded column 0 (only the row's columns are read),
+  // and their weights.
+  const float *rows[16], *wrows[16];
+  for (int64_t oh = 0; oh < g.OH; ++oh) {
+    float* yr = y + oh * g.OW;
+    int64_t nrows = 0;
+    for (int64_t kh = 0; kh < g.KH; ++kh) {
+      const int64_t ih = oh * g.sh - g.ph + kh * g.dh;
+      if (ih < 0 || ih >= g.H) continue;
+      rows[nrows] = x + ih * g.W - g.pw;
+      wrows[nrows++] = w + kh * g.KW;
+    }
+    auto interior = [&](auto blocks_c, int64_t b) {
+      constexpr int kBlocks = decltype(blocks_c)::value;
+      __m256 acc[kBlocks][2];
+      for (int i = 0; i < kBlocks; ++i) acc[i][0] = vb, acc[i][1] = zero;
+      for (int64_t r = 0; r < nrows; ++r)
+        tap_row<S, kBlocks, KW>(InRow{rows[r] + b * 8 * S}, wrows[r], acc);
+      for (int i = 0; i < kBlocks; ++i) _mm256_storeu_ps(yr + (b + i) * 8, finish_block<S>(acc[i], act));
+    };
+    auto edge = [&](int64_t b) {
+      const int64_t c = b * 8 * S;  // the block's padded column
+      const __m256i lo = _mm256_set1_epi32(static_cast<int>(g.pw - c));
+      const __m256i hi = _mm256_set1_epi32(static_cast<int>(g.pw + g.W - c));
+      __m256 acc[1][2] = {{vb, zero}};
+      for (int64_t r = 0; r < nrows; ++r) tap_row<S, 1, KW>(AtRowEnds{rows[r] + c, lo, hi}, wrows[r], acc);
+      const __m256 v = finish_block<S>(acc[0], act);
+      if (b < full) {
+        _mm256_storeu_ps(yr + b * 8, v);
+      } else {  // the last, part block
+        _mm256_store_ps(tail, v);
+        std::copy(tail, tail + (g.OW - b * 8), yr + b * 8);
+      }
+    };
+    for (int64_t b = 0; b < b_lo; ++b) edge(b);
+    int64_t b = b_lo;
+    for (; b + 4 <= b_hi; b += 4) interior(std::integral_constant<int, 4>{}, b);
+    for (; b + 2 <= b_hi; b += 2) interior(std::integral_constant<int, 2>{}, b);
+    for (; b < b_hi; ++b) interior(std::integral_constant<int, 1>{}, b);
+    for (; b < nblocks; ++b) edge(b);
+  }
 }
 
 }  // namespace
@@ -133,6 +254,13 @@ void depthwise_block8_avx2(const float* x, const float* w, const float* bias, fl
 
 void depthwise_plane_avx2(const float* x, const float* w, float bias, float* y, const DepthwisePlane& g,
                           const RegisterAct& act) {
+  // 3- and 5-wide windows of column stride 1 or 2 without column dilation (nearly every depthwise convolution)
+  if (g.KH <= 16 && g.dw == 1 && (g.sw == 1 || g.sw == 2) && (g.KW == 3 || g.KW == 5) &&
+      g.W + g.pw + 8 * g.sw < (int64_t{1} << 30)) {  // AtRowEnds' offsets as int32
+    if (g.sw == 1) (g.KW == 3 ? depthwise_plane_in_place<1, 3> : depthwise_plane_in_place<1, 5>)(x, w, bias, y, g, act);
+    else (g.KW == 3 ? depthwise_plane_in_place<2, 3> : depthwise_plane_in_place<2, 5>)(x, w, bias, y, g, act);
+    return;
+  }
   // The plane is copied into a zero-padded scratch image split by column phase: phase p
   // holds padded columns j * sw + p, so output column ow, tap kw reads phase
   // (kw*dw) % sw at column ow + (kw*dw) / sw -- contiguous for any stride. The scratch
