@@ -275,32 +275,21 @@ inline void prefetch_rows(const float* p, int64_t rows, int64_t ld, int64_t cols
 #endif
 }
 
-// What the micro-kernel calls on `rows` rows in panels of h cost, in rows: a tile of fewer than 4 rows
+// Row panels of an M block of `rows`: mr high when A is pre-packed (the last one shorter); otherwise mr high
+// too when the last panel keeps at least 4 rows (full panels are packed by the kernel's own packer, a shorter
+// panel by the generic loop, several times slower), else evened out (see the driver).
+int64_t panel_height(int64_t rows, int64_t mr, bool a_packed) {
+  const int64_t last = rows % mr;
+  return a_packed || last == 0 || last >= 4 ? mr : ceil_div(rows, ceil_div(rows, mr));
+}
+
+// What the micro-kernel calls on an M block of `rows` cost, in rows: a tile of fewer than 4 rows
 // (8 accumulators) waits on the FMA latency, so it costs as much as 4 rows.
-double panel_row_cost(int64_t rows, int64_t h) {
+double block_row_cost(int64_t rows, int64_t mr, bool a_packed) {
+  const int64_t h = panel_height(rows, mr, a_packed);
   double cost = 0;
   for (int64_t r = 0; r < rows; r += h) cost += static_cast<double>(std::max<int64_t>(std::min(h, rows - r), 4));
   return cost;
-}
-
-// Row panels of an M block of `rows`: mr high when A is pre-packed (the last one shorter); otherwise mr high
-// too when the last panel keeps at least 4 rows (full panels are packed by the kernel's own packer, a shorter
-// panel by the generic loop, several times slower), else evened out (see the driver). Where evening out still
-// leaves a last panel of fewer than 4 rows (49 rows of a 6-row kernel: 8 x 6 + 1), the height from 4 to mr
-// that costs least (49: 9 x 5 + 4).
-int64_t panel_height(int64_t rows, int64_t mr, bool a_packed) {
-  const int64_t last = rows % mr;
-  if (a_packed || last == 0 || last >= 4) return mr;
-  int64_t h = ceil_div(rows, ceil_div(rows, mr));
-  if (rows % h == 0 || rows % h >= 4) return h;
-  for (int64_t c = mr; c >= 4; --c)
-    if (panel_row_cost(rows, c) < panel_row_cost(rows, h)) h = c;
-  return h;
-}
-
-// The cost of the micro-kernel calls on an M block of `rows`, in rows (panel_row_cost).
-double block_row_cost(int64_t rows, int64_t mr, bool a_packed) {
-  return panel_row_cost(rows, panel_height(rows, mr, a_packed));
 }
 
 // The parallel split of C into M blocks (mc rows, a multiple of mr, at most max_mc) times
@@ -635,8 +624,7 @@ void gemm_driver(const SgemmKernel& kr, int64_t M, int64_t N, int64_t K, float a
   // thus packed once per M block, which costs ~1/(2*mc) of the arithmetic.
   auto task = [&](int64_t t0, int64_t t1) {
     thread_local std::vector<float> a_scratch, b_scratch;
-    // room for the row panels of any block (panel_height: at least 4 rows each, bar a block of fewer)
-    float* abuf = A.packed ? nullptr : scratch(a_scratch, static_cast<size_t>(ceil_div(mc, 4) * mr * kcs));
+    float* abuf = A.packed ? nullptr : scratch(a_scratch, static_cast<size_t>(ceil_div(mc, mr) * mr * kcs));
     float* own_b = B.packed ? nullptr : scratch(b_scratch, static_cast<size_t>(kcs * nr));
     for (int64_t t = t0; t < t1; ++t) {
       const int64_t ib = t / nsplit, js = t % nsplit;
