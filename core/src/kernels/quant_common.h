@@ -9,9 +9,10 @@
 //   AVX2 kernel consumes with vpmaddwd (16 multiply-adds per instruction) and the NEON one
 //   with smlal.
 // - 8-bit (igemm8): the raw bytes on dot-product instructions, zero points applied after.
-//   Used when the CPU has such a kernel (AVX512-VNNI, arm64 dotprod / i8mm).
+//   Used when the CPU has such a kernel (AVX512-VNNI, arm64 dotprod / i8mm; AVX2's vpmaddubsw, whose saturating
+//   pair sums are kept in range by a per-row fix of A: the convolutions, whose A is their weights).
 // The kernels are chosen at run time through gemm/backend_registry.h
-// (MOSAICRT_IGEMM_KERNEL=portable|neon|avx2|dotprod|i8mm|avx512vnni forces a lower one).
+// (MOSAICRT_IGEMM_KERNEL=portable|neon|avx2|avx2u8s8|dotprod|i8mm|avx512vnni forces a lower one).
 #pragma once
 #include <cstdint>
 #include <type_traits>
@@ -147,6 +148,11 @@ using Igemm8BlockFn = void (*)(int64_t rows, int64_t Kp, const uint8_t* A, int64
                                int32_t* C, int64_t ldc, int64_t valid_n);
 // Column sums of one packed panel (`panel` int32 values, in B's domain), Kp values of k.
 using Igemm8ColsumFn = void (*)(const int8_t* panel, int64_t Kp, int32_t* colsum);
+// For a kernel whose products are summed in saturating pairs (AVX2 vpmaddubsw): adds to a finished tile what
+// prepare_a8 took off A's pairs, C[r, n] += value[e] * b[k[e], n] for each row r < rows and entry e in
+// [begin[r], begin[r + 1]) (B's bytes read from the panel, in its domain).
+using Igemm8FixFn = void (*)(int64_t rows, const int32_t* begin, const int32_t* fix_k, const int32_t* fix_value,
+                             const int8_t* panel, int32_t* C, int64_t ldc, int64_t valid_n);
 struct Igemm8Kernel {
   const char* name;
   bool a_signed, b_signed;  // domain of each operand's bytes: int8 (true) or uint8
@@ -156,13 +162,19 @@ struct Igemm8Kernel {
   int64_t rows;             // rows per micro-kernel call
   Igemm8BlockFn block;
   Igemm8ColsumFn colsum;    // nullptr: the generic column sums
+  // 0: exact sums. Else the kernel sums the products of each pair of k (2j, 2j + 1) in int16 with saturation,
+  // which B's full range cannot reach while |a0| + |a1| <= pair_limit or a0, a1 differ in sign; prepare_a8
+  // moves every other pair's a1 inside that bound and `fix` adds the difference back.
+  int32_t pair_limit;
+  Igemm8FixFn fix;
 };
 #if defined(MOSAICRT_X86_SIMD)
 const Igemm8Kernel* igemm8_vnni_kernel();  // quant_igemm_avx512.cc
+const Igemm8Kernel* igemm8_avx2_kernel();  // quant_igemm8_avx2.cc
 #endif
 
 // The 8-bit kernel this CPU runs (nullptr: use the int16 path), and one by name
-// ("avx512vnni", "dotprod", "i8mm") if this build and CPU support it.
+// ("avx512vnni", "avx2u8s8", "dotprod", "i8mm") if this build and CPU support it.
 const Igemm8Kernel* igemm8_active();
 const Igemm8Kernel* igemm8_find(const char* name);
 
@@ -236,6 +248,9 @@ struct PreparedA8 {
   int64_t M = 0, K = 0, Kp = 0;
   std::vector<uint8_t> data;            // Mp x Kp
   std::vector<int32_t> zrow, rowsum;    // Mp
+  // For a kernel with a pair_limit: what was taken off row m's pairs, entries [fix_begin[m], fix_begin[m + 1])
+  // of (fix_k, fix_value); empty for other kernels.
+  std::vector<int32_t> fix_begin, fix_k, fix_value;
 };
 PreparedA8 prepare_a8(const Igemm8Kernel& kernel, int64_t M, const void* A, bool a_is_s8, int64_t lda, int64_t K,
                       const int32_t* za, bool za_per_row);

@@ -4,6 +4,7 @@
 // registry (gemm/backend_registry.h): the portable int16 one below is always there; the
 // x86 ones are registered below, the arm64 ones by quant_igemm_neon.cc.
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #if defined(__SSE2__)
 #include <emmintrin.h>
@@ -94,6 +95,8 @@ const CpuKernelRegistrar kRegAvx2({CpuKernelFamily::kIgemm16, "avx2", 10, kCpuAv
                                                                      igemm_bytes_block_avx2()};
                                      return &k;
                                    }});
+const CpuKernelRegistrar kRegAvx2U8S8({CpuKernelFamily::kIgemm8, "avx2u8s8", 20, kCpuAvx2Fma,
+                                       []() -> const void* { return igemm8_avx2_kernel(); }});
 const CpuKernelRegistrar kRegVnni({CpuKernelFamily::kIgemm8, "avx512vnni", 30, kCpuAvx512 | kCpuAvx512Vnni,
                                    []() -> const void* { return igemm8_vnni_kernel(); }});
 #endif
@@ -379,6 +382,37 @@ void pack_b8(const Igemm8Kernel& kr, PackedB8& out, const void* B, bool b_is_u8,
   pack_b8_end(out, b_is_u8, zp, zp_per_col);
 }
 
+namespace {
+
+// For a kernel with a pair_limit (its A is int8): each pair (a0, a1) of k = (2j, 2j + 1) of the same sign whose
+// magnitudes sum past the limit gets a1 moved to sign * (limit - |a0|); the part taken off is listed per row for
+// the kernel's fix. The row sums stay those of the original A.
+void limit_pairs(const Igemm8Kernel& kr, PreparedA8& out) {
+  out.fix_begin.clear();
+  out.fix_k.clear();
+  out.fix_value.clear();
+  if (kr.pair_limit <= 0) return;
+  MRT_CHECK_IMPL(kr.a_signed && kr.fix && kr.kgroup % 2 == 0, "integer GEMM: kernel ", kr.name,
+                 " limits pairs of k but is not an int8-A kernel with a fix");
+  const int64_t Mp = static_cast<int64_t>(out.zrow.size()), limit = kr.pair_limit;
+  out.fix_begin.reserve(static_cast<size_t>(Mp + 1));
+  out.fix_begin.push_back(0);
+  for (int64_t m = 0; m < Mp; ++m) {
+    int8_t* a = reinterpret_cast<int8_t*>(out.data.data() + m * out.Kp);
+    for (int64_t k = 0; k + 1 < out.K; k += 2) {
+      const int32_t a0 = a[k], a1 = a[k + 1];
+      if ((a0 ^ a1) < 0 || std::abs(a0) + std::abs(a1) <= limit) continue;  // a zero has either sign: in range
+      const int32_t kept = a1 < 0 ? -(limit - std::abs(a0)) : static_cast<int32_t>(limit - std::abs(a0));
+      a[k + 1] = static_cast<int8_t>(kept);
+      out.fix_k.push_back(static_cast<int32_t>(k + 1));
+      out.fix_value.push_back(a1 - kept);
+    }
+    out.fix_begin.push_back(static_cast<int32_t>(out.fix_k.size()));
+  }
+}
+
+}  // namespace
+
 void prepare_a8(const Igemm8Kernel& kr, PreparedA8& out, int64_t M, const void* A, bool a_is_s8, int64_t lda,
                 int64_t K, const int32_t* za, bool za_per_row) {
   out.kernel = &kr;
@@ -414,6 +448,7 @@ void prepare_a8(const Igemm8Kernel& kr, PreparedA8& out, int64_t M, const void* 
     out.rowsum[static_cast<size_t>(m)] = sum;
     out.zrow[static_cast<size_t>(m)] = (za ? (za_per_row ? za[m] : za[0]) : 0) + zshift;
   }
+  limit_pairs(kr, out);
 }
 
 PreparedA8 prepare_a8(const Igemm8Kernel& kr, int64_t M, const void* A, bool a_is_s8, int64_t lda, int64_t K,
@@ -440,6 +475,9 @@ void igemm8(const PreparedA8& A, const PackedB8& B, int32_t* C, int64_t ldc, Thr
       const int64_t n0 = p * nr, vn = std::min(nr, B.N - n0);
       kr.block(rows, Kp, A.data.data() + m0 * Kp, Kp, B.panel(p), A.zrow.data() + m0, A.rowsum.data() + m0,
                B.zb.data() + n0, B.colfix.data() + n0, C + m0 * ldc + n0, ldc, vn);
+      if (!A.fix_begin.empty() && A.fix_begin[static_cast<size_t>(m0 + rows)] != A.fix_begin[static_cast<size_t>(m0)])
+        kr.fix(rows, A.fix_begin.data() + m0, A.fix_k.data(), A.fix_value.data(), B.panel(p), C + m0 * ldc + n0, ldc,
+               vn);
     }
   };
   const int64_t work = std::max<int64_t>(1, Kp * mr * nr);

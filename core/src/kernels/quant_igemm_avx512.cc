@@ -100,7 +100,7 @@ void vnni_colsum(const int8_t* panel, int64_t K4, int32_t* colsum) {
 }
 
 // u8 x s8 on vpdpbusd: 8 rows x 32 columns, groups of 4 k.
-const Igemm8Kernel kVnni = {"avx512vnni", false, true, 4, 4, 32, 8, vnni_block, vnni_colsum};
+const Igemm8Kernel kVnni = {"avx512vnni", false, true, 4, 4, 32, 8, vnni_block, vnni_colsum, 0, nullptr};
 
 }  // namespace
 

@@ -67,7 +67,8 @@ void dotprod_colsum(const int8_t* panel, int64_t Kp, int32_t* colsum) {
   vst1q_s32(colsum + 4, s1);
 }
 
-const Igemm8Kernel kDotprod = {"dotprod", true, true, 4, 16, kPanel, kRows, dotprod_block, dotprod_colsum};
+const Igemm8Kernel kDotprod = {"dotprod", true, true, 4, 16, kPanel, kRows, dotprod_block, dotprod_colsum, 0,
+                                nullptr};
 
 }  // namespace
 

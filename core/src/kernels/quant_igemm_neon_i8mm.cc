@@ -61,7 +61,7 @@ void i8mm_block(int64_t rows, int64_t Kp, const uint8_t* A, int64_t lda, const i
   else block<1>(Kp, A, lda, panel, za, rowsum, zb, colfix, C, ldc, valid_n, rows);
 }
 
-const Igemm8Kernel kI8mm = {"i8mm", true, true, 8, 8, kPanel, kRows, i8mm_block, nullptr};
+const Igemm8Kernel kI8mm = {"i8mm", true, true, 8, 8, kPanel, kRows, i8mm_block, nullptr, 0, nullptr};
 
 }  // namespace
 

@@ -113,7 +113,10 @@ struct PackedAny {
 enum class BForm { kBytes8, kInt16, kInt16Bytes };
 
 BForm b_form(int64_t M) {
-  if (quant::igemm8_active()) return BForm::kBytes8;
+  // A kernel with saturating pairs fixes them up per row of A, here the activations, on every run: the int16
+  // forms instead (a convolution's A is its constant weights, fixed up once).
+  const quant::Igemm8Kernel* k8 = quant::igemm8_active();
+  if (k8 && k8->pair_limit == 0) return BForm::kBytes8;
   return M <= kByteFormRows && quant::igemm16_active().bytes_block ? BForm::kInt16Bytes : BForm::kInt16;
 }
 

@@ -224,7 +224,7 @@ int main(int argc, char** argv) {
 #if defined(__aarch64__) || defined(_M_ARM64)
   required = {{kCpuNeon, "neon"}, {kCpuDotprod, "dotprod"}, {kCpuI8mm, "i8mm"}};
 #elif defined(__x86_64__) || defined(_M_X64)
-  required = {{kCpuAvx2Fma, "avx2"}, {kCpuAvx512Vnni, "avx512vnni"}};
+  required = {{kCpuAvx2Fma, "avx2"}, {kCpuAvx2Fma, "avx2u8s8"}, {kCpuAvx512Vnni, "avx512vnni"}};
 #endif
   required.push_back({0, "portable"});
   for (const auto& r : required)
