@@ -246,3 +246,29 @@ def test_constant_weights_with_nonzero_zero_points() -> None:
     want = _reference(x, w, 100, wz.astype(np.int64), strides=[1, 1], dil=[1, 1], pads=[1, 1, 1, 1], group=1)
     np.testing.assert_array_equal(got.astype(np.int64), want)
 
+
+
+@pytest.mark.parametrize("x_type", [np.uint8, np.int8], ids=["x-u8", "x-s8"])
+def test_constant_uint8_weights_of_zero_point_128(x_type: type) -> None:
+    """Constant uint8 weights with zero point 128 are int8 weights with zero point 0 once their top bit is flipped:
+    the AVX2 plane kernel takes them (bytes far from 128 saturate its pairs: the fix must restore them); exact."""
+    rng = np.random.default_rng(5)
+    info = np.iinfo(x_type)
+    x = rng.integers(info.min, info.max, (1, 12, 17, 19), endpoint=True).astype(x_type)
+    w = rng.choice(np.array([0, 1, 2, 128, 200, 254, 255], np.uint8), (24, 12, 3, 3))
+    xz = np.array(info.max // 3, x_type)
+    attrs = {"kernel_shape": [3, 3], "pads": [1, 0, 1, 2], "strides": [1, 2]}
+    inits = [helper.make_tensor("w", TensorProto.UINT8, w.shape, w.tobytes(), raw=True),
+             helper.make_tensor("wz", TensorProto.UINT8, [], [128])]
+    node = helper.make_node("ConvInteger", ["x", "w", "xz", "wz"], ["y"], **attrs)
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", _ONNX[x_type], x.shape),
+                                            helper.make_tensor_value_info("xz", _ONNX[x_type], [])],
+                              [helper.make_tensor_value_info("y", TensorProto.INT32, None)], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 10)], ir_version=8).SerializeToString()
+    want = _reference(x, w, int(xz), np.full(24, 128, np.int64), strides=[1, 2], dil=[1, 1], pads=[1, 0, 1, 2],
+                      group=1)
+    for threads in (1, 2):
+        opts = mosaicrt.SessionOptions()
+        opts.intra_op_num_threads = threads
+        (got,) = mosaicrt.InferenceSession(model, opts).run(None, {"x": x, "xz": xz})
+        np.testing.assert_array_equal(got.astype(np.int64), want, err_msg=f"{threads} threads")

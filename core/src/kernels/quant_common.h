@@ -259,6 +259,19 @@ void prepare_a8(const Igemm8Kernel& kernel, PreparedA8& out, int64_t M, const vo
                 int64_t K, const int32_t* za, bool za_per_row);
 // C[M, N] = A x B for a prepared A (made for B's kernel and K).
 void igemm8(const PreparedA8& A, const PackedB8& B, int32_t* C, int64_t ldc, ThreadPool* pool);
+// 2-D 8-bit convolution on AVX2 over planes of channel quads (quant_conv_planes_avx2.cc): one image and group,
+// the weights as A of the avx2u8s8 kernel in the planes' order, k = ((c / 4 * KH + kh) * KW + kw) * 4 + c % 4
+// (zero for c past C). Their zero points must be 0 in the kernel's int8 domain (int8 weights with zero point 0,
+// uint8 with 128).
+struct PlaneWeights8 {
+  int64_t M = 0, C = 0, KH = 0, KW = 0;
+  PreparedA8 a;
+};
+#if defined(MOSAICRT_X86_SIMD)
+// y: int32 output (ConvInteger), or nullptr with rq: requantized bytes (QLinearConv).
+void conv8_planes_avx2(const DirectConv8& g, const uint8_t* x, bool x_signed, int32_t xzp, const PlaneWeights8& w,
+                       int32_t* y, const DirectRequant8* rq, ThreadPool* pool);
+#endif
 
 // Round half to even without a libm call (so loops vectorize): values are first limited
 // to +-2^50, which changes no saturated result; NaN passes through.
@@ -282,7 +295,7 @@ inline double requantize(double acc, double multiplier, double zp, double lo, do
   return saturate(round_even(acc * multiplier) + zp, lo, hi);
 }
 
-// requantize_row for 8-bit outputs on wider vectors (AVX-512 here), or nullptr on this CPU.
+// requantize_row for 8-bit outputs on wider vectors (AVX-512, AVX2), or nullptr on this CPU.
 // (the values are clamped to [lo, hi] first, so the same bytes serve int8 and uint8 outputs)
 using RequantizeBytesFn = void (*)(const int32_t* acc, int32_t bias, double multiplier, double zp, double lo,
                                    double hi, void* out, int64_t n);
@@ -290,6 +303,8 @@ RequantizeBytesFn requantize_bytes_active();
 #if defined(MOSAICRT_X86_SIMD)
 void requantize_bytes_avx512(const int32_t* acc, int32_t bias, double multiplier, double zp, double lo, double hi,
                              void* out, int64_t n);  // quant_igemm_avx512.cc
+void requantize_bytes_avx2(const int32_t* acc, int32_t bias, double multiplier, double zp, double lo, double hi,
+                           void* out, int64_t n);  // quant_igemm8_avx2.cc
 #endif
 
 // out[i] = requantize(acc[i] + bias, multiplier, zp) for n values (restrict pointers so the

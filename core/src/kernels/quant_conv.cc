@@ -331,6 +331,7 @@ void pack_conv_columns(const quant::Igemm8Kernel& k8, quant::PackedB8& packed, c
 struct Weights8 {
   std::vector<quant::PreparedA8> gemm;
   std::vector<quant::DirectWeights8> direct;
+  std::vector<quant::PlaneWeights8> planes;
 };
 
 // The direct 2-D kernel (quant_conv_direct_avx512.cc) needs AVX512-VNNI and int8 weights with zero points 0;
@@ -349,6 +350,44 @@ bool direct8_applies(const quant::Igemm8Kernel& k8, const ConvGeom& g, const Ten
   (void)k8, (void)g, (void)W, (void)wzp;
   return false;
 #endif
+}
+
+// The AVX2 plane kernel (quant_conv_planes_avx2.cc) needs the avx2u8s8 kernel, 2-D, weights whose zero points
+// are 0 in its int8 domain, and 3 or more input and 8 or more output channels per group (it pads channels to 4).
+bool planes8_applies(const quant::Igemm8Kernel& k8, const ConvGeom& g, const Tensor& W,
+                     const std::vector<int32_t>& wzp) {
+#if defined(MOSAICRT_X86_SIMD)
+  if (std::strcmp(k8.name, "avx2u8s8") != 0 || g.in.size() != 2) return false;
+  if (g.M / g.group < 8 || g.C / g.group < 3) return false;
+  const int32_t zero = W.dtype() == DType::kInt8 ? 0 : 128;
+  return std::all_of(wzp.begin(), wzp.end(), [zero](int32_t z) { return z == zero; }) && (!wzp.empty() || zero == 0);
+#else
+  (void)k8, (void)g, (void)W, (void)wzp;
+  return false;
+#endif
+}
+
+// One group's weights (Mg x Cg x KH x KW bytes) in the plane kernel's order, prepared for its kernel.
+quant::PlaneWeights8 prepare_plane_weights8(const quant::Igemm8Kernel& k8, const uint8_t* w, bool w_is_s8, int64_t M,
+                                            int64_t C, int64_t KH, int64_t KW, const int32_t* wz, bool wz_per_row) {
+  quant::PlaneWeights8 out;
+  out.M = M, out.C = C, out.KH = KH, out.KW = KW;
+  const int64_t CQ = (C + 3) / 4, K = CQ * KH * KW * 4;
+  // bytes past C: the zero point's byte, so that they are 0 once in the kernel's domain
+  std::vector<uint8_t> a(static_cast<size_t>(M * K));
+  for (int64_t m = 0; m < M; ++m) {
+    const uint8_t pad = static_cast<uint8_t>(wz ? wz[wz_per_row ? m : 0] : 0);
+    for (int64_t cq = 0; cq < CQ; ++cq)
+      for (int64_t kh = 0; kh < KH; ++kh)
+        for (int64_t kw = 0; kw < KW; ++kw)
+          for (int64_t b = 0; b < 4; ++b) {
+            const int64_t c = cq * 4 + b;
+            a[static_cast<size_t>(m * K + ((cq * KH + kh) * KW + kw) * 4 + b)] =
+                c < C ? w[((m * C + c) * KH + kh) * KW + kw] : pad;
+          }
+  }
+  quant::prepare_a8(k8, out.a, M, a.data(), w_is_s8, K, K, wz, wz_per_row);
+  return out;
 }
 
 struct PackedWeights {
@@ -399,7 +438,15 @@ bool integer_conv(OpContext& ctx, const ConvGeom& g, size_t x_in, size_t xz_in, 
       prepared = ctx.node_cache<Weights8>([&] {
         auto out = std::make_shared<Weights8>();
         [[maybe_unused]] const bool direct = direct8_applies(*k8, g, W, wzp);
+        const bool planes = planes8_applies(*k8, g, W, wzp);
         for (int64_t gi = 0; gi < g.group; ++gi) {
+          if (planes) {
+            out->planes.push_back(prepare_plane_weights8(*k8, w + gi * Mg * Kc, W.dtype() == DType::kInt8, Mg, Cg,
+                                                         g.kernel[0], g.kernel[1],
+                                                         wzp.empty() ? nullptr : wzp.data() + (per_row ? gi * Mg : 0),
+                                                         per_row));
+            continue;
+          }
 #if defined(MOSAICRT_X86_SIMD)
           if (direct) {
             out->direct.push_back(quant::prepare_direct_weights8(reinterpret_cast<const int8_t*>(w) + gi * Mg * Kc,
@@ -413,7 +460,7 @@ bool integer_conv(OpContext& ctx, const ConvGeom& g, size_t x_in, size_t xz_in, 
         return out;
       });
 #if defined(MOSAICRT_X86_SIMD)
-    if (prepared && !prepared->direct.empty()) {
+    if (prepared && (!prepared->direct.empty() || !prepared->planes.empty())) {
       quant::DirectConv8 d;
       d.C = Cg, d.H = g.in[0], d.W = g.in[1], d.M = Mg, d.OH = g.out[0], d.OW = g.out[1];
       d.KH = g.kernel[0], d.KW = g.kernel[1], d.sh = g.stride[0], d.sw = g.stride[1];
@@ -428,9 +475,13 @@ bool integer_conv(OpContext& ctx, const ConvGeom& g, size_t x_in, size_t xz_in, 
             part.multiplier = rq->multiplier + gi * Mg;
             part.y = rq->y + plane0;
           }
-          quant::conv8_direct_vnni(d, static_cast<const uint8_t*>(X.raw()) + (n * g.C + gi * Cg) * g.in_size, !x_u8,
-                                   xzp, prepared->direct[static_cast<size_t>(gi)], rq ? nullptr : y + plane0,
-                                   rq ? &part : nullptr, &ctx.threads());
+          const uint8_t* xg = static_cast<const uint8_t*>(X.raw()) + (n * g.C + gi * Cg) * g.in_size;
+          if (!prepared->planes.empty())
+            quant::conv8_planes_avx2(d, xg, !x_u8, xzp, prepared->planes[static_cast<size_t>(gi)],
+                                     rq ? nullptr : y + plane0, rq ? &part : nullptr, &ctx.threads());
+          else
+            quant::conv8_direct_vnni(d, xg, !x_u8, xzp, prepared->direct[static_cast<size_t>(gi)],
+                                     rq ? nullptr : y + plane0, rq ? &part : nullptr, &ctx.threads());
         }
       return true;
     }

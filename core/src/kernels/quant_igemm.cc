@@ -202,6 +202,7 @@ const Igemm8Kernel* igemm8_active() {
 RequantizeBytesFn requantize_bytes_active() {
 #if defined(MOSAICRT_X86_SIMD)
   if (cpu_has(kCpuAvx512)) return requantize_bytes_avx512;
+  if (cpu_has(kCpuAvx2Fma)) return requantize_bytes_avx2;
 #endif
   return nullptr;
 }

@@ -5,73 +5,34 @@
 //
 // vpmaddubsw saturates a pair sum past the int16 range. With b in [0, 255], b0 * a0 + b1 * a1 stays in range
 // whenever a0 and a1 differ in sign or |a0| + |a1| <= 128 (255 * 128 = 32640). prepare_a8 makes every pair of A
-// so (a1 moved towards 0) and keeps what it took off as a list of (k, value) per row; fix_tile adds those
+// so (a1 moved towards 0) and keeps what it took off as a list of (k, value) per row; avx2_fix adds those
 // products back to each finished tile, so C is exact.
 #include <immintrin.h>
 
 #include <cstring>
 
 #include "../gemm/backend_registry.h"
-#include "../gemm/register_pin.h"
 #include "quant_common.h"
+#include "quant_u8s8_avx2.h"
 
 namespace mrt {
 namespace quant {
 namespace {
 
-constexpr int64_t kPanel = 16;  // columns per B panel: two vectors of 8 columns x 4 bytes of k
-constexpr int kRows = 4;
+using u8s8::kCols;
+using u8s8::store_row;
 
-// acc += the 8 int32 sums of b (8 columns x 4 uint8 bytes of k) times a (4 int8 bytes, every lane): vpmaddubsw,
-// vpmaddwd by 1, vpaddd. In asm so the sums stay in their registers (GCC 12 copies every accumulator around the
-// intrinsics' three-operand forms and spilled two of the eight at 4 rows).
-inline __m256i madd4(__m256i acc, __m256i b, __m256i a, __m256i ones) {
-#if defined(__GNUC__)
-  __m256i t;
-  __asm__("vpmaddubsw %3, %2, %1\n\tvpmaddwd %4, %1, %1\n\tvpaddd %1, %0, %0"
-          : "+x"(acc), "=&x"(t)
-          : "x"(b), "x"(a), "x"(ones));
-  return acc;
-#else
-  return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(b, a), ones));
-#endif
-}
-
-// 16 sums into c, valid_n of them (plain stores for a whole row: masked stores are slow on AMD cores).
-inline void store_row(int32_t* c, __m256i c0, __m256i c1, int64_t valid_n) {
-  if (valid_n == kPanel) {
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(c), c0);
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(c + 8), c1);
-  } else {
-    alignas(32) int32_t tmp[kPanel];
-    _mm256_store_si256(reinterpret_cast<__m256i*>(tmp), c0);
-    _mm256_store_si256(reinterpret_cast<__m256i*>(tmp + 8), c1);
-    std::memcpy(c, tmp, static_cast<size_t>(valid_n) * sizeof(int32_t));
-  }
-}
+// B's groups of 4 k in a packed panel: 64 bytes each, one after the other.
+struct PanelSrc {
+  const int8_t* panel;
+  const int8_t* at(int64_t k) const { return panel + k * kCols; }
+};
 
 template <int R>
 void block(int64_t Kp, const uint8_t* A, int64_t lda, const int8_t* panel, const int32_t* za, const int32_t* rowsum,
            const int32_t* zb, const int32_t* colfix, int32_t* C, int64_t ldc, int64_t valid_n) {
   __m256i acc0[R], acc1[R];
-#pragma GCC unroll 4
-  for (int r = 0; r < R; ++r) {
-    acc0[r] = _mm256_setzero_si256();
-    acc1[r] = _mm256_setzero_si256();
-  }
-  const __m256i ones = in_register(_mm256_set1_epi16(1));
-  for (int64_t k = 0; k < Kp; k += 4, panel += 4 * kPanel) {
-    const __m256i b0 = in_register(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(panel)));
-    const __m256i b1 = in_register(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(panel + 32)));
-#pragma GCC unroll 4
-    for (int r = 0; r < R; ++r) {
-      int32_t quad;
-      std::memcpy(&quad, A + r * lda + k, sizeof(quad));
-      const __m256i a = _mm256_set1_epi32(quad);
-      acc0[r] = madd4(acc0[r], b0, a, ones);
-      acc1[r] = madd4(acc1[r], b1, a, ones);
-    }
-  }
+  u8s8::sums<R>(Kp, A, lda, PanelSrc{panel}, acc0, acc1);
   // C = acc - zb[n] * rowsum[m] + za[m] * colfix[n] (quant_common.h)
   const __m256i zb0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(zb));
   const __m256i zb1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(zb + 8));
@@ -103,7 +64,7 @@ void avx2_block(int64_t rows, int64_t Kp, const uint8_t* A, int64_t lda, const i
 void avx2_colsum(const int8_t* panel, int64_t Kp, int32_t* colsum) {
   const __m256i ones8 = _mm256_set1_epi8(1), ones16 = _mm256_set1_epi16(1);
   __m256i s0 = _mm256_setzero_si256(), s1 = _mm256_setzero_si256();
-  for (int64_t k = 0; k < Kp; k += 4, panel += 4 * kPanel) {
+  for (int64_t k = 0; k < Kp; k += 4, panel += 4 * kCols) {
     const __m256i b0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(panel));
     const __m256i b1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(panel + 32));
     s0 = _mm256_add_epi32(s0, _mm256_madd_epi16(_mm256_maddubs_epi16(b0, ones8), ones16));
@@ -113,38 +74,50 @@ void avx2_colsum(const int8_t* panel, int64_t Kp, int32_t* colsum) {
   _mm256_storeu_si256(reinterpret_cast<__m256i*>(colsum + 8), s1);
 }
 
-// The products prepare_a8 took off A's saturating pairs, added to a finished tile: for row r, every entry e in
-// [begin[r], begin[r + 1]) adds value[e] * b[k[e], n] to C[r, n]. Each entry is one more group of 4 k through
-// vpmaddubsw, its value at byte k % 4 of A's quad and zeros elsewhere (|value| < 128: no pair saturates).
 void avx2_fix(int64_t rows, const int32_t* begin, const int32_t* fix_k, const int32_t* fix_value, const int8_t* panel,
               int32_t* C, int64_t ldc, int64_t valid_n) {
-  const __m256i ones = _mm256_set1_epi16(1);
-  for (int64_t r = 0; r < rows; ++r) {
-    if (begin[r] == begin[r + 1]) continue;
-    __m256i s0 = _mm256_setzero_si256(), s1 = _mm256_setzero_si256();
-    for (int32_t e = begin[r]; e < begin[r + 1]; ++e) {
-      const int32_t k = fix_k[e];
-      const int8_t* q = panel + (k & ~3) * kPanel;
-      const __m256i a = _mm256_set1_epi32(static_cast<int32_t>(static_cast<uint32_t>(fix_value[e] & 0xFF)
-                                                               << (8 * (k & 3))));
-      s0 = madd4(s0, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q)), a, ones);
-      s1 = madd4(s1, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 32)), a, ones);
-    }
-    int32_t* c = C + r * ldc;
-    alignas(32) int32_t tmp[kPanel] = {};
-    std::memcpy(tmp, c, static_cast<size_t>(valid_n) * sizeof(int32_t));
-    const __m256i c0 = _mm256_add_epi32(_mm256_load_si256(reinterpret_cast<const __m256i*>(tmp)), s0);
-    const __m256i c1 = _mm256_add_epi32(_mm256_load_si256(reinterpret_cast<const __m256i*>(tmp + 8)), s1);
-    store_row(c, c0, c1, valid_n);
-  }
+  u8s8::fix(rows, begin, fix_k, fix_value, PanelSrc{panel}, C, ldc, valid_n);
 }
 
 // int8 A x uint8 B on vpmaddubsw: 4 rows x 16 columns, groups of 4 k; pairs of A limited to 128 (above).
-const Igemm8Kernel kAvx2 = {"avx2u8s8", true, false, 4, 4, kPanel, kRows, avx2_block, avx2_colsum, 128, avx2_fix};
+const Igemm8Kernel kAvx2 = {"avx2u8s8", true, false, 4, 4, kCols, u8s8::kRows, avx2_block, avx2_colsum, 128, avx2_fix};
 
 }  // namespace
 
 const Igemm8Kernel* igemm8_avx2_kernel() { return &kAvx2; }
+
+void requantize_bytes_avx2(const int32_t* acc, int32_t bias, double multiplier, double zp, double lo, double hi,
+                           void* out, int64_t n) {
+  const __m128i vb = _mm_set1_epi32(bias);
+  const __m256d vm = _mm256_set1_pd(multiplier), vz = _mm256_set1_pd(zp), vlo = _mm256_set1_pd(lo),
+                vhi = _mm256_set1_pd(hi);
+  // four values: rint (ties to even) of acc * multiplier, plus zp, clamped (a NaN product clamps to lo, as the
+  // scalar path does: max returns its second operand when the first is NaN)
+  auto four = [&](const int32_t* p) {
+    const __m128i a = _mm_add_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)), vb);
+    __m256d v = _mm256_mul_pd(_mm256_cvtepi32_pd(a), vm);
+    v = _mm256_add_pd(_mm256_round_pd(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC), vz);
+    return _mm256_cvtpd_epi32(_mm256_min_pd(_mm256_max_pd(v, vlo), vhi));
+  };
+  // in [lo, hi] already: each value's low byte is its int8 or uint8 form
+  const __m128i low_bytes = _mm_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, -1, -1, -1, -1, -1, -1, -1, -1);
+  uint8_t* o = static_cast<uint8_t*>(out);
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m128i w0 = _mm_shuffle_epi8(_mm_packs_epi32(four(acc + i), four(acc + i + 4)), low_bytes);
+    const __m128i w1 = _mm_shuffle_epi8(_mm_packs_epi32(four(acc + i + 8), four(acc + i + 12)), low_bytes);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(o + i), _mm_unpacklo_epi64(w0, w1));
+  }
+  for (; i + 8 <= n; i += 8) {
+    const __m128i w = _mm_shuffle_epi8(_mm_packs_epi32(four(acc + i), four(acc + i + 4)), low_bytes);
+    _mm_storel_epi64(reinterpret_cast<__m128i*>(o + i), w);
+  }
+  for (; i < n; ++i) {
+    const uint32_t sum = static_cast<uint32_t>(acc[i]) + static_cast<uint32_t>(bias);  // wrapping, as the lanes
+    const double v = static_cast<double>(static_cast<int32_t>(sum));
+    o[i] = static_cast<uint8_t>(static_cast<int32_t>(requantize(v, multiplier, zp, lo, hi)));
+  }
+}
 
 }  // namespace quant
 }  // namespace mrt

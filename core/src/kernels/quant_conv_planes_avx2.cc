@@ -1,0 +1,267 @@
+// 2-D 8-bit convolution on AVX2 (ConvInteger, QLinearConv) without a column matrix: the u8 x s8 tile of the
+// 8-bit GEMM (quant_u8s8_avx2.h) reading its B straight from a staged copy of the image.
+//
+// The image is staged as planes of channel quads: plane (cq, rho, phi) holds, for every pixel (i, j), the 4
+// bytes of channels 4cq..4cq+3 at padded input row i*sh + rho and column j*sw + phi (the x zero point's byte
+// outside the input, 0 past C). Output position (oh, ow) at tap (kh, kw) reads pixel
+// (oh + kh*dh / sh, ow + kw*dw / sw) of the phase plane (kh*dh % sh, kw*dw % sw). Numbering the positions
+// q = oh * Wq + ow over the planes' width Wq (ow past OW being computed and dropped), the 4 bytes a position
+// needs for one (channel quad, tap) lie at q*4 + a fixed offset: 16 consecutive positions are 64 contiguous
+// bytes, the GEMM kernel's B group, for every stride and dilation. The waste is the columns past OW:
+// (Wq - OW) / Wq, 2 of 58 on a 56-wide 3x3 layer.
+//
+// The weights are A, in the order of those groups: k = ((cq * KH + kh) * KW + kw) * 4 + c % 4, with the
+// 8-bit GEMM's pair limit and fix (quant_common.h). Zero points: the weights' must be 0 in the kernel's int8
+// domain, so sum (x - xz) w = sum x w - xz * sum w (padding holds xz); an int8 input is moved to uint8 by
+// flipping its top bit. Work items are chunks of positions times groups of output channels; each writes its
+// int32 sums to a small buffer, then requantizes them (or copies them, for ConvInteger) into the NCHW planes.
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "../threadpool.h"
+#include "quant_common.h"
+#include "quant_u8s8_avx2.h"
+
+#if defined(__GNUC__)
+#define MRT_PLANES_TILE __attribute__((noinline))
+#else
+#define MRT_PLANES_TILE
+#endif
+
+namespace mrt {
+namespace quant {
+namespace {
+
+using u8s8::kCols;
+
+constexpr int64_t kChunk = 64;      // positions per work item (4 tiles)
+constexpr int64_t kGroupRows = 32;  // output channels per work item at most
+
+// B's groups of 4 k for 16 positions: base (position q's bytes) plus the group's offset.
+struct PlaneSrc {
+  const uint8_t* base;
+  const int64_t* off;  // per group of 4 k
+  const int8_t* at(int64_t k) const { return reinterpret_cast<const int8_t*>(base + off[k >> 2]); }
+};
+
+struct Staging {
+  int64_t CQ = 0, Hq = 0, Wq = 0, plane = 0;
+  std::vector<int> phase_of;        // per rho * sw + phi: its index among the staged phases, -1 when unused
+  std::vector<int64_t> phases;      // the staged phases, as rho * sw + phi
+  std::vector<int64_t> off;         // per (cq, kh, kw): the byte offset of its group from q * 4
+};
+
+Staging staging_for(const DirectConv8& g) {
+  Staging s;
+  s.CQ = (g.C + 3) / 4;
+  s.Hq = g.OH + (g.KH - 1) * g.dh / g.sh;
+  s.Wq = g.OW + (g.KW - 1) * g.dw / g.sw;
+  s.phase_of.assign(static_cast<size_t>(g.sh * g.sw), -1);
+  for (int64_t kh = 0; kh < g.KH; ++kh)
+    for (int64_t kw = 0; kw < g.KW; ++kw) {
+      const int64_t ph = (kh * g.dh % g.sh) * g.sw + kw * g.dw % g.sw;
+      if (s.phase_of[static_cast<size_t>(ph)] < 0) {
+        s.phase_of[static_cast<size_t>(ph)] = static_cast<int>(s.phases.size());
+        s.phases.push_back(ph);
+      }
+    }
+  // a plane, with room for the last tile's reads past its final row (positions up to Hq * Wq + Wq + 16), in
+  // whole cache lines, and one line more when that is a multiple of 4 KiB (planes one page apart would share
+  // L1 sets)
+  s.plane = ((s.Hq + 1) * s.Wq + kCols) * 4;
+  s.plane = (s.plane + 63) / 64 * 64;
+  if (s.plane % 4096 == 0) s.plane += 64;
+  s.off.resize(static_cast<size_t>(s.CQ * g.KH * g.KW));
+  for (int64_t cq = 0; cq < s.CQ; ++cq)
+    for (int64_t kh = 0; kh < g.KH; ++kh)
+      for (int64_t kw = 0; kw < g.KW; ++kw) {
+        const int64_t ph = (kh * g.dh % g.sh) * g.sw + kw * g.dw % g.sw;
+        const int64_t plane = cq * static_cast<int64_t>(s.phases.size()) + s.phase_of[static_cast<size_t>(ph)];
+        s.off[static_cast<size_t>((cq * g.KH + kh) * g.KW + kw)] =
+            plane * s.plane + ((kh * g.dh / g.sh) * s.Wq + kw * g.dw / g.sw) * 4;
+      }
+  return s;
+}
+
+// Row i of staged plane p (a channel quad and phase): 4 rows of Wq bytes (one per channel) gathered from the
+// image, then interleaved into 4-byte pixels.
+void stage_row(const DirectConv8& g, const Staging& s, const uint8_t* x, uint8_t fill, uint8_t flip, int64_t p,
+               int64_t i, uint8_t* img) {
+  const int64_t nph = static_cast<int64_t>(s.phases.size());
+  const int64_t cq = p / nph, ph = s.phases[static_cast<size_t>(p % nph)], rho = ph / g.sw, phi = ph % g.sw;
+  const int64_t Wq = s.Wq, ih = i * g.sh + rho - g.pt;
+  // pixels [j_lo, j_hi) read the input: 0 <= j * sw + phi - pl < W
+  const int64_t first = g.pl - phi;  // j * sw >= first
+  const int64_t j_lo = std::clamp<int64_t>(first <= 0 ? 0 : (first + g.sw - 1) / g.sw, 0, Wq);
+  const int64_t last = g.W - 1 + g.pl - phi;  // j * sw <= last
+  const int64_t j_hi = std::clamp<int64_t>(last < 0 ? 0 : last / g.sw + 1, j_lo, Wq);
+  static thread_local std::vector<uint8_t> rows_buf;
+  if (rows_buf.size() < static_cast<size_t>(4 * Wq + 64)) rows_buf.resize(static_cast<size_t>(4 * Wq + 64));
+  uint8_t* t[4];
+  for (int b = 0; b < 4; ++b) {
+    t[b] = rows_buf.data() + b * Wq;
+    const int64_t c = cq * 4 + b;
+    if (c >= g.C) {
+      std::memset(t[b], 0, static_cast<size_t>(Wq));
+      continue;
+    }
+    if (ih < 0 || ih >= g.H) {
+      std::memset(t[b], fill, static_cast<size_t>(Wq));
+      continue;
+    }
+    std::memset(t[b], fill, static_cast<size_t>(j_lo));
+    std::memset(t[b] + j_hi, fill, static_cast<size_t>(Wq - j_hi));
+    const uint8_t* src = x + (c * g.H + ih) * g.W + (j_lo * g.sw + phi - g.pl);
+    uint8_t* d = t[b] + j_lo;
+    const int64_t n = j_hi - j_lo;
+    int64_t j = 0;
+    if (g.sw == 1 && !flip) {
+      std::memcpy(d, src, static_cast<size_t>(n));
+      j = n;
+    } else if (g.sw == 2) {  // the even bytes of 32, 16 at a time (j + 16 < n: the 32 bytes lie within the row)
+      const __m128i even = _mm_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, -1, -1, -1, -1, -1, -1, -1, -1);
+      const __m128i vflip = _mm_set1_epi8(static_cast<char>(flip));
+      for (; j + 16 < n; j += 16) {
+        const __m128i lo = _mm_shuffle_epi8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + 2 * j)), even);
+        const __m128i hi = _mm_shuffle_epi8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + 2 * j + 16)), even);
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(d + j), _mm_xor_si128(_mm_unpacklo_epi64(lo, hi), vflip));
+      }
+    }
+    for (; j < n; ++j) d[j] = static_cast<uint8_t>(src[j * g.sw] ^ flip);
+  }
+  uint8_t* out = img + p * s.plane + i * Wq * 4;
+  int64_t j = 0;
+  for (; j + 16 <= Wq; j += 16) {
+    const __m128i r0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(t[0] + j));
+    const __m128i r1 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(t[1] + j));
+    const __m128i r2 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(t[2] + j));
+    const __m128i r3 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(t[3] + j));
+    const __m128i a0 = _mm_unpacklo_epi8(r0, r1), a1 = _mm_unpackhi_epi8(r0, r1);
+    const __m128i b0 = _mm_unpacklo_epi8(r2, r3), b1 = _mm_unpackhi_epi8(r2, r3);
+    __m128i* o = reinterpret_cast<__m128i*>(out + j * 4);
+    _mm_storeu_si128(o, _mm_unpacklo_epi16(a0, b0));
+    _mm_storeu_si128(o + 1, _mm_unpackhi_epi16(a0, b0));
+    _mm_storeu_si128(o + 2, _mm_unpacklo_epi16(a1, b1));
+    _mm_storeu_si128(o + 3, _mm_unpackhi_epi16(a1, b1));
+  }
+  for (; j < Wq; ++j)
+    for (int b = 0; b < 4; ++b) out[j * 4 + b] = t[b][j];
+}
+
+// R rows x 16 positions: the sums plus corr[r] into out (row stride ldo). Not inlined: inside the item loop
+// GCC copied accumulators between registers on every group of k.
+template <int R>
+MRT_PLANES_TILE void tile(int64_t Kp, const uint8_t* A, int64_t lda, const PlaneSrc& src, const int32_t* corr,
+                          int32_t* out, int64_t ldo) {
+  __m256i acc0[R], acc1[R];
+  u8s8::sums<R>(Kp, A, lda, src, acc0, acc1);
+#pragma GCC unroll 4
+  for (int r = 0; r < R; ++r) {
+    const __m256i c = _mm256_set1_epi32(corr[r]);
+    u8s8::store_row(out + r * ldo, _mm256_add_epi32(acc0[r], c), _mm256_add_epi32(acc1[r], c), kCols);
+  }
+}
+
+void tile_rows(int64_t rows, int64_t Kp, const uint8_t* A, int64_t lda, const PlaneSrc& src, const int32_t* corr,
+               int32_t* out, int64_t ldo) {
+  switch (rows) {
+    case 4: tile<4>(Kp, A, lda, src, corr, out, ldo); break;
+    case 3: tile<3>(Kp, A, lda, src, corr, out, ldo); break;
+    case 2: tile<2>(Kp, A, lda, src, corr, out, ldo); break;
+    default: tile<1>(Kp, A, lda, src, corr, out, ldo); break;
+  }
+}
+
+}  // namespace
+
+void conv8_planes_avx2(const DirectConv8& g, const uint8_t* x, bool x_signed, int32_t xzp, const PlaneWeights8& w,
+                       int32_t* y, const DirectRequant8* rq, ThreadPool* pool) {
+  const PreparedA8& A = w.a;
+  MRT_ENFORCE(w.M == g.M && w.C == g.C && w.KH == g.KH && w.KW == g.KW && A.kernel && A.kernel->pair_limit > 0,
+              MRT_INTERNAL, "8-bit plane conv: weights prepared for another geometry or kernel");
+  const Staging s = staging_for(g);
+  const int64_t nph = static_cast<int64_t>(s.phases.size()), planes = s.CQ * nph;
+  MRT_ENFORCE(A.K == s.CQ * g.KH * g.KW * 4, MRT_INTERNAL, "8-bit plane conv: weights of another depth");
+
+  static thread_local std::vector<uint8_t> staging_buf;
+  Scratch<uint8_t> staged(staging_buf, static_cast<size_t>(planes * s.plane));
+  uint8_t* img = staged.data();
+  const uint8_t flip = x_signed ? 0x80 : 0;
+  const int32_t xz = x_signed ? xzp + 128 : xzp;
+  const uint8_t fill = static_cast<uint8_t>(xz);
+  auto stage = [&](int64_t b, int64_t e) {
+    for (int64_t r = b; r < e; ++r) {
+      const int64_t p = r / s.Hq, i = r % s.Hq;
+      stage_row(g, s, x, fill, flip, p, i, img);
+      if (i == s.Hq - 1) {  // the slack past the plane's last row: zeros (read only for dropped positions)
+        uint8_t* tail = img + p * s.plane + s.Hq * s.Wq * 4;
+        std::memset(tail, 0, static_cast<size_t>(s.plane - s.Hq * s.Wq * 4));
+      }
+    }
+  };
+  const int64_t stage_rows = planes * s.Hq;
+  if (pool && pool->size() > 1 && planes * s.plane >= (int64_t{1} << 15))
+    pool->parallel_for(stage_rows, std::max<int64_t>(1, 8192 / std::max<int64_t>(1, 4 * s.Wq)), stage);
+  else
+    stage(0, stage_rows);
+
+  // per output channel: -xz * (the sum of its weights), wrapping like the sums
+  std::vector<int32_t> corr(static_cast<size_t>(A.zrow.size()), 0);
+  for (int64_t m = 0; m < g.M; ++m)
+    corr[static_cast<size_t>(m)] = static_cast<int32_t>(static_cast<uint32_t>(-xz) *
+                                                        static_cast<uint32_t>(A.rowsum[static_cast<size_t>(m)]));
+  const int64_t Q = g.OH * s.Wq, P = g.OH * g.OW, Kp = A.Kp;
+  const int64_t chunks = (Q + kChunk - 1) / kChunk, groups = (g.M + kGroupRows - 1) / kGroupRows;
+  const bool out_s8 = rq && rq->lo < 0;
+  auto body = [&](int64_t b, int64_t e) {
+    alignas(32) int32_t acc[kGroupRows * kChunk];
+    alignas(32) uint8_t bytes[kChunk];
+    for (int64_t item = b; item < e; ++item) {
+      const int64_t gi = item / chunks, q0 = (item % chunks) * kChunk;
+      const int64_t m0 = gi * kGroupRows, rows = std::min(kGroupRows, g.M - m0);
+      const int64_t n = std::min(kChunk, Q - q0);
+      for (int64_t t = 0; t < n; t += kCols) {
+        const PlaneSrc src{img + (q0 + t) * 4, s.off.data()};
+        for (int64_t r0 = 0; r0 < rows; r0 += u8s8::kRows) {
+          const int64_t R = std::min<int64_t>(u8s8::kRows, rows - r0), m = m0 + r0;
+          int32_t* out = acc + r0 * kChunk + t;
+          tile_rows(R, Kp, A.data.data() + m * Kp, Kp, src, corr.data() + m, out, kChunk);
+          if (!A.fix_begin.empty() && A.fix_begin[static_cast<size_t>(m + R)] != A.fix_begin[static_cast<size_t>(m)])
+            u8s8::fix(R, A.fix_begin.data() + m, A.fix_k.data(), A.fix_value.data(), src, out, kChunk, kCols);
+        }
+      }
+      // into the planes, position q0 + i being (oh, ow) = ((q0 + i) / Wq, (q0 + i) % Wq), kept when ow < OW
+      for (int64_t r = 0; r < rows; ++r) {
+        const int64_t m = m0 + r;
+        const int32_t* a = acc + r * kChunk;
+        if (rq) {
+          const int32_t bm = rq->bias ? rq->bias[m] : 0;
+          if (out_s8)
+            requantize_row<int8_t>(a, bm, rq->multiplier[m], rq->zp, rq->lo, rq->hi,
+                                   reinterpret_cast<int8_t*>(bytes), n);
+          else
+            requantize_row<uint8_t>(a, bm, rq->multiplier[m], rq->zp, rq->lo, rq->hi, bytes, n);
+        }
+        for (int64_t i = 0; i < n;) {
+          const int64_t q = q0 + i, oh = q / s.Wq, ow = q % s.Wq;
+          const int64_t len = std::min(n - i, s.Wq - ow);
+          if (ow < g.OW) {
+            const int64_t keep = std::min(len, g.OW - ow), at = m * P + oh * g.OW + ow;
+            if (rq) std::memcpy(rq->y + at, bytes + i, static_cast<size_t>(keep));
+            else std::memcpy(y + at, a + i, static_cast<size_t>(keep) * sizeof(int32_t));
+          }
+          i += len;
+        }
+      }
+    }
+  };
+  const int64_t items = groups * chunks;
+  if (pool && pool->size() > 1 && items > 1) pool->parallel_for(items, 1, body);
+  else body(0, items);
+}
+
+}  // namespace quant
+}  // namespace mrt
