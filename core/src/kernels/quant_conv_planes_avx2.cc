@@ -39,6 +39,7 @@ using u8s8::kCols;
 
 constexpr int64_t kChunk = 64;      // positions per work item (4 tiles)
 constexpr int64_t kGroupRows = 32;  // output channels per work item at most
+constexpr int64_t kBlockK = 1024;   // bytes of k per pass over an item's tiles at most
 
 // B's groups of 4 k for 16 positions: base (position q's bytes) plus the group's offset.
 struct PlaneSrc {
@@ -68,12 +69,12 @@ Staging staging_for(const DirectConv8& g) {
         s.phases.push_back(ph);
       }
     }
-  // a plane, with room for the last tile's reads past its final row (positions up to Hq * Wq + Wq + 16), in
-  // whole cache lines, and one line more when that is a multiple of 4 KiB (planes one page apart would share
-  // L1 sets)
+  // a plane, with room for the last tile's reads past its final row (positions up to Hq * Wq + Wq + 16), in an
+  // odd number of cache lines: a tile reads the same few lines of every plane, and planes an even number of
+  // lines apart crowd into a fraction of the L1 sets
   s.plane = ((s.Hq + 1) * s.Wq + kCols) * 4;
   s.plane = (s.plane + 63) / 64 * 64;
-  if (s.plane % 4096 == 0) s.plane += 64;
+  if (s.plane / 64 % 2 == 0) s.plane += 64;
   s.off.resize(static_cast<size_t>(s.CQ * g.KH * g.KW));
   for (int64_t cq = 0; cq < s.CQ; ++cq)
     for (int64_t kh = 0; kh < g.KH; ++kh)
@@ -151,27 +152,30 @@ void stage_row(const DirectConv8& g, const Staging& s, const uint8_t* x, uint8_t
     for (int b = 0; b < 4; ++b) out[j * 4 + b] = t[b][j];
 }
 
-// R rows x 16 positions: the sums plus corr[r] into out (row stride ldo). Not inlined: inside the item loop
-// GCC copied accumulators between registers on every group of k.
+// R rows x 16 positions over K values of k: the sums into out (row stride ldo), plus corr[r] when first, else
+// added to what out holds. Not inlined: inside the item loop GCC copied accumulators between registers on every
+// group of k.
 template <int R>
-MRT_PLANES_TILE void tile(int64_t Kp, const uint8_t* A, int64_t lda, const PlaneSrc& src, const int32_t* corr,
-                          int32_t* out, int64_t ldo) {
+MRT_PLANES_TILE void tile(int64_t K, const uint8_t* A, int64_t lda, const PlaneSrc& src, const int32_t* corr,
+                          bool first, int32_t* out, int64_t ldo) {
   __m256i acc0[R], acc1[R];
-  u8s8::sums<R>(Kp, A, lda, src, acc0, acc1);
+  u8s8::sums<R>(K, A, lda, src, acc0, acc1);
 #pragma GCC unroll 4
   for (int r = 0; r < R; ++r) {
-    const __m256i c = _mm256_set1_epi32(corr[r]);
-    u8s8::store_row(out + r * ldo, _mm256_add_epi32(acc0[r], c), _mm256_add_epi32(acc1[r], c), kCols);
+    int32_t* o = out + r * ldo;
+    const __m256i c0 = first ? _mm256_set1_epi32(corr[r]) : _mm256_loadu_si256(reinterpret_cast<const __m256i*>(o));
+    const __m256i c1 = first ? c0 : _mm256_loadu_si256(reinterpret_cast<const __m256i*>(o + 8));
+    u8s8::store_row(o, _mm256_add_epi32(acc0[r], c0), _mm256_add_epi32(acc1[r], c1), kCols);
   }
 }
 
-void tile_rows(int64_t rows, int64_t Kp, const uint8_t* A, int64_t lda, const PlaneSrc& src, const int32_t* corr,
-               int32_t* out, int64_t ldo) {
+void tile_rows(int64_t rows, int64_t K, const uint8_t* A, int64_t lda, const PlaneSrc& src, const int32_t* corr,
+               bool first, int32_t* out, int64_t ldo) {
   switch (rows) {
-    case 4: tile<4>(Kp, A, lda, src, corr, out, ldo); break;
-    case 3: tile<3>(Kp, A, lda, src, corr, out, ldo); break;
-    case 2: tile<2>(Kp, A, lda, src, corr, out, ldo); break;
-    default: tile<1>(Kp, A, lda, src, corr, out, ldo); break;
+    case 4: tile<4>(K, A, lda, src, corr, first, out, ldo); break;
+    case 3: tile<3>(K, A, lda, src, corr, first, out, ldo); break;
+    case 2: tile<2>(K, A, lda, src, corr, first, out, ldo); break;
+    default: tile<1>(K, A, lda, src, corr, first, out, ldo); break;
   }
 }
 
@@ -215,6 +219,8 @@ void conv8_planes_avx2(const DirectConv8& g, const uint8_t* x, bool x_signed, in
                                                         static_cast<uint32_t>(A.rowsum[static_cast<size_t>(m)]));
   const int64_t Q = g.OH * s.Wq, P = g.OH * g.OW, Kp = A.Kp;
   const int64_t chunks = (Q + kChunk - 1) / kChunk, groups = (g.M + kGroupRows - 1) / kGroupRows;
+  // K in equal blocks of at most kBlockK bytes, multiples of 4
+  const int64_t kblocks = (Kp + kBlockK - 1) / kBlockK, kb = (Kp / 4 + kblocks - 1) / kblocks * 4;
   const bool out_s8 = rq && rq->lo < 0;
   auto body = [&](int64_t b, int64_t e) {
     alignas(32) int32_t acc[kGroupRows * kChunk];
@@ -223,14 +229,25 @@ void conv8_planes_avx2(const DirectConv8& g, const uint8_t* x, bool x_signed, in
       const int64_t gi = item / chunks, q0 = (item % chunks) * kChunk;
       const int64_t m0 = gi * kGroupRows, rows = std::min(kGroupRows, g.M - m0);
       const int64_t n = std::min(kChunk, Q - q0);
-      for (int64_t t = 0; t < n; t += kCols) {
+      // K in blocks, so that a tile's groups of B (16 x 4 bytes each) stay in L1 over the item's row blocks
+      for (int64_t k0 = 0; k0 < Kp; k0 += kb) {
+        const int64_t kn = std::min(kb, Kp - k0);
+        for (int64_t t = 0; t < n; t += kCols) {
+          const PlaneSrc src{img + (q0 + t) * 4, s.off.data() + k0 / 4};
+          for (int64_t r0 = 0; r0 < rows; r0 += u8s8::kRows) {
+            const int64_t R = std::min<int64_t>(u8s8::kRows, rows - r0), m = m0 + r0;
+            tile_rows(R, kn, A.data.data() + m * Kp + k0, Kp, src, corr.data() + m, k0 == 0,
+                      acc + r0 * kChunk + t, kChunk);
+          }
+        }
+      }
+      for (int64_t t = 0; t < n && !A.fix_begin.empty(); t += kCols) {
         const PlaneSrc src{img + (q0 + t) * 4, s.off.data()};
         for (int64_t r0 = 0; r0 < rows; r0 += u8s8::kRows) {
           const int64_t R = std::min<int64_t>(u8s8::kRows, rows - r0), m = m0 + r0;
-          int32_t* out = acc + r0 * kChunk + t;
-          tile_rows(R, Kp, A.data.data() + m * Kp, Kp, src, corr.data() + m, out, kChunk);
-          if (!A.fix_begin.empty() && A.fix_begin[static_cast<size_t>(m + R)] != A.fix_begin[static_cast<size_t>(m)])
-            u8s8::fix(R, A.fix_begin.data() + m, A.fix_k.data(), A.fix_value.data(), src, out, kChunk, kCols);
+          if (A.fix_begin[static_cast<size_t>(m + R)] != A.fix_begin[static_cast<size_t>(m)])
+            u8s8::fix(R, A.fix_begin.data() + m, A.fix_k.data(), A.fix_value.data(), src, acc + r0 * kChunk + t,
+                      kChunk, kCols);
         }
       }
       // into the planes, position q0 + i being (oh, ow) = ((q0 + i) / Wq, (q0 + i) % Wq), kept when ow < OW
