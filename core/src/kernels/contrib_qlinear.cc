@@ -102,7 +102,7 @@ void qlinear_binary_flat(const T* a, bool a_scalar, const T* b, bool b_scalar, T
     return static_cast<T>(quant::saturate(quant::round_even((kMul ? va * vb : va + vb) / sc) + zc, lo, hi));
   };
 #if defined(MOSAICRT_X86_SIMD)
-  const bool avx512 = cpu_has(kCpuAvx512);
+  const bool avx512 = cpu_has(kCpuAvx512), avx2 = cpu_has(kCpuAvx2Fma);
 #endif
   pool.parallel_for(n, 16384, [&](int64_t s, int64_t e) {
     if (!a_scalar && !b_scalar) {
@@ -114,6 +114,12 @@ void qlinear_binary_flat(const T* a, bool a_scalar, const T* b, bool b_scalar, T
       }
 #endif
       int64_t i = s;
+#if defined(MOSAICRT_X86_SIMD)
+      if (avx2) {
+        const quant::QLinearBinaryParams p{sa, sb, sc, zc, lo, hi, za, zb};
+        i += quant::qlinear_binary_avx2(kMul, std::is_signed_v<T>, a + s, b + s, y + s, e - s, p);
+      }
+#endif
 #if defined(__SSE2__)
       // 16 values per step: widen to int32, dequantize, combine, divide, round half to even with the
       // same magic constant as quant::round_even, saturate (NaN to lo, as quant::saturate), narrow.

@@ -231,7 +231,7 @@ void conv8_direct_vnni(const DirectConv8& g, const uint8_t* x, bool x_signed, in
                        int32_t* y, const DirectRequant8* rq, ThreadPool* pool);
 #endif
 
-// QLinearAdd / QLinearMul of two same-shaped 8-bit operands (contrib_qlinear_avx512.cc).
+// QLinearAdd / QLinearMul of two same-shaped 8-bit operands (contrib_qlinear_avx512.cc, contrib_qlinear_avx2.cc).
 struct QLinearBinaryParams {
   float sa, sb, sc, zc, lo, hi;
   int32_t za, zb;
@@ -239,6 +239,9 @@ struct QLinearBinaryParams {
 #if defined(MOSAICRT_X86_SIMD)
 void qlinear_binary_avx512(bool mul, bool is_signed, const void* a, const void* b, void* y, int64_t n,
                            const QLinearBinaryParams& p);
+// The same on AVX2 for the whole groups of 16 values: returns how many it wrote (the rest is the caller's).
+int64_t qlinear_binary_avx2(bool mul, bool is_signed, const void* a, const void* b, void* y, int64_t n,
+                            const QLinearBinaryParams& p);
 #endif
 
 // igemm8's A in `kernel`'s domain (bytes flipped to its signedness, rows padded to its row block, K to
