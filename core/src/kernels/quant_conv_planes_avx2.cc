@@ -122,31 +122,42 @@ void stage_row(const DirectConv8& g, const Staging& s, const uint8_t* x, uint8_t
     if (g.sw == 1 && !flip) {
       std::memcpy(d, src, static_cast<size_t>(n));
       j = n;
-    } else if (g.sw == 2) {  // the even bytes of 32, 16 at a time (j + 16 < n: the 32 bytes lie within the row)
+    } else if (g.sw == 2 && n > 16) {
+      // the even bytes of 32, 16 at a time (j + 16 < n: the 32 bytes lie within the row); the last 16 from the
+      // odd bytes of the 32 ending at the last one read (src[2n - 2]), overlapping what is done
       const __m128i even = _mm_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, -1, -1, -1, -1, -1, -1, -1, -1);
+      const __m128i odd = _mm_setr_epi8(1, 3, 5, 7, 9, 11, 13, 15, -1, -1, -1, -1, -1, -1, -1, -1);
       const __m128i vflip = _mm_set1_epi8(static_cast<char>(flip));
-      for (; j + 16 < n; j += 16) {
-        const __m128i lo = _mm_shuffle_epi8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + 2 * j)), even);
-        const __m128i hi = _mm_shuffle_epi8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + 2 * j + 16)), even);
-        _mm_storeu_si128(reinterpret_cast<__m128i*>(d + j), _mm_xor_si128(_mm_unpacklo_epi64(lo, hi), vflip));
-      }
+      auto sixteen = [&](const uint8_t* q, __m128i pick, uint8_t* to) {
+        const __m128i lo = _mm_shuffle_epi8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(q)), pick);
+        const __m128i hi = _mm_shuffle_epi8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(q + 16)), pick);
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(to), _mm_xor_si128(_mm_unpacklo_epi64(lo, hi), vflip));
+      };
+      for (; j + 16 < n; j += 16) sixteen(src + 2 * j, even, d + j);
+      sixteen(src + 2 * (n - 16) - 1, odd, d + n - 16);
+      j = n;
     }
     for (; j < n; ++j) d[j] = static_cast<uint8_t>(src[j * g.sw] ^ flip);
   }
   uint8_t* out = img + p * s.plane + i * Wq * 4;
   int64_t j = 0;
-  for (; j + 16 <= Wq; j += 16) {
-    const __m128i r0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(t[0] + j));
-    const __m128i r1 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(t[1] + j));
-    const __m128i r2 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(t[2] + j));
-    const __m128i r3 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(t[3] + j));
+  auto sixteen = [&](int64_t at) {
+    const __m128i r0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(t[0] + at));
+    const __m128i r1 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(t[1] + at));
+    const __m128i r2 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(t[2] + at));
+    const __m128i r3 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(t[3] + at));
     const __m128i a0 = _mm_unpacklo_epi8(r0, r1), a1 = _mm_unpackhi_epi8(r0, r1);
     const __m128i b0 = _mm_unpacklo_epi8(r2, r3), b1 = _mm_unpackhi_epi8(r2, r3);
-    __m128i* o = reinterpret_cast<__m128i*>(out + j * 4);
+    __m128i* o = reinterpret_cast<__m128i*>(out + at * 4);
     _mm_storeu_si128(o, _mm_unpacklo_epi16(a0, b0));
     _mm_storeu_si128(o + 1, _mm_unpackhi_epi16(a0, b0));
     _mm_storeu_si128(o + 2, _mm_unpacklo_epi16(a1, b1));
     _mm_storeu_si128(o + 3, _mm_unpackhi_epi16(a1, b1));
+  };
+  for (; j + 16 <= Wq; j += 16) sixteen(j);
+  if (j < Wq && Wq >= 16) {
+    sixteen(Wq - 16);  // the last 16 pixels, overlapping what is done
+    j = Wq;
   }
   for (; j < Wq; ++j)
     for (int b = 0; b < 4; ++b) out[j * 4 + b] = t[b][j];
