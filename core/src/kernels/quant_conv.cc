@@ -420,7 +420,11 @@ bool integer_conv(OpContext& ctx, const ConvGeom& g, size_t x_in, size_t xz_in, 
   }
   const int64_t Mg = g.M / g.group, Cg = g.C / g.group, Kc = Cg * g.kernel_size;
   if (g.out_size == 0 || g.N == 0 || g.M == 0) return y == nullptr;
-  if (const quant::Igemm8Kernel* k8 = quant::igemm8_active()) {
+  const quant::Igemm8Kernel* k8 = quant::igemm8_active();
+  // On thin groups (depthwise and the like) the int16 GEMM is faster than a kernel with saturating pairs (AVX2)
+  // and its per-group packing: a depthwise 144 x 56 x 56 3x3, 1.9 ms against 3.5.
+  if (k8 && k8->pair_limit > 0 && (g.M / g.group < 8 || g.C / g.group < 3)) k8 = nullptr;
+  if (k8) {
     // 8-bit GEMM on the raw bytes: columns padded with the x zero point's byte.
     std::vector<int32_t> wzp = wz ? quant::to_int32s(*wz) : std::vector<int32_t>();
     const bool per_row = wzp.size() > 1;
