@@ -276,6 +276,20 @@ void conv8_planes_avx2(const DirectConv8& g, const uint8_t* x, bool x_signed, in
                        int32_t* y, const DirectRequant8* rq, ThreadPool* pool);
 #endif
 
+#if defined(__SSE2__)
+// Four rows of 16 bytes into 16 groups of 4 (column j's bytes of rows 0..3 at out + 4j): the 8-bit GEMM's B
+// panels (pack_b8_columns) and the AVX2 plane convolution's staged pixels.
+inline void interleave4x16(__m128i r0, __m128i r1, __m128i r2, __m128i r3, uint8_t* out) {
+  const __m128i t0 = _mm_unpacklo_epi8(r0, r1), t1 = _mm_unpackhi_epi8(r0, r1);
+  const __m128i t2 = _mm_unpacklo_epi8(r2, r3), t3 = _mm_unpackhi_epi8(r2, r3);
+  __m128i* o = reinterpret_cast<__m128i*>(out);
+  _mm_storeu_si128(o, _mm_unpacklo_epi16(t0, t2));
+  _mm_storeu_si128(o + 1, _mm_unpackhi_epi16(t0, t2));
+  _mm_storeu_si128(o + 2, _mm_unpacklo_epi16(t1, t3));
+  _mm_storeu_si128(o + 3, _mm_unpackhi_epi16(t1, t3));
+}
+#endif
+
 // Round half to even without a libm call (so loops vectorize): values are first limited
 // to +-2^50, which changes no saturated result; NaN passes through.
 inline double round_even(double v) {

@@ -142,17 +142,8 @@ void stage_row(const DirectConv8& g, const Staging& s, const uint8_t* x, uint8_t
   uint8_t* out = img + p * s.plane + i * Wq * 4;
   int64_t j = 0;
   auto sixteen = [&](int64_t at) {
-    const __m128i r0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(t[0] + at));
-    const __m128i r1 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(t[1] + at));
-    const __m128i r2 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(t[2] + at));
-    const __m128i r3 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(t[3] + at));
-    const __m128i a0 = _mm_unpacklo_epi8(r0, r1), a1 = _mm_unpackhi_epi8(r0, r1);
-    const __m128i b0 = _mm_unpacklo_epi8(r2, r3), b1 = _mm_unpackhi_epi8(r2, r3);
-    __m128i* o = reinterpret_cast<__m128i*>(out + at * 4);
-    _mm_storeu_si128(o, _mm_unpacklo_epi16(a0, b0));
-    _mm_storeu_si128(o + 1, _mm_unpackhi_epi16(a0, b0));
-    _mm_storeu_si128(o + 2, _mm_unpacklo_epi16(a1, b1));
-    _mm_storeu_si128(o + 3, _mm_unpackhi_epi16(a1, b1));
+    auto row = [&](int b) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(t[b] + at)); };
+    interleave4x16(row(0), row(1), row(2), row(3), out + at * 4);
   };
   for (; j + 16 <= Wq; j += 16) sixteen(j);
   if (j < Wq && Wq >= 16) {

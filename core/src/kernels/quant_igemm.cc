@@ -324,13 +324,7 @@ void pack_b8_columns(PackedB8& out, const void* B, bool b_is_u8, int64_t ldb, in
           const __m128i r1 = _mm_xor_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(r + ldb)), fl);
           const __m128i r2 = _mm_xor_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(r + 2 * ldb)), fl);
           const __m128i r3 = _mm_xor_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(r + 3 * ldb)), fl);
-          const __m128i t0 = _mm_unpacklo_epi8(r0, r1), t1 = _mm_unpackhi_epi8(r0, r1);
-          const __m128i t2 = _mm_unpacklo_epi8(r2, r3), t3 = _mm_unpackhi_epi8(r2, r3);
-          __m128i* o = reinterpret_cast<__m128i*>(d + j * 4);
-          _mm_storeu_si128(o, _mm_unpacklo_epi16(t0, t2));
-          _mm_storeu_si128(o + 1, _mm_unpackhi_epi16(t0, t2));
-          _mm_storeu_si128(o + 2, _mm_unpacklo_epi16(t1, t3));
-          _mm_storeu_si128(o + 3, _mm_unpackhi_epi16(t1, t3));
+          interleave4x16(r0, r1, r2, r3, reinterpret_cast<uint8_t*>(d + j * 4));
         }
       }
 #endif
