@@ -371,8 +371,9 @@ def test_conv_with_constant_filters_matches_fed_filters(case: tuple[int, ...], t
 
 POINTWISE_CASES = [
     # 1x1 convolutions of at most 2048 input channels per group (or any number on maps of at most 256 positions)
-    # on maps of >= 64 positions run on the pointwise kernel on AVX-512 CPUs: (in channels, out channels, (H, W),
-    # group, batch)
+    # on maps of >= 64 positions run on the pointwise kernel on AVX-512 and AVX2 CPUs (on AVX2 not on maps of more
+    # than 1024 positions with in x out channels per group >= 16384): (in channels, out channels, (H, W), group,
+    # batch)
     (1, 1, (8, 8), 1, 1),        # one tile of 64 positions, one channel
     (3, 7, (9, 9), 1, 2),        # 81 positions: a tile and one of 17 (a last vector of 1); 7 = 6 + 1 channels
     (16, 13, (7, 10), 1, 1),     # 70 = 64 + 6 positions; 13 = 6 + 6 + 1 channels
@@ -386,6 +387,8 @@ POINTWISE_CASES = [
     (32, 12, (12, 12), 2, 2),    # groups of 16 -> 6
     (24, 144, (14, 14), 1, 1),   # a MobileNetV2 expansion, 196 positions
     (40, 197, (9, 10), 1, 2),    # 33 blocks of channels (the last of 5) on a small input: at 2 threads by blocks
+    (64, 256, (33, 32), 1, 1),   # 1056 positions, 64 x 256: on AVX2 the GEMM
+    (48, 99, (35, 36), 3, 1),    # 1260 positions in groups of 16 -> 33 (blocks of 6 channels, the last of 3)
 ]
 
 
@@ -515,8 +518,8 @@ DIRECT_CASES = [
     (24, 32, (31, 60), (3, 3), (2, 2), (1, 1, 1, 1), (1, 1), 1, "NOTSET"),   # strided: rows of 30, tiles of 10
     (200, 32, (6, 24), (3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 1, "NOTSET"),   # 1800 steps: 2 pieces, tiles of 12
     (24, 10, (21, 70), (3, 3), (1, 2), (0, 2, 1, 0), (2, 3), 1, "NOTSET"),   # dilated, strided columns, odd rows
-    # positions in the lanes (at most 196 steps, rows of at least 16): the cases of 5, 6, 8 and 3 -> 24 channels
-    # and the 7x7 stem above, and
+    # positions in the lanes (at most 196 steps on AVX-512, 32 on AVX2; rows of at least 16): the cases of 5, 6, 8
+    # and 3 -> 24 channels and the 7x7 stem above, and
     (4, 24, (40, 37), (7, 7), (1, 1), (3, 3, 3, 3), (1, 1), 1, "NOTSET"),    # 196 steps, 7 staged rows a tile
     (3, 64, (40, 150), (3, 3), (2, 2), (1, 1, 1, 1), (1, 1), 1, "NOTSET"),   # a stem: rows of 75 in 2 shares
     (16, 64, (20, 55), (3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 1, "NOTSET"),   # SqueezeNet's expansion, 144 steps
@@ -525,6 +528,11 @@ DIRECT_CASES = [
     (16, 24, (70, 90), (3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 1, "NOTSET"),   # 3 spans of tiles, the last partial
     (6, 8, (12, 16), (3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 1, "NOTSET"),     # staged rows of 18: most vectors in 2
     (5, 7, (21, 35), (5, 5), (2, 2), (1, 1, 1, 1), (1, 1), 1, "NOTSET"),     # phase rows of 19, 17 of them outputs
+    # AVX2 tiles of 16 flat positions: vectors of 8 that span a row's end and the next row's start, stored whole
+    # over outputs written next, except a span's last tile and where more than 8 columns a row are dropped
+    (8, 13, (21, 37), (2, 2), (1, 1), (1, 0, 0, 1), (1, 1), 1, "NOTSET"),    # 32 steps; 13 = 6 + 6 + 1 channels
+    (3, 10, (30, 40), (3, 3), (1, 1), (0, 0, 0, 0), (5, 5), 1, "NOTSET"),    # 10 columns a row dropped
+    (3, 32, (64, 63), (3, 3), (2, 2), (1, 1, 1, 1), (1, 1), 1, "NOTSET"),    # a MobileNetV2 stem, smaller
     # at 2 threads, bands of chunks with their own staged rows (the 128 -> 32 and 150-wide cases above, and)
     (24, 40, (20, 30), (3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 1, "NOTSET"),   # 48 lanes: chunks across rows
     (12, 16, (23, 19), (5, 3), (2, 1), (2, 1, 2, 1), (1, 1), 1, "NOTSET"),   # odd bands, halo of 2 phase rows

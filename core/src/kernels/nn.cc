@@ -921,10 +921,16 @@ bool conv_uses_direct(const ConvPlan& p) { return p.Mg >= 8 && conv_direct_geome
 // (180) 0.923; a 5x5 8 -> 32 (200) 1.007 stays on the direct kernel. Any number of output
 // channels per group (its blocks of 6 rows take 1 to 6), where the direct kernel needs 8: a ResNeXt grouped 3x3
 // (32 groups of 4 -> 4 on 56 x 56) 1014 -> 219 us at 1 thread on the GEMM's 12-row tiles (onnxruntime 672).
-constexpr int64_t kLanesMaxSteps = 196;
+// On AVX2 (conv_direct_lanes_avx2, tiles of 16 positions) only the stems' few steps: alone, 1 thread, AMD Zen 3,
+// against conv_direct_avx2: 3x3 stride 2 3 -> 64 on 224 x 224 0.85 (padded 0.88), 3 -> 32 0.97, 3 -> 24 1.02,
+// 3x3 3 -> 16 0.95; with more steps the tiles run at the same rate as the direct kernel's, which computes no
+// dropped columns and has no blocks of fewer than 6 channels: 6 -> 32 (54 steps) 1.01-1.03, 7 -> 48 (63) 1.00,
+// 16 -> 64 on 55 x 55 (144) 1.02, the 7x7 stem (147) 1.01, 7x7 4 -> 24 (196) 1.06.
+constexpr int64_t kLanesMaxSteps = 196, kLanesMaxStepsAvx2 = 32;
 bool conv_uses_direct_lanes(const ConvPlan& p) {
-  return conv_direct_geometry(p) && cpu_has_avx512_kernels() &&
-         p.Cg * p.g.kernel[0] * p.g.kernel[1] <= kLanesMaxSteps && p.g.out[1] >= 16;
+  const int64_t steps = p.Cg * p.g.kernel[0] * p.g.kernel[1];
+  return conv_direct_geometry(p) && steps <= (cpu_has_avx512_kernels() ? kLanesMaxSteps : kLanesMaxStepsAvx2) &&
+         p.g.out[1] >= 16;
 }
 #else
 bool conv_uses_direct(const ConvPlan&) { return false; }
@@ -1095,11 +1101,21 @@ ConvPlan as_pointwise(const ConvPlan& p) {
 // on 28 x 28 424 -> 389 (252 -> 217), 1024 -> 512 on 28 x 28 0.94, 2048 -> 256 on 28 x 28 0.97, 4096 -> 128 on
 // 20 x 20 1.09 (a span's 1 MB no longer in L2: the GEMM); SqueezeNet's 512 -> 1000 on 13 x 13 770 -> 687 us
 // (onnxruntime 699). Light ResNet-50, 1 thread: 0.979.
+// On AVX2 (conv_pointwise_avx2, AMD Zen 3, 1 thread, alone, against the GEMM): SqueezeNet's 64 -> 16 on 55 x 55
+// 148 -> 101 us, 128 -> 16 219 -> 169; MobileNetV2's 24 -> 144 on 56 x 56 0.93; 512 -> 1000 on 13 x 13 0.95, 1024
+// -> 256 on 14 x 14 0.97, 128 -> 512 on 28 x 28 0.97; 144 -> 24, 192 -> 32 on 28 x 28, 576 -> 96 on 14 x 14 1.00.
+// On maps larger than 32 x 32 with many channels on both sides the GEMM stays: ResNet-50's 64 -> 256 and 256 -> 64
+// on 56 x 56 1.03-1.04 (each tile of 16 positions reads its K input rows from L2 for every block of channels, where
+// the GEMM's packed panel stays in L1).
+constexpr int64_t kPointwiseMaxPositionsAvx2 = 1024, kPointwiseMaxWorkAvx2 = 64 * 256;
 bool conv_uses_pointwise(const ConvPlan& p) {
 #if defined(MOSAICRT_X86_SIMD)
   // (a strided 1x1 convolution's subsampled plan differs only in its input map and strides)
-  return (is_pointwise(p.g) || is_strided_pointwise(p.g)) && (p.Cg <= 2048 || prod(p.g.out) <= 256) &&
-         prod(p.g.out) >= 64 && cpu_has_avx512_kernels();
+  const int64_t positions = prod(p.g.out);
+  if (!cpu_has_avx512_kernels() && positions > kPointwiseMaxPositionsAvx2 && p.Cg * p.Mg >= kPointwiseMaxWorkAvx2)
+    return false;
+  return (is_pointwise(p.g) || is_strided_pointwise(p.g)) && (p.Cg <= 2048 || positions <= 256) && positions >= 64 &&
+         cpu_has_avx2();
 #else
   (void)p;
   return false;
@@ -1163,20 +1179,33 @@ void conv_run(const ConvPlan& p, const T* x, const T* w, const T* bias, T* y, Th
       return;
     }
     if (conv_runs_pointwise(p, packed, epi)) {
-      for (int64_t n = 0; n < p.N; ++n)
-        for (int64_t grp = 0; grp < p.group; ++grp) {
-          const int64_t at = (n * p.M + grp * p.Mg) * out_size;
-          nn::PointwiseConv pc{p.Cg, p.Mg, out_size, nullptr, nullptr, nn::RegisterAct{}};
-          pc.bias = bias ? bias + grp * p.Mg : nullptr;
-          pc.z = epi && epi->z ? static_cast<const float*>(epi->z) + at : nullptr;
-          pc.act = register_act(epi);
-          if (in) {
-            pc.in_scale = in->scale + grp * p.Cg;
-            pc.in_shift = in->shift + grp * p.Cg;
-          }
-          nn::conv_pointwise_avx512(pc, x + (n * p.C + grp * p.Cg) * in_size,
-                                    packed->pointwise[static_cast<size_t>(grp)].data(), y + at, &pool);
+      auto run_task = [&](int64_t t, ThreadPool* inner) {
+        const int64_t n = t / p.group, grp = t % p.group;
+        const int64_t at = (n * p.M + grp * p.Mg) * out_size;
+        nn::PointwiseConv pc{p.Cg, p.Mg, out_size, nullptr, nullptr, nn::RegisterAct{}};
+        pc.bias = bias ? bias + grp * p.Mg : nullptr;
+        pc.z = epi && epi->z ? static_cast<const float*>(epi->z) + at : nullptr;
+        pc.act = register_act(epi);
+        if (in) {
+          pc.in_scale = in->scale + grp * p.Cg;
+          pc.in_shift = in->shift + grp * p.Cg;
         }
+        const float* xg = x + (n * p.C + grp * p.Cg) * in_size;
+        const float* wg = packed->pointwise[static_cast<size_t>(grp)].data();
+        if (cpu_has_avx512_kernels()) nn::conv_pointwise_avx512(pc, xg, wg, y + at, inner);
+        else nn::conv_pointwise_avx2(pc, xg, wg, y + at, inner);
+      };
+      // Images and groups that share out evenly run side by side, each on one thread (as on the direct kernel):
+      // light ShuffleNet's 1x1 convolutions of 4 groups, split inside each group one after the other, took 1.2x
+      // as long at 2 threads on an AMD Zen 3 as the GEMM's grouped path.
+      const int64_t tasks = p.N * p.group, threads = pool.size();
+      if (threads > 1 && tasks > 1 && (tasks % threads == 0 || tasks >= 4 * threads)) {
+        pool.parallel_tasks(tasks, [&](int64_t b, int64_t e) {
+          for (int64_t t = b; t < e; ++t) run_task(t, nullptr);
+        });
+      } else {
+        for (int64_t t = 0; t < tasks; ++t) run_task(t, &pool);
+      }
       return;
     }
     const bool lanes = conv_uses_direct_lanes(p);
@@ -1205,8 +1234,10 @@ void conv_run(const ConvPlan& p, const T* x, const T* w, const T* bias, T* y, Th
           tile.ctx = &stage;
         }
         const float* xg = x + (n * p.C + grp * p.Cg) * in_size;
-        if (lanes)
+        if (lanes && cpu_has_avx512_kernels())
           nn::conv_direct_lanes_avx512(tg, xg, packed->lanes[static_cast<size_t>(grp)].data(), yg, tile, inner);
+        else if (lanes)
+          nn::conv_direct_lanes_avx2(tg, xg, packed->lanes[static_cast<size_t>(grp)].data(), yg, tile, inner);
         else if (cpu_has_avx512_kernels())
           nn::conv_direct_avx512(tg, xg, packed->direct[static_cast<size_t>(grp)].data(), yg, tile, inner);
         else

@@ -7,6 +7,8 @@
 // Against im2col + GEMM, no column matrix is written and read: on an AMD Zen 3 core (AVX2 only) DenseNet's
 // 3x3 128 -> 32 layers and SqueezeNet's 3x3 16 -> 64, which have few output or few input channels, spent
 // most of their time writing the column matrix into the GEMM's panels.
+// conv_direct_lanes_avx2 runs the few steps of a stem over the same staged planes with the positions in the lanes
+// instead (pointwise_tile_offs_avx2): no transpose, each output written once.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -296,6 +298,83 @@ void conv_direct_avx2(const DirectConv& g, const float* x, const float* wpacked,
     const Staged in = stage_input(g, x, 0, g.OH, g.OH, pool);
     if (threads > 1 && items > 1) pool->parallel_for(items, 1, [&](int64_t b, int64_t e) { body(b, e, in, 0); });
     else body(0, items, in, 0);
+    release_large_staging();
+  }
+}
+
+void conv_direct_lanes_avx2(const DirectConv& g, const float* x, const float* wpacked, float* y,
+                            const TileEpilogue& epi, ThreadPool* pool) {
+  // conv_direct_lanes_avx512's method with tiles of kPointwiseTileAvx2 flat positions (pointwise_tile_offs_avx2):
+  // the Wq - OW columns past each output row are computed and dropped, each output written once, finished.
+  constexpr int64_t kTile = kPointwiseTileAvx2;
+  const int64_t steps = g.C * g.KH * g.KW, P = g.OH * g.OW, Wq = staged_width(g);
+  const int64_t blocks = (g.M + kPointwiseRows - 1) / kPointwiseRows;
+  const int64_t Q = (g.OH - 1) * Wq + g.OW, tiles = (Q + kTile - 1) / kTile;
+  // Work items: a span of tiles (about 48 KiB of staged input, kept in L2) for one block of channels, blocks
+  // inner; an item writes its block's planes front to back.
+  // (8, 16 or 48 KiB a span ran SqueezeNet's 16 -> 64 and 3x3 stems alike)
+  const int64_t span = std::max<int64_t>(1, (int64_t{48} << 10) / (g.C * g.sh * g.sw * kTile * 4));
+  auto out_index = [&](int64_t q) { return q / Wq * g.OW + std::min(q % Wq, g.OW); };
+  auto items_of = [&](int64_t ta, int64_t tb) { return (tb - ta + span - 1) / span * blocks; };
+  // items [b, e) of tiles [ta, tb), over the staged rows `in` of output rows from oh0 on
+  auto run = [&](int64_t ta, int64_t tb, int64_t b, int64_t e, const Staged& in, int64_t oh0) {
+    std::vector<FlatTile8> lanes;  // where each tile of the current span puts its outputs, once for all blocks
+    int64_t lanes_t0 = -1;
+    for (int64_t item = b; item < e; ++item) {
+      const int64_t mb = item % blocks, t0 = ta + item / blocks * span, t1 = std::min(tb, t0 + span);
+      const int64_t m0 = mb * kPointwiseRows, rows = std::min(kPointwiseRows, g.M - m0);
+      if (t0 != lanes_t0) {
+        lanes.clear();
+        for (int64_t q0 = t0 * kTile, qr = q0 / Wq, qc = q0 % Wq; q0 < t1 * kTile; q0 += kTile) {
+          // (the lanes of a span's last tile are not stored past its outputs: the next span may be another
+          // thread's, and the map's last tile ends the planes; nor where the next tile may hold fewer than 8
+          // outputs, more than 8 of its 16 lanes dropped)
+          const bool spill = q0 + kTile < t1 * kTile && Wq - g.OW <= 8;
+          lanes.push_back(flat_tile8(FlatRows{Wq, g.OW, qr, qc}, std::min(kTile, Q - q0), spill));
+          for (qc += kTile; qc >= Wq; qc -= Wq) ++qr;
+        }
+        lanes_t0 = t0;
+      }
+      for (int64_t t = t0; t < t1; ++t) {
+        const int64_t q0 = t * kTile;
+        pointwise_tile_offs_avx2(in.xp + q0 - oh0 * Wq, in.offs.data(), steps, wpacked + mb * steps * kPointwiseRows,
+                                 rows, std::min(kTile, Q - q0), g.bias ? g.bias + m0 : nullptr, g.act, y + m0 * P, P,
+                                 lanes[static_cast<size_t>(t - t0)]);
+      }
+      const int64_t p0 = out_index(t0 * kTile), p1 = out_index(std::min(Q, t1 * kTile));
+      if (epi.apply && p1 > p0) epi.apply(epi.ctx, m0, rows, p0, p1 - p0, y + m0 * P + p0, P);
+    }
+  };
+  // With several threads, bands of tiles, each thread staging the rows its band reads (see conv_direct_avx2).
+  const int64_t threads = pool ? pool->size() : 1;
+  if (threads > 1 && tiles >= 4 * threads) {
+    // tiles [ta, tb) of band k and the output rows [oh0, oh1) their lanes read from (one row more: the dropped
+    // lanes past a row's outputs read on into the next staged row)
+    auto band = [&](int64_t k, int64_t& ta, int64_t& tb, int64_t& oh0, int64_t& oh1) {
+      ta = k * tiles / threads, tb = (k + 1) * tiles / threads;
+      oh0 = ta * kTile / Wq, oh1 = std::min(g.OH, (std::min(Q, tb * kTile) - 1) / Wq + 2);
+    };
+    int64_t most_rows = 0;  // every band's planes sized alike (the step offsets are shared)
+    for (int64_t k = 0; k < threads; ++k) {
+      int64_t ta, tb, oh0, oh1;
+      band(k, ta, tb, oh0, oh1);
+      most_rows = std::max(most_rows, oh1 - oh0);
+    }
+    pool->parallel_tasks(threads, [&](int64_t kb, int64_t ke) {
+      for (int64_t k = kb; k < ke; ++k) {
+        int64_t ta, tb, oh0, oh1;
+        band(k, ta, tb, oh0, oh1);
+        const Staged in = stage_input(g, x, oh0, oh1 - oh0, most_rows, nullptr);
+        run(ta, tb, 0, items_of(ta, tb), in, oh0);
+      }
+      release_large_staging();
+    });
+  } else {
+    const Staged in = stage_input(g, x, 0, g.OH, g.OH, pool);
+    const int64_t items = items_of(0, tiles);
+    if (threads > 1 && items > 1)
+      pool->parallel_for(items, 1, [&](int64_t b, int64_t e) { run(0, tiles, b, e, in, 0); });
+    else run(0, tiles, 0, items, in, 0);
     release_large_staging();
   }
 }

@@ -323,6 +323,29 @@ void pointwise_tile_offs_avx512(const float* x, const int64_t* offs, int64_t ste
 // [M, C * KH * KW] in pack_filter_blocks' layout (lanes kPointwiseRows).
 void conv_direct_lanes_avx512(const DirectConv& g, const float* x, const float* wpacked, float* y,
                               const TileEpilogue& epi, ThreadPool* pool);
+// The same two kernels on AVX2 + FMA (nn_conv_pointwise_avx2.cc, nn_conv_direct_avx2.cc), with tiles of
+// kPointwiseTileAvx2 positions (two vectors of 8) by kPointwiseRows channels, in the same filter layout.
+constexpr int64_t kPointwiseTileAvx2 = 16;
+void conv_pointwise_avx2(const PointwiseConv& g, const float* x, const float* wpacked, float* y, ThreadPool* pool);
+// Where the outputs among an AVX2 tile's n <= 16 flat positions go, per vector i of 8 lanes: its kept lanes (the
+// outputs: columns before OW) are consecutive outputs, from output index to[i] on, `kept[i]` of them; with gap[i]
+// they are not lanes [0, kept) (the vector starts past a row's outputs, or spans a row's end and the next row's
+// start) and perm[i] moves them there. With `spill` the vector may be stored whole at to[i]: its lanes past
+// kept[i] land on outputs the tile's next vector or the next tile of the same work item writes afterwards (false on
+// an item's last tile and the map's last).
+struct FlatTile8 {
+  alignas(32) int32_t perm[2][8];
+  int64_t to[2];
+  uint8_t kept[2];
+  bool gap[2];
+  bool spill;
+};
+FlatTile8 flat_tile8(const FlatRows& flat, int64_t n, bool spill);
+void pointwise_tile_offs_avx2(const float* x, const int64_t* offs, int64_t steps, const float* wpacked, int64_t rows,
+                              int64_t n, const float* bias, const RegisterAct& act, float* y, int64_t ldy,
+                              const FlatTile8& lanes);
+void conv_direct_lanes_avx2(const DirectConv& g, const float* x, const float* wpacked, float* y,
+                            const TileEpilogue& epi, ThreadPool* pool);
 #endif
 
 // A 3x3, stride-1, undilated convolution of one image and group by Winograd F(2x2, 3x3)
