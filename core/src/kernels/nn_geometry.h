@@ -251,6 +251,8 @@ bool avg_pool_2d_float_avx512(const MaxPool2d& g, const float* div_h, const floa
                               ThreadPool& pool);
 // 8-bit planes: uint8, or int8 (is_signed) as their bytes.
 void max_pool_2d_bytes_avx512(const MaxPool2d& g, const uint8_t* x, bool is_signed, uint8_t* y, ThreadPool& pool);
+// The same on AVX2 (nn_pool_avx2.cc).
+void max_pool_2d_bytes_avx2(const MaxPool2d& g, const uint8_t* x, bool is_signed, uint8_t* y, ThreadPool& pool);
 
 // One group of a 2-D convolution (any kernel, stride, dilation and padding), computed directly
 // (nn_conv_direct_avx512.cc; needs AVX-512 F).

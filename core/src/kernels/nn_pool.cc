@@ -444,6 +444,16 @@ void max_pool_dispatch(const PoolPlan& p, const T* x, T* y, int64_t* indices, Th
                                      reinterpret_cast<uint8_t*>(y), pool);
       return;
     }
+    // 8-bit planes on AVX2: QDQ ResNet-18's 3x3 stride-2 pool of 64 x 112 x 112 on an AMD Zen 3 core, 327 us on
+    // the separable path, 99 (onnxruntime's NHWC pool 82)
+    if constexpr (sizeof(T) == 1) {
+      if (cpu_has(kCpuAvx2Fma) && !indices && g.in[0] == 1 && g.out[0] == 1 && g.kernel[0] == 1 &&
+          g.dilation[1] == 1 && g.dilation[2] == 1) {
+        nn::max_pool_2d_bytes_avx2(pool_2d_geometry(p), reinterpret_cast<const uint8_t*>(x), std::is_signed<T>::value,
+                                   reinterpret_cast<uint8_t*>(y), pool);
+        return;
+      }
+    }
   }
 #endif
   if constexpr (std::is_same<T, float>::value) {

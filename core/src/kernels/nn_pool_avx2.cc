@@ -1,4 +1,4 @@
-// 2-D float MaxPool without dilation or Indices on AVX2, strides 1 and 2 along W.
+// 2-D MaxPool without dilation or Indices on AVX2: float for strides 1 and 2 along W, 8-bit for any.
 //
 // Every maximum comes from loads of the input itself: for each tap kw of a window row, the maximum over the
 // window's input rows of the columns the 8 outputs read, combined into the running value. (The baseline path
@@ -15,6 +15,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <vector>
 
 #include "../threadpool.h"
 #include "nn_geometry.h"
@@ -113,6 +114,86 @@ bool max_pool_2d_float_avx2(const MaxPool2d& g, const float* x, float* y, Thread
     else max_pool_rows<2>(g, x, y, b, e);
   });
   return true;
+}
+
+// 8-bit planes: the method of max_pool_2d_bytes_avx512 with vectors of 32 bytes. Each output row's window rows
+// are reduced to one row (the vertical maxima, 32 columns a step) in a zero-padded buffer, whose windows then give
+// 32 outputs a step: with stride 2 the even bytes of 64 (the low byte of each 16-bit pair, packed, the order of the
+// 64-bit quarters fixed once per step). int8 goes through the unsigned domain (x ^ 0x80), where the padding's 0
+// is the identity.
+void max_pool_2d_bytes_avx2(const MaxPool2d& g, const uint8_t* x, bool is_signed, uint8_t* y, ThreadPool& pool) {
+  const uint8_t f = is_signed ? 0x80 : 0;
+  const __m256i flip = _mm256_set1_epi8(static_cast<char>(f));
+  // the buffer: the left padding, the row, and room for the last step's whole vectors past the windows
+  const int64_t width = std::max(g.pl + g.W, (g.OW - 1) * g.sw + g.KW) + 96;
+  const int64_t grain = std::max<int64_t>(1, 4096 / std::max<int64_t>(1, g.KH * g.W));
+  pool.parallel_for(g.planes * g.OH, grain, [&](int64_t b, int64_t e) {
+    std::vector<uint8_t> buf(static_cast<size_t>(width), 0);
+    uint8_t* row = buf.data() + g.pl;
+    const __m256i low_bytes = _mm256_set1_epi16(0x00FF);
+    alignas(32) uint8_t tail[32];
+    for (int64_t item = b; item < e; ++item) {
+      const int64_t plane = item / g.OH, oh = item % g.OH;
+      const uint8_t* xp = x + plane * g.H * g.W;
+      uint8_t* yr = y + plane * g.OH * g.OW + oh * g.OW;
+      const int64_t h0 = oh * g.sh - g.pt, ih0 = std::max<int64_t>(0, h0), ih1 = std::min(g.H, h0 + g.KH);
+      auto vertical = [&](int64_t w) {  // columns [w, w + 32)
+        __m256i acc = _mm256_setzero_si256();
+        for (int64_t ih = ih0; ih < ih1; ++ih) {
+          const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xp + ih * g.W + w));
+          acc = _mm256_max_epu8(acc, _mm256_xor_si256(v, flip));
+        }
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(row + w), acc);
+      };
+      int64_t w = 0;
+      for (; w + 32 <= g.W; w += 32) vertical(w);
+      if (w < g.W && g.W >= 32) {
+        vertical(g.W - 32);  // a row's last columns, over the vector before
+      } else {
+        for (; w < g.W; ++w) {
+          uint8_t acc = 0;
+          for (int64_t ih = ih0; ih < ih1; ++ih) acc = std::max<uint8_t>(acc, xp[ih * g.W + w] ^ f);
+          row[w] = acc;
+        }
+      }
+      const uint8_t* r0 = buf.data();
+      auto store = [&](int64_t ow, __m256i v) {  // outputs [ow, ow + 32) or the row's last ones
+        v = _mm256_xor_si256(v, flip);
+        if (ow + 32 <= g.OW) {
+          _mm256_storeu_si256(reinterpret_cast<__m256i*>(yr + ow), v);
+        } else {
+          _mm256_store_si256(reinterpret_cast<__m256i*>(tail), v);
+          std::copy(tail, tail + (g.OW - ow), yr + ow);
+        }
+      };
+      if (g.sw == 1) {
+        for (int64_t ow = 0; ow < g.OW; ow += 32) {
+          __m256i acc = _mm256_setzero_si256();
+          for (int64_t kw = 0; kw < g.KW; ++kw)
+            acc = _mm256_max_epu8(acc, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(r0 + ow + kw)));
+          store(ow, acc);
+        }
+      } else if (g.sw == 2) {
+        for (int64_t ow = 0; ow < g.OW; ow += 32) {
+          __m256i acc = _mm256_setzero_si256();
+          for (int64_t kw = 0; kw < g.KW; ++kw) {
+            const uint8_t* p = r0 + 2 * ow + kw;
+            const __m256i* v = reinterpret_cast<const __m256i*>(p);
+            const __m256i lo = _mm256_and_si256(_mm256_loadu_si256(v), low_bytes);
+            const __m256i hi = _mm256_and_si256(_mm256_loadu_si256(v + 1), low_bytes);
+            acc = _mm256_max_epu8(acc, _mm256_packus_epi16(lo, hi));  // quarters: lo 0, hi 0, lo 1, hi 1
+          }
+          store(ow, _mm256_permute4x64_epi64(acc, _MM_SHUFFLE(3, 1, 2, 0)));
+        }
+      } else {
+        for (int64_t ow = 0; ow < g.OW; ++ow) {
+          uint8_t acc = 0;
+          for (int64_t kw = 0; kw < g.KW; ++kw) acc = std::max(acc, r0[ow * g.sw + kw]);
+          yr[ow] = static_cast<uint8_t>(acc ^ f);
+        }
+      }
+    }
+  });
 }
 
 }  // namespace nn
