@@ -89,6 +89,26 @@ def test_max_pool_2d_geometries(case: tuple, threads: int, dtype: type) -> None:
         np.testing.assert_array_equal(got, want)
 
 
+@pytest.mark.parametrize("threads", [1, 2])
+def test_max_pool_3x3_stride_2_skips_nan_columns(threads: int) -> None:
+    """The 3x3 stride-2 windows (their own AVX2 form: 4 loads a row, the taps' columns gathered by shuffles) skip
+    NaN inputs at every column of a vector's 8 outputs, rows 37 wide, and give -inf for a window of NaN only."""
+    x = np.random.default_rng(5).standard_normal((1, 3, 21, 37)).astype(np.float32)
+    x[0, 0, :, ::3] = np.nan          # every third column
+    x[0, 1, 4:9, 6:11] = np.nan       # a 5x5 block: the windows inside it hold nothing else
+    x[0, 2, ::2, 1::2] = np.nan       # the odd columns of even rows
+    node = helper.make_node("MaxPool", ["x"], ["y"], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])
+    graph = helper.make_graph([node], "pool", [helper.make_tensor_value_info("x", TensorProto.FLOAT, x.shape)],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 12)], ir_version=8)
+    opts = mosaicrt.SessionOptions()
+    opts.intra_op_num_threads = threads
+    got = mosaicrt.InferenceSession(model.SerializeToString(), opts).run(None, {"x": x})[0]
+    want = _reference(np.where(np.isnan(x), -np.inf, x), (3, 3), (2, 2), (1, 1, 1, 1), (11, 19))
+    np.testing.assert_array_equal(got, want)
+    assert got[0, 1, 3, 4] == -np.inf  # the window of rows 5..7, columns 7..9: NaN only
+
+
 def test_max_pool_same_padding_and_nan_inputs() -> None:
     """auto_pad SAME_UPPER, and NaN inputs: the runtime's max skips NaN values, with and without the indices
     output. A window of NaN only gives -inf without indices and NaN with them (left as it is: it is not

@@ -32,6 +32,25 @@ inline void max8(const MaxPool2d& g, const float* xp, int64_t r0, int64_t nr, in
   const __m256 ident = _mm256_set1_ps(-std::numeric_limits<float>::infinity());
   const float* p = xp + r0 * W + ow * kStride - g.pl;
   __m256 acc = ident;
+  if constexpr (kStride == 2 && kKW == 3) {
+    // 3 wide, stride 2: the 8 outputs' 17 columns by rows from 4 loads a row (columns 0..7, 8..15, 2..9, 9..16)
+    // instead of 6; the taps' columns 2j, 2j + 1 and 2j + 2 gathered from them as below
+    __m256 a = ident, b = ident, c = ident, d = ident;
+#pragma GCC unroll 4
+    for (int64_t r = 0; r < rows; ++r) {
+      const float* q = p + r * W;
+      a = _mm256_max_ps(_mm256_loadu_ps(q), a);
+      b = _mm256_max_ps(_mm256_loadu_ps(q + 8), b);
+      c = _mm256_max_ps(_mm256_loadu_ps(q + 2), c);
+      d = _mm256_max_ps(_mm256_loadu_ps(q + 9), d);
+    }
+    // per 128-bit lane, columns (0, 2, 8, 10 | 4, 6, 12, 14) + kw
+    acc = _mm256_max_ps(_mm256_shuffle_ps(a, b, _MM_SHUFFLE(2, 0, 2, 0)), acc);
+    acc = _mm256_max_ps(_mm256_shuffle_ps(a, b, _MM_SHUFFLE(3, 1, 3, 1)), acc);
+    acc = _mm256_max_ps(_mm256_shuffle_ps(c, d, _MM_SHUFFLE(3, 1, 2, 0)), acc);
+    _mm256_storeu_ps(yr + ow, _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(acc), _MM_SHUFFLE(3, 1, 2, 0))));
+    return;
+  }
 #pragma GCC unroll 4
   for (int64_t kw = 0; kw < KW; ++kw) {
     __m256 v = ident;
