@@ -5,6 +5,7 @@ with its indices output (a separate kernel)."""
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import mosaicrt
 import numpy as np
@@ -89,26 +90,6 @@ def test_max_pool_2d_geometries(case: tuple, threads: int, dtype: type) -> None:
         np.testing.assert_array_equal(got, want)
 
 
-@pytest.mark.parametrize("threads", [1, 2])
-def test_max_pool_3x3_stride_2_skips_nan_columns(threads: int) -> None:
-    """The 3x3 stride-2 windows (their own AVX2 form: 4 loads a row, the taps' columns gathered by shuffles) skip
-    NaN inputs at every column of a vector's 8 outputs, rows 37 wide, and give -inf for a window of NaN only."""
-    x = np.random.default_rng(5).standard_normal((1, 3, 21, 37)).astype(np.float32)
-    x[0, 0, :, ::3] = np.nan          # every third column
-    x[0, 1, 4:9, 6:11] = np.nan       # a 5x5 block: the windows inside it hold nothing else
-    x[0, 2, ::2, 1::2] = np.nan       # the odd columns of even rows
-    node = helper.make_node("MaxPool", ["x"], ["y"], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])
-    graph = helper.make_graph([node], "pool", [helper.make_tensor_value_info("x", TensorProto.FLOAT, x.shape)],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 12)], ir_version=8)
-    opts = mosaicrt.SessionOptions()
-    opts.intra_op_num_threads = threads
-    got = mosaicrt.InferenceSession(model.SerializeToString(), opts).run(None, {"x": x})[0]
-    want = _reference(np.where(np.isnan(x), -np.inf, x), (3, 3), (2, 2), (1, 1, 1, 1), (11, 19))
-    np.testing.assert_array_equal(got, want)
-    assert got[0, 1, 3, 4] == -np.inf  # the window of rows 5..7, columns 7..9: NaN only
-
-
 def test_max_pool_same_padding_and_nan_inputs() -> None:
     """auto_pad SAME_UPPER, and NaN inputs: the runtime's max skips NaN values, with and without the indices
     output. A window of NaN only gives -inf without indices and NaN with them (left as it is: it is not
@@ -133,25 +114,42 @@ def test_max_pool_same_padding_and_nan_inputs() -> None:
     np.testing.assert_array_equal(with_indices, want)
 
 
-@pytest.mark.parametrize("threads", [1, 2])
-def test_max_pool_3x3_stride_2_skips_nan_inputs(threads: int) -> None:
-    """3x3 stride 2 to rows of at most 16 (the row pairs of the AVX-512 kernel, whose windows share a middle row),
-    with NaN inputs in shared and unshared rows, 11 output rows (the last one alone): NaN values are skipped, a
-    window of NaN only gives -inf."""
+def _nan_rows_paired() -> tuple[np.ndarray, tuple[int, int, int, int], tuple[int, int, int]]:
+    # rows of at most 16 outputs (the row pairs of the AVX-512 kernel, whose windows share a middle row), NaN
+    # inputs in shared and unshared rows, 11 output rows (the last one alone)
     x = np.random.default_rng(5).standard_normal((1, 3, 23, 29)).astype(np.float32)
     x[0, 0, 2, 5] = np.nan  # the middle row of output rows 0 and 1
     x[0, 1, 7, 10:13] = np.nan
     x[0, 2, 4:7, 20:23] = np.nan  # every tap of output (2, 10)
-    node = helper.make_node("MaxPool", ["x"], ["y"], kernel_shape=[3, 3], strides=[2, 2])
+    return x, (0, 0, 0, 0), (2, 2, 10)
+
+
+def _nan_columns() -> tuple[np.ndarray, tuple[int, int, int, int], tuple[int, int, int]]:
+    # rows 37 wide (AVX2: 4 loads a window row, the taps' columns gathered by shuffles), NaN inputs at every
+    # column position of a vector's 8 outputs
+    x = np.random.default_rng(5).standard_normal((1, 3, 21, 37)).astype(np.float32)
+    x[0, 0, :, ::3] = np.nan  # every third column
+    x[0, 1, 4:9, 6:11] = np.nan  # a 5x5 block: the window of rows 5..7, columns 7..9 holds nothing else
+    x[0, 2, ::2, 1::2] = np.nan  # the odd columns of even rows
+    return x, (1, 1, 1, 1), (1, 3, 4)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("case", [_nan_rows_paired, _nan_columns], ids=["rows_paired", "columns"])
+def test_max_pool_3x3_stride_2_skips_nan_inputs(case: Any, threads: int) -> None:
+    """3x3 stride 2 with NaN inputs: NaN values are skipped, a window of NaN only gives -inf."""
+    x, pads, nan_only = case()
+    node = helper.make_node("MaxPool", ["x"], ["y"], kernel_shape=[3, 3], strides=[2, 2], pads=list(pads))
     graph = helper.make_graph([node], "pool", [helper.make_tensor_value_info("x", TensorProto.FLOAT, x.shape)],
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 12)], ir_version=8)
     opts = mosaicrt.SessionOptions()
     opts.intra_op_num_threads = threads
     got = mosaicrt.InferenceSession(model.SerializeToString(), opts).run(None, {"x": x})[0]
-    want = _reference(np.where(np.isnan(x), -np.inf, x), (3, 3), (2, 2), (0, 0, 0, 0), (11, 14))
+    out = tuple((size + pads[d] + pads[d + 2] - 3) // 2 + 1 for d, size in enumerate(x.shape[2:]))
+    want = _reference(np.where(np.isnan(x), -np.inf, x), (3, 3), (2, 2), pads, out)
     np.testing.assert_array_equal(got, want)
-    assert got[0, 2, 2, 10] == -np.inf
+    assert got[0][nan_only] == -np.inf
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: f"{c[0][0]}x{c[0][1]}-k{c[1][0]}{c[1][1]}-s{c[2][0]}{c[2][1]}")

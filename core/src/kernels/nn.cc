@@ -1133,6 +1133,21 @@ bool conv_runs_pointwise(const ConvPlan& p, const PackedFilters* packed, const E
 #endif
 }
 
+// The (image, group) tasks of a convolution kernel: run_task(t, pool) splits task t over the pool's threads, or
+// runs it on the calling thread with a null pool. Tasks that share out evenly run side by side, each on one
+// thread; otherwise one after the other, each split inside.
+template <class RunTask>
+void run_conv_tasks(ThreadPool& pool, int64_t tasks, RunTask&& run_task) {
+  const int64_t threads = pool.size();
+  if (threads > 1 && tasks > 1 && (tasks % threads == 0 || tasks >= 4 * threads)) {
+    pool.parallel_tasks(tasks, [&](int64_t b, int64_t e) {
+      for (int64_t t = b; t < e; ++t) run_task(t, nullptr);
+    });
+  } else {
+    for (int64_t t = 0; t < tasks; ++t) run_task(t, &pool);
+  }
+}
+
 template <class T>
 void conv_run(const ConvPlan& p, const T* x, const T* w, const T* bias, T* y, ThreadPool& pool,
               const PackedFilters* packed, const Epilogue* epi = nullptr, const InputStage* in = nullptr) {
@@ -1195,17 +1210,9 @@ void conv_run(const ConvPlan& p, const T* x, const T* w, const T* bias, T* y, Th
         if (cpu_has_avx512_kernels()) nn::conv_pointwise_avx512(pc, xg, wg, y + at, inner);
         else nn::conv_pointwise_avx2(pc, xg, wg, y + at, inner);
       };
-      // Images and groups that share out evenly run side by side, each on one thread (as on the direct kernel):
-      // light ShuffleNet's 1x1 convolutions of 4 groups, split inside each group one after the other, took 1.2x
-      // as long at 2 threads on an AMD Zen 3 as the GEMM's grouped path.
-      const int64_t tasks = p.N * p.group, threads = pool.size();
-      if (threads > 1 && tasks > 1 && (tasks % threads == 0 || tasks >= 4 * threads)) {
-        pool.parallel_tasks(tasks, [&](int64_t b, int64_t e) {
-          for (int64_t t = b; t < e; ++t) run_task(t, nullptr);
-        });
-      } else {
-        for (int64_t t = 0; t < tasks; ++t) run_task(t, &pool);
-      }
+      // (light ShuffleNet's 1x1 convolutions of 4 groups, split inside each group one after the other, took 1.2x
+      // as long at 2 threads on an AMD Zen 3 as the GEMM's grouped path)
+      run_conv_tasks(pool, p.N * p.group, run_task);
       return;
     }
     const bool lanes = conv_uses_direct_lanes(p);
@@ -1243,16 +1250,8 @@ void conv_run(const ConvPlan& p, const T* x, const T* w, const T* bias, T* y, Th
         else
           nn::conv_direct_avx2(tg, xg, packed->direct[static_cast<size_t>(grp)].data(), yg, tile, inner);
       };
-      // Images and groups that share out evenly run side by side, each on one thread (a grouped layer on a
-      // 7x7 map is a single work item per group); otherwise one after the other, each split inside.
-      const int64_t tasks = p.N * p.group, threads = pool.size();
-      if (threads > 1 && tasks > 1 && (tasks % threads == 0 || tasks >= 4 * threads)) {
-        pool.parallel_tasks(tasks, [&](int64_t b, int64_t e) {
-          for (int64_t t = b; t < e; ++t) run_task(t, nullptr);
-        });
-      } else {
-        for (int64_t t = 0; t < tasks; ++t) run_task(t, &pool);
-      }
+      // (a grouped layer on a 7x7 map is a single work item per group)
+      run_conv_tasks(pool, p.N * p.group, run_task);
       return;
     }
   }
