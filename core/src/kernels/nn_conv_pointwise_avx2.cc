@@ -47,9 +47,9 @@ inline void store_first(float* p, __m256 v, int n) {
 }
 
 // R output channels (rows of y, and of z, P floats apart) by V vectors of positions; with kTail the last vector
-// holds `tail` positions (1..7), loaded and stored under a mask. Step k reads the input row at x + k * ldx, or with
-// kOffs at x + offs[k] (a direct convolution's (channel, tap) steps over its staged planes), whose positions are
-// flat ones over the staged rows, stored where `flat` says.
+// holds `tail` positions (1..7), loaded under a mask and stored lane by lane. Step k reads the input row at
+// x + k * ldx, or with kOffs at x + offs[k] (a direct convolution's (channel, tap) steps over its staged planes),
+// whose positions are flat ones over the staged rows, stored where `flat` says.
 template <int R, int V, bool kTail, bool kOffs>
 void tile(const float* x, int64_t ldx, int64_t P, const int64_t* offs, int64_t K, const float* wp, const float* bias,
           const float* z, const RegisterAct& act, float* y, int64_t tail, const FlatTile8* flat) {

@@ -272,6 +272,13 @@ void pool_2d_divisors(const PoolPlan& p, std::vector<float>& div_h, std::vector<
   }
 }
 
+// Whether the plan is 2-D pooling over planes (one depth step, no dilation): the geometry of pool_2d_float and of
+// the AVX2 and AVX-512 kernels.
+bool is_planes_2d(const PoolPlan& p) {
+  const Window& g = p.g;
+  return g.in[0] == 1 && g.out[0] == 1 && g.kernel[0] == 1 && g.dilation[1] == 1 && g.dilation[2] == 1;
+}
+
 #if defined(MOSAICRT_X86_SIMD)
 // The 2-D geometry of the AVX-512 pooling kernels (nn_pool_avx512.cc) from a plan of one depth step.
 nn::MaxPool2d pool_2d_geometry(const PoolPlan& p) {
@@ -284,9 +291,7 @@ nn::MaxPool2d pool_2d_geometry(const PoolPlan& p) {
 template <class T>
 void avg_lp_pool_run(const PoolPlan& p, PoolKind kind, const T* x, T* y, ThreadPool& pool) {
   if constexpr (std::is_same<T, float>::value) {
-    const Window& g = p.g;
-    if (kind == PoolKind::kAverage && g.in[0] == 1 && g.out[0] == 1 && g.kernel[0] == 1 && g.dilation[1] == 1 &&
-        g.dilation[2] == 1) {
+    if (kind == PoolKind::kAverage && is_planes_2d(p)) {
 #if defined(MOSAICRT_X86_SIMD)
       if (cpu_has(kCpuAvx512)) {
         std::vector<float> div_h, div_w;
@@ -431,11 +436,10 @@ void pool_2d_float(const PoolPlan& p, const float* x, float* y, ThreadPool& pool
 
 template <class T>
 void max_pool_dispatch(const PoolPlan& p, const T* x, T* y, int64_t* indices, ThreadPool& pool) {
+  const bool planes = !indices && is_planes_2d(p);
 #if defined(MOSAICRT_X86_SIMD)
   if constexpr (std::is_same<T, float>::value || sizeof(T) == 1) {
-    const Window& g = p.g;
-    if (cpu_has(kCpuAvx512) && !indices && g.in[0] == 1 && g.out[0] == 1 && g.kernel[0] == 1 && g.dilation[1] == 1 &&
-        g.dilation[2] == 1) {
+    if (cpu_has(kCpuAvx512) && planes) {
       const nn::MaxPool2d m = pool_2d_geometry(p);
       if constexpr (std::is_same<T, float>::value)
         nn::max_pool_2d_float_avx512(m, x, y, pool);
@@ -447,8 +451,7 @@ void max_pool_dispatch(const PoolPlan& p, const T* x, T* y, int64_t* indices, Th
     // 8-bit planes on AVX2: QDQ ResNet-18's 3x3 stride-2 pool of 64 x 112 x 112 on an AMD Zen 3 core, 327 us on
     // the separable path, 99 (onnxruntime's NHWC pool 82)
     if constexpr (sizeof(T) == 1) {
-      if (cpu_has(kCpuAvx2Fma) && !indices && g.in[0] == 1 && g.out[0] == 1 && g.kernel[0] == 1 &&
-          g.dilation[1] == 1 && g.dilation[2] == 1) {
+      if (cpu_has(kCpuAvx2Fma) && planes) {
         nn::max_pool_2d_bytes_avx2(pool_2d_geometry(p), reinterpret_cast<const uint8_t*>(x), std::is_signed<T>::value,
                                    reinterpret_cast<uint8_t*>(y), pool);
         return;
@@ -457,8 +460,7 @@ void max_pool_dispatch(const PoolPlan& p, const T* x, T* y, int64_t* indices, Th
   }
 #endif
   if constexpr (std::is_same<T, float>::value) {
-    const Window& g = p.g;
-    if (!indices && g.in[0] == 1 && g.out[0] == 1 && g.kernel[0] == 1 && g.dilation[1] == 1 && g.dilation[2] == 1) {
+    if (planes) {
 #if defined(MOSAICRT_X86_SIMD)
       if (cpu_has(kCpuAvx2Fma) && nn::max_pool_2d_float_avx2(pool_2d_geometry(p), x, y, pool)) return;
 #endif
