@@ -155,9 +155,10 @@ inline TileFn tile_for(const decltype(kTiles)& table, int64_t rows, int64_t n, i
 }  // namespace
 
 void conv_pointwise_avx2(const PointwiseConv& g, const float* x, const float* wpacked, float* y, ThreadPool* pool) {
-  // Work items as in conv_pointwise_avx512: one block of output channels over a span of positions whose input
-  // rows (K x span floats, at most 128 KiB) stay in L2 for all the blocks; or, with several threads, an input of
-  // at most 512 KiB and many blocks, one span of all the positions, the threads sharing out whole blocks.
+  // Work items as in conv_pointwise_avx512, of kGroupBlocks blocks of output channels instead of one: a group over
+  // a span of positions whose input rows (K x span floats, at most 128 KiB) stay in L2 for all the groups; or, with
+  // several threads, an input of at most 512 KiB and many groups, one span of all the positions, the threads
+  // sharing out whole groups.
   const int64_t blocks = (g.M + kPointwiseRows - 1) / kPointwiseRows;
   const int64_t group = std::min(kGroupBlocks, blocks), groups = (blocks + group - 1) / group;
   const bool by_block = pool && pool->size() > 1 && g.K * g.P <= (int64_t{128} << 10) && groups >= 16 * pool->size();
