@@ -185,6 +185,23 @@ void release_large_staging() {
   if (staging.capacity() * sizeof(float) > (size_t{64} << 20)) std::vector<float>().swap(staging);
 }
 
+// One band of work per thread (see conv_direct_avx2): band(k) gives thread k's work range [0], [1) and the output
+// rows [2], [3) it covers; each thread stages the input rows of its band and runs work(band, staged).
+using Band = std::array<int64_t, 4>;
+template <class BandOf, class Work>
+void in_bands(const DirectConv& g, const float* x, ThreadPool& pool, BandOf band, Work work) {
+  const int64_t threads = pool.size();
+  int64_t most_rows = 0;  // every band's planes sized alike (the step offsets are shared)
+  for (int64_t k = 0; k < threads; ++k) most_rows = std::max(most_rows, band(k)[3] - band(k)[2]);
+  pool.parallel_tasks(threads, [&](int64_t b, int64_t e) {
+    for (int64_t k = b; k < e; ++k) {
+      const Band bd = band(k);
+      work(bd, stage_input(g, x, bd[2], bd[3] - bd[2], most_rows, nullptr));
+    }
+    release_large_staging();
+  });
+}
+
 }  // namespace
 
 int direct_conv_lanes_avx2(int64_t M) { return 8 * block_vectors(M); }
@@ -274,26 +291,13 @@ void conv_direct_avx2(const DirectConv& g, const float* x, const float* wpacked,
   // other's); otherwise the input is staged once and the items shared out.
   const int64_t items = chunks * blocks;
   if (threads > 1 && chunks >= 2 * threads && chunks % threads == 0) {
-    int64_t most_rows = 0;  // every band's planes sized alike (the step offsets are shared)
-    auto band_rows = [&](int64_t k, int64_t& oh0, int64_t& oh1) {
+    auto band = [&](int64_t k) {  // chunks [c0, c1) and the output rows they cover
       const int64_t c0 = k * chunks / threads, c1 = (k + 1) * chunks / threads;
-      oh0 = chunk_at(c0).first / g.OW;
-      oh1 = (chunk_at(c1 - 1).first + chunk_at(c1 - 1).second - 1) / g.OW + 1;
+      return Band{c0, c1, chunk_at(c0).first / g.OW,
+                  (chunk_at(c1 - 1).first + chunk_at(c1 - 1).second - 1) / g.OW + 1};
     };
-    for (int64_t k = 0; k < threads; ++k) {
-      int64_t oh0, oh1;
-      band_rows(k, oh0, oh1);
-      most_rows = std::max(most_rows, oh1 - oh0);
-    }
-    pool->parallel_tasks(threads, [&](int64_t kb, int64_t ke) {
-      for (int64_t k = kb; k < ke; ++k) {
-        int64_t oh0, oh1;
-        band_rows(k, oh0, oh1);
-        const Staged in = stage_input(g, x, oh0, oh1 - oh0, most_rows, nullptr);
-        body(k * chunks / threads * blocks, (k + 1) * chunks / threads * blocks, in, oh0);
-      }
-      release_large_staging();
-    });
+    in_bands(g, x, *pool, band,
+             [&](const Band& bd, const Staged& in) { body(bd[0] * blocks, bd[1] * blocks, in, bd[2]); });
   } else {
     const Staged in = stage_input(g, x, 0, g.OH, g.OH, pool);
     if (threads > 1 && items > 1) pool->parallel_for(items, 1, [&](int64_t b, int64_t e) { body(b, e, in, 0); });
@@ -318,7 +322,9 @@ void conv_direct_lanes_avx2(const DirectConv& g, const float* x, const float* wp
   auto items_of = [&](int64_t ta, int64_t tb) { return (tb - ta + span - 1) / span * blocks; };
   // items [b, e) of tiles [ta, tb), over the staged rows `in` of output rows from oh0 on
   auto run = [&](int64_t ta, int64_t tb, int64_t b, int64_t e, const Staged& in, int64_t oh0) {
-    std::vector<FlatTile8> lanes;  // where each tile of the current span puts its outputs, once for all blocks
+    // where each tile of the current span puts its outputs, once for all blocks (per thread: no allocation per run)
+    thread_local std::vector<FlatTile8> lanes;
+    lanes.clear();
     int64_t lanes_t0 = -1;
     for (int64_t item = b; item < e; ++item) {
       const int64_t mb = item % blocks, t0 = ta + item / blocks * span, t1 = std::min(tb, t0 + span);
@@ -348,27 +354,14 @@ void conv_direct_lanes_avx2(const DirectConv& g, const float* x, const float* wp
   // With several threads, bands of tiles, each thread staging the rows its band reads (see conv_direct_avx2).
   const int64_t threads = pool ? pool->size() : 1;
   if (threads > 1 && tiles >= 4 * threads) {
-    // tiles [ta, tb) of band k and the output rows [oh0, oh1) their lanes read from (one row more: the dropped
-    // lanes past a row's outputs read on into the next staged row)
-    auto band = [&](int64_t k, int64_t& ta, int64_t& tb, int64_t& oh0, int64_t& oh1) {
-      ta = k * tiles / threads, tb = (k + 1) * tiles / threads;
-      oh0 = ta * kTile / Wq, oh1 = std::min(g.OH, (std::min(Q, tb * kTile) - 1) / Wq + 2);
+    // tiles [ta, tb) of band k and the output rows their lanes read from (one row more: the dropped lanes past a
+    // row's outputs read on into the next staged row)
+    auto band = [&](int64_t k) {
+      const int64_t ta = k * tiles / threads, tb = (k + 1) * tiles / threads;
+      return Band{ta, tb, ta * kTile / Wq, std::min(g.OH, (std::min(Q, tb * kTile) - 1) / Wq + 2)};
     };
-    int64_t most_rows = 0;  // every band's planes sized alike (the step offsets are shared)
-    for (int64_t k = 0; k < threads; ++k) {
-      int64_t ta, tb, oh0, oh1;
-      band(k, ta, tb, oh0, oh1);
-      most_rows = std::max(most_rows, oh1 - oh0);
-    }
-    pool->parallel_tasks(threads, [&](int64_t kb, int64_t ke) {
-      for (int64_t k = kb; k < ke; ++k) {
-        int64_t ta, tb, oh0, oh1;
-        band(k, ta, tb, oh0, oh1);
-        const Staged in = stage_input(g, x, oh0, oh1 - oh0, most_rows, nullptr);
-        run(ta, tb, 0, items_of(ta, tb), in, oh0);
-      }
-      release_large_staging();
-    });
+    in_bands(g, x, *pool, band,
+             [&](const Band& bd, const Staged& in) { run(bd[0], bd[1], 0, items_of(bd[0], bd[1]), in, bd[2]); });
   } else {
     const Staged in = stage_input(g, x, 0, g.OH, g.OH, pool);
     const int64_t items = items_of(0, tiles);

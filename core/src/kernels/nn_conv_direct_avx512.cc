@@ -441,7 +441,8 @@ void conv_direct_lanes_avx512(const DirectConv& g, const float* x, const float* 
   auto run = [&](int64_t ta, int64_t tb, int64_t b, int64_t e, const StagedInput& in, int64_t oh0) {
     // where each tile of the current span puts its outputs, worked out once for all the blocks (for the 27 steps
     // of a stem, working it out in every tile took 5 % of the layer)
-    std::vector<FlatTile> lanes;
+    thread_local std::vector<FlatTile> lanes;  // per thread: no allocation per run
+    lanes.clear();
     int64_t lanes_t0 = -1;
     for (int64_t item = b; item < e; ++item) {
       const int64_t mb = item % blocks, t0 = ta + item / blocks * span, t1 = std::min(tb, t0 + span);

@@ -37,6 +37,12 @@ inline void valid_range(int64_t n, int64_t s, int64_t off, int64_t limit, int64_
   lo = std::min(lo, hi);
 }
 
+// Output rows per work item of a 2-D pooling over rows of width W with windows KH rows high: about 4096 input
+// values read.
+inline int64_t pool_rows_per_item(int64_t KH, int64_t W) {
+  return std::max<int64_t>(1, 4096 / std::max<int64_t>(1, KH * W));
+}
+
 // Resolved geometry of a sliding window over `nsp` spatial dimensions.
 struct Window {
   size_t nsp = 0;

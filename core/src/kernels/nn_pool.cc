@@ -349,8 +349,9 @@ void pool_2d_float(const PoolPlan& p, const float* x, float* y, ThreadPool& pool
   auto vcombine = [](__m128 v, __m128 acc) { return kMax ? _mm_max_ps(v, acc) : _mm_add_ps(acc, v); };
 #endif
   auto combine = [](float v, float acc) { return kMax ? (v > acc ? v : acc) : acc + v; };
-  pool.parallel_for(p.planes * OH, std::max<int64_t>(1, 4096 / std::max<int64_t>(1, KH * W)), [=](int64_t b, int64_t e) {
-    std::vector<float> buf(static_cast<size_t>(width), ident);
+  pool.parallel_for(p.planes * OH, nn::pool_rows_per_item(KH, W), [=](int64_t b, int64_t e) {
+    thread_local std::vector<float> buf;  // per thread, so that a run allocates nothing after its first
+    buf.assign(static_cast<size_t>(width), ident);
     std::vector<const float*> rows(static_cast<size_t>(KH));
     float* row = buf.data() + pw;  // row[w] for w in [-pw, width - pw)
     for (int64_t item = b; item < e; ++item) {

@@ -127,7 +127,7 @@ void max_pool_rows(const MaxPool2d& g, const float* x, float* y, int64_t b, int6
 
 bool max_pool_2d_float_avx2(const MaxPool2d& g, const float* x, float* y, ThreadPool& pool) {
   if (g.sw != 1 && g.sw != 2) return false;
-  const int64_t grain = std::max<int64_t>(1, 4096 / std::max<int64_t>(1, g.KH * g.W));
+  const int64_t grain = pool_rows_per_item(g.KH, g.W);
   pool.parallel_for(g.planes * g.OH, grain, [&](int64_t b, int64_t e) {
     if (g.sw == 1) max_pool_rows<1>(g, x, y, b, e);
     else max_pool_rows<2>(g, x, y, b, e);
@@ -145,9 +145,10 @@ void max_pool_2d_bytes_avx2(const MaxPool2d& g, const uint8_t* x, bool is_signed
   const __m256i flip = _mm256_set1_epi8(static_cast<char>(f));
   // the buffer: the left padding, the row, and room for the last step's whole vectors past the windows
   const int64_t width = std::max(g.pl + g.W, (g.OW - 1) * g.sw + g.KW) + 96;
-  const int64_t grain = std::max<int64_t>(1, 4096 / std::max<int64_t>(1, g.KH * g.W));
+  const int64_t grain = pool_rows_per_item(g.KH, g.W);
   pool.parallel_for(g.planes * g.OH, grain, [&](int64_t b, int64_t e) {
-    std::vector<uint8_t> buf(static_cast<size_t>(width), 0);
+    thread_local std::vector<uint8_t> buf;  // per thread, so that a run allocates nothing after its first
+    buf.assign(static_cast<size_t>(width), 0);
     uint8_t* row = buf.data() + g.pl;
     const __m256i low_bytes = _mm256_set1_epi16(0x00FF);
     alignas(32) uint8_t tail[32];

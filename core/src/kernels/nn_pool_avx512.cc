@@ -24,7 +24,7 @@ inline __mmask16 first16(int64_t n) { return n >= 16 ? __mmask16(0xFFFF) : stati
 inline __mmask64 first64(int64_t n) { return n >= 64 ? ~__mmask64(0) : (__mmask64(1) << n) - 1; }
 
 // Work items: (plane, output row), grouped so an item reads at least a few KiB.
-int64_t rows_per_item(const MaxPool2d& g) { return std::max<int64_t>(1, 4096 / std::max<int64_t>(1, g.KH * g.W)); }
+int64_t rows_per_item(const MaxPool2d& g) { return pool_rows_per_item(g.KH, g.W); }
 
 // The lanes of 16 columns from c that lie inside [0, w).
 inline __mmask16 inside16(int64_t c, int64_t w) {
@@ -243,7 +243,8 @@ void max_pool_2d_float_avx512(const MaxPool2d& g, const float* x, float* y, Thre
   // the buffer: pl identity columns, the W reduced columns, identity up to the last read plus a vector
   const int64_t width = std::max(g.pl + g.W, (g.OW - 1) * g.sw + g.KW) + 48;
   pool.parallel_for(g.planes * g.OH, rows_per_item(g), [&](int64_t b, int64_t e) {
-    std::vector<float> buf(static_cast<size_t>(width), ident);
+    thread_local std::vector<float> buf;  // per thread, so that a run allocates nothing after its first
+    buf.assign(static_cast<size_t>(width), ident);
     float* row = buf.data() + g.pl;  // row[w] for w in [-pl, width - pl)
     const __m512i even = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
     for (int64_t item = b; item < e; ++item) {
@@ -305,7 +306,8 @@ void max_pool_2d_bytes_avx512(const MaxPool2d& g, const uint8_t* x, bool is_sign
   const __m512i flip = _mm512_set1_epi8(is_signed ? static_cast<char>(0x80) : 0);
   const int64_t width = std::max(g.pl + g.W, (g.OW - 1) * g.sw + g.KW) + 192;
   pool.parallel_for(g.planes * g.OH, rows_per_item(g), [&](int64_t b, int64_t e) {
-    std::vector<uint8_t> buf(static_cast<size_t>(width), 0);  // 0: the identity in the unsigned domain
+    thread_local std::vector<uint8_t> buf;  // per thread, so that a run allocates nothing after its first
+    buf.assign(static_cast<size_t>(width), 0);  // 0: the identity in the unsigned domain
     uint8_t* row = buf.data() + g.pl;
     const __m512i low_bytes = _mm512_set1_epi16(0x00FF);
     for (int64_t item = b; item < e; ++item) {
