@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <numeric>
 #include <type_traits>
 #include <vector>
 
@@ -186,67 +187,109 @@ void depthwise_plane_in_place(const float* x, const float* w, float bias, float*
   }
 }
 
+// Floats of interleaved input one band of depthwise_block8_avx2 keeps (16 KiB: half of L1).
+constexpr int64_t kBandFloats = 4096;
+
 }  // namespace
 
 void depthwise_block8_avx2(const float* x, const float* w, const float* bias, float* y, const DepthwisePlane& g,
                            const RegisterAct& act) {
-  // Interleaved, zero-padded copy of the 8 planes: xi[(r * cols + j) * 8 + c] = plane c at padded (r, j),
-  // the rows and columns the taps of all outputs reach.
+  // The 8 planes interleaved and zero-padded: xi[(r * cols + j) * 8 + c] = plane c at padded (row r, column j),
+  // the columns the taps of all outputs reach. Rows of at least 8 such columns are interleaved a band of output
+  // rows at a time, straight from the planes, so that the taps read the band in L1. Narrower rows: the whole
+  // plane, through a flat interleaved copy (8 x 8 transposes over the plane's values, whatever the row width).
   const int64_t in_plane = g.H * g.W, out_plane = g.OH * g.OW, taps = g.KH * g.KW;
-  const int64_t rows = (g.OH - 1) * g.sh + (g.KH - 1) * g.dh + 1, cols = (g.OW - 1) * g.sw + (g.KW - 1) * g.dw + 1;
+  const int64_t cols = (g.OW - 1) * g.sw + (g.KW - 1) * g.dw + 1, reach = (g.KH - 1) * g.dh + 1;
+  const int64_t used = std::clamp<int64_t>(cols - g.pw, 0, g.W);  // columns of an input row the taps reach
+  const bool banded = used >= 8;
+  // Output rows per band: as many as kBandFloats holds, a multiple of 8 / gcd(OW, 8) where it can be, so that
+  // the groups of 8 positions below are whole.
+  int64_t band = g.OH;
+  if (banded) {
+    band = std::max<int64_t>(1, (kBandFloats / (cols * 8) - reach) / g.sh + 1);
+    const int64_t unit = 8 / std::gcd<int64_t>(g.OW, 8);
+    if (band >= unit) band -= band % unit;
+    band = std::min(band, g.OH);
+  }
+  const int64_t band_rows = (band - 1) * g.sh + reach;
   thread_local std::vector<float> scratch;
-  const size_t need = static_cast<size_t>(rows * cols * 8 + taps * 8 + 8 + in_plane * 8);
+  const size_t need = static_cast<size_t>(band_rows * cols * 8 + taps * 8 + 8 + (banded ? 0 : in_plane * 8));
   if (scratch.size() < need) scratch.resize(need);
   float* xi = scratch.data();
-  float* wi = xi + rows * cols * 8;  // wi[t * 8 + c]: the 8 channels' weights of tap t
+  float* wi = xi + band_rows * cols * 8;  // wi[t * 8 + c]: the 8 channels' weights of tap t
   for (int64_t t = 0; t < taps; ++t)
     for (int c = 0; c < 8; ++c) wi[t * 8 + c] = w[c * taps + t];
-  // The 8 planes interleaved first as flat arrays (8 x 8 transposes over their H * W values, whatever the
-  // row width), then their rows copied into the padded layout.
-  float* flat = wi + taps * 8 + 8;  // flat[i * 8 + c] = plane c's value i
-  int64_t i = 0;
-  for (; i + 8 <= in_plane; i += 8) {
-    __m256 v[8];
-    for (int c = 0; c < 8; ++c) v[c] = _mm256_loadu_ps(x + c * in_plane + i);
-    transpose8x8(v);
-    for (int k = 0; k < 8; ++k) _mm256_storeu_ps(flat + (i + k) * 8, v[k]);
-  }
-  for (; i < in_plane; ++i)
-    for (int c = 0; c < 8; ++c) flat[i * 8 + c] = x[c * in_plane + i];
-  pad_interleaved_planes(flat, 8, g, rows, cols, xi);
-  const __m256 vb = bias ? _mm256_loadu_ps(bias) : _mm256_setzero_ps();
-  // Output positions in flat order, 8 at a time: 8 accumulators (one position, 8 channels each), then one
-  // transpose gives each channel's 8 consecutive outputs.
-  const int64_t row_step = g.dh * cols * 8, col_step = g.dw * 8;
-  int64_t oh = 0, ow = 0;
-  float* tail = wi + taps * 8;  // room for the last group's positions
-  for (int64_t p0 = 0; p0 < out_plane; p0 += 8) {
-    const int64_t n = std::min<int64_t>(8, out_plane - p0);
-    const float* base[8];  // each position's window origin in xi
-    for (int64_t k = 0; k < 8; ++k) {
-      if (k >= n) {  // past the last output: any valid address, the results are dropped
-        base[k] = base[0];
-        continue;
-      }
-      base[k] = xi + ((oh * g.sh) * cols + ow * g.sw) * 8;
-      if (++ow == g.OW) ow = 0, ++oh;
+  float* tail = wi + taps * 8;  // a part group's outputs of one channel
+  if (!banded) {
+    float* flat = tail + 8;  // flat[i * 8 + c] = plane c's value i
+    int64_t i = 0;
+    for (; i + 8 <= in_plane; i += 8) {
+      __m256 v[8];
+      for (int c = 0; c < 8; ++c) v[c] = _mm256_loadu_ps(x + c * in_plane + i);
+      transpose8x8(v);
+      for (int k = 0; k < 8; ++k) _mm256_storeu_ps(flat + (i + k) * 8, v[k]);
     }
-    __m256 acc[8];
-    for (int k = 0; k < 8; ++k) acc[k] = vb;
-    for (int64_t kh = 0; kh < g.KH; ++kh)
-      for (int64_t kw = 0; kw < g.KW; ++kw) {
-        const __m256 wv = _mm256_loadu_ps(wi + (kh * g.KW + kw) * 8);
-        const int64_t off = kh * row_step + kw * col_step;
-        for (int k = 0; k < 8; ++k) acc[k] = _mm256_fmadd_ps(wv, _mm256_loadu_ps(base[k] + off), acc[k]);
+    for (; i < in_plane; ++i)
+      for (int c = 0; c < 8; ++c) flat[i * 8 + c] = x[c * in_plane + i];
+    pad_interleaved_planes(flat, 8, g, band_rows, cols, xi);
+  }
+  const __m256 vb = bias ? _mm256_loadu_ps(bias) : _mm256_setzero_ps();
+  const int64_t row_step = g.dh * cols * 8, col_step = g.dw * 8;
+  for (int64_t oh0 = 0; oh0 < g.OH; oh0 += band) {
+    const int64_t oh1 = std::min(g.OH, oh0 + band), r0 = oh0 * g.sh - g.ph;  // r0: input row of band row 0
+    if (banded) {
+      // Each input row's 8-column blocks transposed into place, the last one ending at the row's last used
+      // column (it may overlap the one before).
+      for (int64_t r = 0; r < (oh1 - 1 - oh0) * g.sh + reach; ++r) {
+        float* xr = xi + r * cols * 8;
+        const int64_t ih = r0 + r;
+        if (ih < 0 || ih >= g.H) {
+          std::fill(xr, xr + cols * 8, 0.f);
+          continue;
+        }
+        std::fill(xr, xr + g.pw * 8, 0.f);  // pw < cols: used >= 8
+        std::fill(xr + (g.pw + used) * 8, xr + cols * 8, 0.f);
+        const float* src = x + ih * g.W;
+        for (int64_t j = 0; j < used; j += 8) {
+          const int64_t jb = std::min(j, used - 8);
+          __m256 v[8];
+          for (int c = 0; c < 8; ++c) v[c] = _mm256_loadu_ps(src + c * in_plane + jb);
+          transpose8x8(v);
+          for (int k = 0; k < 8; ++k) _mm256_storeu_ps(xr + (g.pw + jb + k) * 8, v[k]);
+        }
       }
-    transpose8x8(acc);  // acc[c] = channel c at the 8 positions
-    for (int c = 0; c < 8; ++c) acc[c] = activate(acc[c], act);
-    if (n == 8) {
-      for (int c = 0; c < 8; ++c) _mm256_storeu_ps(y + c * out_plane + p0, acc[c]);
-    } else {
-      for (int c = 0; c < 8; ++c) {
-        _mm256_storeu_ps(tail, acc[c]);
-        std::copy(tail, tail + n, y + c * out_plane + p0);
+    }
+    // The band's output positions in flat order, 8 at a time: 8 accumulators (one position, 8 channels each),
+    // then one transpose gives each channel's 8 consecutive outputs.
+    int64_t oh = oh0, ow = 0;
+    for (int64_t p0 = oh0 * g.OW; p0 < oh1 * g.OW; p0 += 8) {
+      const int64_t n = std::min<int64_t>(8, oh1 * g.OW - p0);
+      const float* base[8];  // each position's window origin in xi
+      for (int64_t k = 0; k < 8; ++k) {
+        if (k >= n) {  // past the band's last output: any valid address, the results are dropped
+          base[k] = base[0];
+          continue;
+        }
+        base[k] = xi + (((oh - oh0) * g.sh) * cols + ow * g.sw) * 8;
+        if (++ow == g.OW) ow = 0, ++oh;
+      }
+      __m256 acc[8];
+      for (int k = 0; k < 8; ++k) acc[k] = vb;
+      for (int64_t kh = 0; kh < g.KH; ++kh)
+        for (int64_t kw = 0; kw < g.KW; ++kw) {
+          const __m256 wv = _mm256_loadu_ps(wi + (kh * g.KW + kw) * 8);
+          const int64_t off = kh * row_step + kw * col_step;
+          for (int k = 0; k < 8; ++k) acc[k] = _mm256_fmadd_ps(wv, _mm256_loadu_ps(base[k] + off), acc[k]);
+        }
+      transpose8x8(acc);  // acc[c] = channel c at the 8 positions
+      for (int c = 0; c < 8; ++c) acc[c] = activate(acc[c], act);
+      if (n == 8) {
+        for (int c = 0; c < 8; ++c) _mm256_storeu_ps(y + c * out_plane + p0, acc[c]);
+      } else {
+        for (int c = 0; c < 8; ++c) {
+          _mm256_storeu_ps(tail, acc[c]);
+          std::copy(tail, tail + n, y + c * out_plane + p0);
+        }
       }
     }
   }
