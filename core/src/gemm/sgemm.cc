@@ -130,15 +130,26 @@ const SgemmKernel kPortable = {"portable",
 // ---------------------------------------------------------------------------------------
 // Packing.
 
-// op(A)[i0:i0+mc, k0:k0+kc] -> panels of h <= mr rows; panel r starts at dst + r*panel_stride
-// and holds kc groups of mr values (rows past h or mc are zero).
-void pack_a(const SgemmKernel& kr, bool trans_a, const float* A, int64_t lda, int64_t i0, int64_t mc, int64_t k0,
-            int64_t kc, float* dst, int64_t panel_stride, int64_t h) {
+// The row panels of an M block of `total` rows, each at most mr high: panel r holds rows [start(r), start(r) +
+// rows(r)) of the block. `base` rows each, the first `taller` one more; the last is cut at the block's end.
+struct RowPanels {
+  int64_t total = 0, base = 1, taller = 0;
+  int64_t count() const { return taller > 0 ? (total - taller) / base : ceil_div(total, base); }
+  int64_t start(int64_t r) const { return r * base + std::min(r, taller); }
+  int64_t rows(int64_t r) const { return std::min(base + (r < taller ? 1 : 0), total - start(r)); }
+};
+// Panels of h rows, the last one shorter.
+RowPanels uniform_panels(int64_t total, int64_t h) { return {total, h, 0}; }
+
+// op(A)[i0:i0+mc, k0:k0+kc] -> the row panels `panels` (of the mc rows, each at most mr high); panel r starts
+// at dst + r*panel_stride and holds kc groups of mr values (rows past the panel's are zero).
+void pack_a(const SgemmKernel& kr, bool trans_a, const float* A, int64_t lda, int64_t i0, const RowPanels& panels,
+            int64_t k0, int64_t kc, float* dst, int64_t panel_stride) {
   const int mr = kr.mr;
-  for (int64_t r = 0; r * h < mc; ++r) {
+  for (int64_t r = 0; r < panels.count(); ++r) {
     float* p = dst + r * panel_stride;
-    const int64_t rows = std::min<int64_t>(h, mc - r * h);
-    const int64_t row0 = i0 + r * h;
+    const int64_t rows = panels.rows(r);
+    const int64_t row0 = i0 + panels.start(r);
     if (trans_a) {  // A is [K, M]: A(i,k) = A[k*lda + i], mr values contiguous per k
       for (int64_t k = 0; k < kc; ++k) {
         const float* src = A + (k0 + k) * lda + row0;
@@ -277,18 +288,21 @@ inline void prefetch_rows(const float* p, int64_t rows, int64_t ld, int64_t cols
 
 // Row panels of an M block of `rows`: mr high when A is pre-packed (the last one shorter); otherwise mr high
 // too when the last panel keeps at least 4 rows (full panels are packed by the kernel's own packer, a shorter
-// panel by the generic loop, several times slower), else evened out (see the driver).
-int64_t panel_height(int64_t rows, int64_t mr, bool a_packed) {
+// panel by the generic loop, several times slower), else as many panels, evened out to heights differing by at
+// most one (see the driver): 49 rows of mr 6 in 6 + 6 + 6 + 6 + 5 + 5 + 5 + 5 + 5, not 8 x 6 + 1.
+RowPanels row_panels(int64_t rows, int64_t mr, bool a_packed) {
   const int64_t last = rows % mr;
-  return a_packed || last == 0 || last >= 4 ? mr : ceil_div(rows, ceil_div(rows, mr));
+  if (a_packed || last == 0 || last >= 4) return uniform_panels(rows, mr);
+  const int64_t count = ceil_div(rows, mr);
+  return {rows, rows / count, rows % count};
 }
 
 // What the micro-kernel calls on an M block of `rows` cost, in rows: a tile of fewer than 4 rows
 // (8 accumulators) waits on the FMA latency, so it costs as much as 4 rows.
 double block_row_cost(int64_t rows, int64_t mr, bool a_packed) {
-  const int64_t h = panel_height(rows, mr, a_packed);
+  const RowPanels panels = row_panels(rows, mr, a_packed);
   double cost = 0;
-  for (int64_t r = 0; r < rows; r += h) cost += static_cast<double>(std::max<int64_t>(std::min(h, rows - r), 4));
+  for (int64_t r = 0; r < panels.count(); ++r) cost += static_cast<double>(std::max<int64_t>(panels.rows(r), 4));
   return cost;
 }
 
@@ -509,20 +523,20 @@ void gemm_driver(const SgemmKernel& kr, int64_t M, int64_t N, int64_t K, float a
   // B panels packed once, so that each row of C (a Conv's output channel, a plane apart from the next)
   // is written, and the output stage reads its residual, as one sequential stretch: panels outer would
   // touch every row of the M block per panel, more streams than the hardware prefetchers follow.
-  auto single_step = [&](int64_t ic, int64_t mcb, int64_t ph, int64_t q0, int64_t q1, float* abuf) {
+  auto single_step = [&](int64_t ic, const RowPanels& panels, int64_t q0, int64_t q1, float* abuf) {
     thread_local std::vector<float> stretch_scratch;
     const int64_t panel_floats = K * nr;
     const int64_t stretch = std::max<int64_t>(1, kStretchBytes / (panel_floats * static_cast<int64_t>(sizeof(float))));
     float* bbuf = B.packed ? nullptr
                            : scratch(stretch_scratch, static_cast<size_t>(std::min(stretch, q1 - q0) * panel_floats));
-    if (!A.packed) pack_a(kr, A.trans, A.p, A.ld, ic, mcb, 0, K, abuf, K * mr, ph);
+    if (!A.packed) pack_a(kr, A.trans, A.p, A.ld, ic, panels, 0, K, abuf, K * mr);
     for (int64_t g0 = q0; g0 < q1; g0 += stretch) {
       const int64_t g1 = std::min(q1, g0 + stretch);
       auto panel = [&](int64_t q) { return B.packed ? b_panel(q, 0, K, nullptr) : bbuf + (q - g0) * panel_floats; };
       for (int64_t q = g0; q < g1 && !B.packed; ++q) b_panel(q, 0, K, bbuf + (q - g0) * panel_floats);
       const int64_t j0 = g0 * nr, cols = std::min(N, g1 * nr) - j0;
-      for (int64_t r = 0; r * ph < mcb; ++r) {
-        const int64_t i = ic + r * ph, m = std::min(ph, ic + mcb - i);
+      for (int64_t r = 0; r < panels.count(); ++r) {
+        const int64_t i = ic + panels.start(r), m = panels.rows(r);
         const float* ap = A.packed ? A.packed->data.data() + (i / mr) * K * mr : abuf + r * K * mr;
         float* crow = C + i * ldc;
         for (int64_t q = g0; q < g1; ++q) {
@@ -530,8 +544,8 @@ void gemm_driver(const SgemmKernel& kr, int64_t M, int64_t N, int64_t K, float a
           kr.rows[m](K, ap, panel(q), crow + j, ldc, std::min(nr, N - j), alpha, beta);
         }
         if (epilogue) {
-          if (epilogue->prefetch && r * ph + m < mcb)  // the next rows' inputs, while this stage runs
-            epilogue->prefetch(epilogue->ctx, i + m, std::min(ph, ic + mcb - i - m), j0, std::min<int64_t>(cols, 256));
+          if (epilogue->prefetch && r + 1 < panels.count())  // the next rows' inputs, while this stage runs
+            epilogue->prefetch(epilogue->ctx, i + m, panels.rows(r + 1), j0, std::min<int64_t>(cols, 256));
           epilogue->apply(epilogue->ctx, i, m, j0, cols, crow + j0, ldc);
         }
       }
@@ -559,7 +573,7 @@ void gemm_driver(const SgemmKernel& kr, int64_t M, int64_t N, int64_t K, float a
       float* packed = scratch(row_scratch, static_cast<size_t>(ceil_div(K, kcs) * kcs * mr));
       for (int64_t pc = 0; pc < K; pc += kcs) {
         const int64_t kc = std::min(kcs, K - pc);
-        pack_a(kr, A.trans, A.p, A.ld, ic, mcb, pc, kc, packed + pc * mr, kc * mr, mcb);
+        pack_a(kr, A.trans, A.p, A.ld, ic, uniform_panels(mcb, mcb), pc, kc, packed + pc * mr, kc * mr);
       }
       arow = packed;
     }
@@ -591,19 +605,20 @@ void gemm_driver(const SgemmKernel& kr, int64_t M, int64_t N, int64_t K, float a
   // transformer block 0.999 / 0.933. With the weights in the cache, alone: 49 x 512 by 512 x 2048 1.02, others
   // within 1 %.
   const int64_t kpad = ceil_div(K, kcs) * kcs;
-  auto whole_k_rows = [&](int64_t ic, int64_t mcb, int64_t ph, int64_t q0, int64_t q1) {
+  auto whole_k_rows = [&](int64_t ic, const RowPanels& panels, int64_t q0, int64_t q1) {
     thread_local std::vector<float> rows_scratch;
-    float* packed = scratch(rows_scratch, static_cast<size_t>(ceil_div(mcb, ph) * kpad * mr));
+    const int64_t mcb = panels.total, rpanels = panels.count();
+    float* packed = scratch(rows_scratch, static_cast<size_t>(rpanels * kpad * mr));
     for (int64_t pc = 0; pc < K; pc += kcs)
-      pack_a(kr, A.trans, A.p, A.ld, ic, mcb, pc, std::min(kcs, K - pc), packed + pc * mr, kpad * mr, ph);
+      pack_a(kr, A.trans, A.p, A.ld, ic, panels, pc, std::min(kcs, K - pc), packed + pc * mr, kpad * mr);
     for (int64_t q = q0; q < q1; ++q) {
       const int64_t j = q * nr, n = std::min(nr, N - j);
       for (int64_t pc = 0; pc < K; pc += kcs) {
         const int64_t kc = std::min(kcs, K - pc);
         const float* bp = b_panel(q, pc, kc, nullptr);
-        const int64_t rpanels = ceil_div(mcb, ph), lines = kc * nr / 16, per = ceil_div(lines, rpanels);
-        for (int64_t r = 0; r * ph < mcb; ++r) {
-          const int64_t i = ic + r * ph, m = std::min(ph, ic + mcb - i);
+        const int64_t lines = kc * nr / 16, per = ceil_div(lines, rpanels);
+        for (int64_t r = 0; r < rpanels; ++r) {
+          const int64_t i = ic + panels.start(r), m = panels.rows(r);
           if (kr.rows_stream[m] && (q + 1 < q1 || pc + kc < K)) {
             // the next piece of this share's B stream (the panels are contiguous), a slice per row panel
             const float* ahead = bp + kc * nr + std::min(lines, r * per) * 16;
@@ -632,19 +647,19 @@ void gemm_driver(const SgemmKernel& kr, int64_t M, int64_t N, int64_t K, float a
       const int64_t mcb = std::min(mc, M - ic);
       // Row panels of the block: mr high when pre-packed; otherwise evened out (49 rows: 10+10+10+10+9, not
       // 12+12+12+12+1, whose 1-row tile is bound by the FMA latency, not the throughput).
-      const int64_t ph = panel_height(mcb, mr, A.packed != nullptr);
+      const RowPanels panels = row_panels(mcb, mr, A.packed != nullptr);
       const int64_t q0 = js * npanels / nsplit, q1 = (js + 1) * npanels / nsplit;
-      if (B.packed && mcb <= ph) {
+      if (B.packed && panels.count() == 1) {
         one_panel_rows(ic, mcb, q0, q1);
         continue;
       }
       if (K <= kcs) {
-        single_step(ic, mcb, ph, q0, q1, abuf);
+        single_step(ic, panels, q0, q1, abuf);
         continue;
       }
       if (B.packed && !A.packed &&
-          ceil_div(mcb, ph) * kpad * mr * static_cast<int64_t>(sizeof(float)) <= kWholeKABytes) {
-        whole_k_rows(ic, mcb, ph, q0, q1);
+          panels.count() * kpad * mr * static_cast<int64_t>(sizeof(float)) <= kWholeKABytes) {
+        whole_k_rows(ic, panels, q0, q1);
         continue;
       }
       // The task's panels in chunks whose C block (mcb x chunk columns) stays in L2 over
@@ -656,14 +671,14 @@ void gemm_driver(const SgemmKernel& kr, int64_t M, int64_t N, int64_t K, float a
         for (int64_t pc = 0; pc < K; pc += kcs) {
           const int64_t kc = std::min(kcs, K - pc);
           const float beta_k = pc == 0 ? beta : 1.f;
-          if (!A.packed) pack_a(kr, A.trans, A.p, A.ld, ic, mcb, pc, kc, abuf, kc * mr, ph);
+          if (!A.packed) pack_a(kr, A.trans, A.p, A.ld, ic, panels, pc, kc, abuf, kc * mr);
           for (int64_t q = g0; q < g1; ++q) {
             const int64_t j = q * nr;
             const int64_t n = std::min(nr, N - j);
             const float* bp = b_panel(q, pc, kc, own_b);
-            for (int64_t r = 0; r * ph < mcb; ++r) {
-              const int64_t i = ic + r * ph;
-              const int64_t m = std::min(ph, ic + mcb - i);
+            for (int64_t r = 0; r < panels.count(); ++r) {
+              const int64_t i = ic + panels.start(r);
+              const int64_t m = panels.rows(r);
               const float* ap = A.packed ? A.packed->data.data() + pc * a_panels * mr + (i / mr) * kc * mr
                                          : abuf + r * kc * mr;
               kr.rows[m](kc, ap, bp, C + i * ldc + j, ldc, n, alpha, beta_k);
@@ -760,7 +775,8 @@ PackedA sgemm_pack_a_with_kernel(const SgemmKernel& kernel, bool trans_a, int64_
   const int64_t kcs = kc_step(packed_a_kc(kernel), K);
   for (int64_t pc = 0; pc < K && M > 0; pc += kcs) {
     const int64_t kc = std::min<int64_t>(kcs, K - pc);
-    pack_a(kernel, trans_a, A, lda, 0, M, pc, kc, p.data.data() + pc * panels * kernel.mr, kc * kernel.mr, kernel.mr);
+    pack_a(kernel, trans_a, A, lda, 0, uniform_panels(M, kernel.mr), pc, kc, p.data.data() + pc * panels * kernel.mr,
+           kc * kernel.mr);
   }
   return p;
 }
