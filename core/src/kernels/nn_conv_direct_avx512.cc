@@ -24,6 +24,7 @@
 #include "../gemm/sgemm.h"
 #include "../threadpool.h"
 #include "direct_tiles.h"
+#include "nn_conv_bands.h"
 #include "transpose16_avx512.h"
 #include "nn_geometry.h"
 
@@ -241,21 +242,13 @@ StagedInput stage_input(const DirectConv& g, const float* x, ThreadPool* pool, i
   return {xp, std::move(offs)};
 }
 
-// One band of work per thread (see conv_direct_avx512): band(k) gives thread k's work range [0], [1) and the
-// output rows [2], [3) it covers; each thread stages the input rows of its band and runs work(band, staged).
-using Band = std::array<int64_t, 4>;
+// run_in_bands (nn_conv_bands.h) with this file's staging.
 template <class BandOf, class Work>
 void in_bands(const DirectConv& g, const float* x, ThreadPool& pool, BandOf band, Work work) {
-  const int64_t threads = pool.size();
-  int64_t most_rows = 0;  // every band's planes sized alike (the step offsets are shared)
-  for (int64_t k = 0; k < threads; ++k) most_rows = std::max(most_rows, band(k)[3] - band(k)[2]);
-  pool.parallel_tasks(threads, [&](int64_t b, int64_t e) {
-    for (int64_t k = b; k < e; ++k) {
-      const Band bd = band(k);
-      work(bd, stage_input(g, x, nullptr, bd[2], bd[3] - bd[2], most_rows));
-    }
-    release_large_staging();
-  });
+  auto stage = [&](int64_t oh0, int64_t rows, int64_t most_rows) {
+    return stage_input(g, x, nullptr, oh0, rows, most_rows);
+  };
+  run_in_bands(pool, band, stage, work, [] { release_large_staging(); });
 }
 
 }  // namespace
