@@ -133,13 +133,13 @@ const SgemmKernel kPortable = {"portable",
 // The row panels of an M block of `total` rows, each at most mr high: panel r holds rows [start(r), start(r) +
 // rows(r)) of the block. `base` rows each, the first `taller` one more; the last is cut at the block's end.
 struct RowPanels {
-  int64_t total = 0, base = 1, taller = 0;
-  int64_t count() const { return taller > 0 ? (total - taller) / base : ceil_div(total, base); }
+  int64_t total = 0, base = 1, taller = 0, panels = 0;
+  int64_t count() const { return panels; }
   int64_t start(int64_t r) const { return r * base + std::min(r, taller); }
   int64_t rows(int64_t r) const { return std::min(base + (r < taller ? 1 : 0), total - start(r)); }
 };
 // Panels of h rows, the last one shorter.
-RowPanels uniform_panels(int64_t total, int64_t h) { return {total, h, 0}; }
+RowPanels uniform_panels(int64_t total, int64_t h) { return {total, h, 0, ceil_div(total, h)}; }
 
 // op(A)[i0:i0+mc, k0:k0+kc] -> the row panels `panels` (of the mc rows, each at most mr high); panel r starts
 // at dst + r*panel_stride and holds kc groups of mr values (rows past the panel's are zero).
@@ -288,19 +288,25 @@ inline void prefetch_rows(const float* p, int64_t rows, int64_t ld, int64_t cols
 
 // Row panels of an M block of `rows`: mr high when A is pre-packed (the last one shorter); otherwise mr high
 // too when the last panel keeps at least 4 rows (full panels are packed by the kernel's own packer, a shorter
-// panel by the generic loop, several times slower), else as many panels, evened out to heights differing by at
-// most one (see the driver): 49 rows of mr 6 in 6 + 6 + 6 + 6 + 5 + 5 + 5 + 5 + 5, not 8 x 6 + 1.
-RowPanels row_panels(int64_t rows, int64_t mr, bool a_packed) {
+// panel by the generic loop, several times slower), else as many panels, evened out (see the driver). A
+// transposed A (a Conv's columns, the transposed GEMM of few positions) is packed by the same loop at any
+// height, so its panels differ by at most one row: 49 rows of mr 6 in 4 x 6 + 5 x 5, not 8 x 6 + 1. A row-major
+// A keeps one height, ceil(rows / panels), so that most of its panels go through the kernel's packer (two
+// heights made the transformer block's 128-row products at 2 threads 2-6 % slower, its 5-row panels packed
+// element by element).
+RowPanels row_panels(int64_t rows, int64_t mr, bool a_packed, bool a_trans) {
   const int64_t last = rows % mr;
   if (a_packed || last == 0 || last >= 4) return uniform_panels(rows, mr);
   const int64_t count = ceil_div(rows, mr);
-  return {rows, rows / count, rows % count};
+  if (!a_trans) return uniform_panels(rows, ceil_div(rows, count));
+  return {rows, rows / count, rows % count, count};
 }
 
 // What the micro-kernel calls on an M block of `rows` cost, in rows: a tile of fewer than 4 rows
-// (8 accumulators) waits on the FMA latency, so it costs as much as 4 rows.
+// (8 accumulators) waits on the FMA latency, so it costs as much as 4 rows. (Counted over row-major A's panels
+// for either A: the splits were tuned with these costs.)
 double block_row_cost(int64_t rows, int64_t mr, bool a_packed) {
-  const RowPanels panels = row_panels(rows, mr, a_packed);
+  const RowPanels panels = row_panels(rows, mr, a_packed, false);
   double cost = 0;
   for (int64_t r = 0; r < panels.count(); ++r) cost += static_cast<double>(std::max<int64_t>(panels.rows(r), 4));
   return cost;
@@ -647,7 +653,7 @@ void gemm_driver(const SgemmKernel& kr, int64_t M, int64_t N, int64_t K, float a
       const int64_t mcb = std::min(mc, M - ic);
       // Row panels of the block: mr high when pre-packed; otherwise evened out (49 rows: 10+10+10+10+9, not
       // 12+12+12+12+1, whose 1-row tile is bound by the FMA latency, not the throughput).
-      const RowPanels panels = row_panels(mcb, mr, A.packed != nullptr);
+      const RowPanels panels = row_panels(mcb, mr, A.packed != nullptr, A.trans);
       const int64_t q0 = js * npanels / nsplit, q1 = (js + 1) * npanels / nsplit;
       if (B.packed && panels.count() == 1) {
         one_panel_rows(ic, mcb, q0, q1);
