@@ -11,8 +11,9 @@ between the two builds' first outputs.
     python3 bench/ab_libraries.py A.so B.so --conv 3,64,224,224,3,2,0 --threads 2 --seconds 3
 
 --model takes the benchmark's models (bench/run_bench.py); --conv C,M,H,W,K,S,P a Conv (K x K window, stride S,
-padding P) + Relu on a 1 x C x H x W input; --depthwise C,H,W,K,S,P a depthwise Conv + Clip(0, 6); --maxpool
-C,H,W,K,S,P a MaxPool. The mosaicrt package is core/python/mosaicrt of this checkout.
+padding P) + Relu on a 1 x C x H x W input; --qconv C,M,H,W,K,S,P the same as a QLinearConv (uint8 input and output,
+int8 weights with one scale per output channel, as quantize_static makes them); --depthwise C,H,W,K,S,P a depthwise
+Conv + Clip(0, 6); --maxpool C,H,W,K,S,P a MaxPool. The mosaicrt package is core/python/mosaicrt of this checkout.
 """
 
 from __future__ import annotations
@@ -42,9 +43,9 @@ def _ints(text: str, count: int, what: str) -> list[int]:
     return values
 
 
-def _model(nodes: list[Any], shape: list[int], inits: list[Any]) -> bytes:
-    graph = helper.make_graph(nodes, "ab", [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
+def _model(nodes: list[Any], shape: list[int], inits: list[Any], dtype: int = TensorProto.FLOAT) -> bytes:
+    graph = helper.make_graph(nodes, "ab", [helper.make_tensor_value_info("x", dtype, shape)],
+                              [helper.make_tensor_value_info("y", dtype, None)], inits)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
     data: bytes = model.SerializeToString()
     return data
@@ -70,6 +71,22 @@ def build_case(args: argparse.Namespace) -> tuple[bytes, dict[str, np.ndarray]]:
         nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], kernel_shape=[k, k], strides=[s, s], pads=[p] * 4),
                  helper.make_node("Relu", ["c"], ["y"])]
         return _model(nodes, [1, c, h, w], [weights, bias]), {"x": rng.standard_normal((1, c, h, w)).astype(np.float32)}
+    if args.qconv:
+        c, m, h, w, k, s, p = _ints(args.qconv, 7, "--qconv")
+        # weights spread over the whole int8 range, as a per-channel symmetric quantization leaves them
+        weights = np.clip(np.round(rng.standard_normal((m, c, k, k)) * 40), -127, 127).astype(np.int8)
+        inits = [numpy_helper.from_array(weights, "w"),
+                 numpy_helper.from_array(np.array(0.02, np.float32), "xs"),
+                 numpy_helper.from_array(np.array(0, np.uint8), "xz"),
+                 numpy_helper.from_array(np.full(m, 0.002, np.float32), "ws"),
+                 numpy_helper.from_array(np.zeros(m, np.int8), "wz"),
+                 numpy_helper.from_array(np.array(0.05, np.float32), "ys"),
+                 numpy_helper.from_array(np.array(0, np.uint8), "yz"),
+                 numpy_helper.from_array(rng.integers(-2000, 2000, m).astype(np.int32), "b")]
+        nodes = [helper.make_node("QLinearConv", ["x", "xs", "xz", "w", "ws", "wz", "ys", "yz", "b"], ["y"],
+                                  kernel_shape=[k, k], strides=[s, s], pads=[p] * 4)]
+        feed = {"x": rng.integers(0, 256, (1, c, h, w)).astype(np.uint8)}
+        return _model(nodes, [1, c, h, w], inits, TensorProto.UINT8), feed
     if args.depthwise:
         c, h, w, k, s, p = _ints(args.depthwise, 6, "--depthwise")
         inits = [numpy_helper.from_array((rng.standard_normal((c, 1, k, k)) * 0.3).astype(np.float32), "w"),
@@ -102,6 +119,7 @@ def main() -> int:
     case = parser.add_mutually_exclusive_group(required=True)
     case.add_argument("--model", help="a model of bench/run_bench.py")
     case.add_argument("--conv", metavar="C,M,H,W,K,S,P")
+    case.add_argument("--qconv", metavar="C,M,H,W,K,S,P")
     case.add_argument("--depthwise", metavar="C,H,W,K,S,P")
     case.add_argument("--maxpool", metavar="C,H,W,K,S,P")
     parser.add_argument("--threads", type=int, default=1)
@@ -143,7 +161,7 @@ def main() -> int:
             times[1].extend(group[1])
             ratios.append(statistics.median(group[1]) / statistics.median(group[0]))
     ma, mb = statistics.median(times[0]) * 1e3, statistics.median(times[1]) * 1e3
-    what = args.model or (f"conv {args.conv}" if args.conv else
+    what = args.model or (f"conv {args.conv}" if args.conv else f"qconv {args.qconv}" if args.qconv else
                           f"depthwise {args.depthwise}" if args.depthwise else f"maxpool {args.maxpool}")
     print(f"{what}, {args.threads} thread(s), {len(times[0])} runs each: A {ma:.3f} ms, B {mb:.3f} ms, "
           f"B / A {mb / ma:.3f} (median of group ratios {statistics.median(ratios):.3f}); "

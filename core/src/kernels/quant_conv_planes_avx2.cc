@@ -8,7 +8,10 @@
 // q = oh * Wq + ow over the planes' width Wq (ow past OW being computed and dropped), the 4 bytes a position
 // needs for one (channel quad, tap) lie at q*4 + a fixed offset: 16 consecutive positions are 64 contiguous
 // bytes, the GEMM kernel's B group, for every stride and dilation. The waste is the columns past OW:
-// (Wq - OW) / Wq, 2 of 58 on a 56-wide 3x3 layer.
+// (Wq - OW) / Wq. A row's right padding and the next row's left padding share their columns where both are
+// padding for every tap that reads them (a read past a row's end lands on the next row's start): 1 of 57
+// columns on a 56-wide 3x3 layer, 1 of 8 on a 7-wide one (rather than 2 of 9). The last tile of a chunk is 8
+// positions wide where no more are left (a 7 x 7 map: 56 positions, 3.5 tiles).
 //
 // The weights are A, in the order of those groups: k = ((cq * KH + kh) * KW + kw) * 4 + c % 4, with the
 // 8-bit GEMM's pair limit and fix (quant_common.h). Zero points: the weights' must be 0 in the kernel's int8
@@ -55,11 +58,27 @@ struct Staging {
   std::vector<int64_t> off;         // per (cq, kh, kw): the byte offset of its group from q * 4
 };
 
+// Whether planes Wq columns wide give every read its value: a read of column j >= Wq (position ow < OW at a tap
+// kw) lands on column j - Wq of the next row, so both must be padding, the first past the input's right edge and
+// the second before its left edge.
+bool rows_may_share(const DirectConv8& g, int64_t Wq) {
+  for (int64_t kw = 0; kw < g.KW; ++kw) {
+    const int64_t shift = kw * g.dw / g.sw, phi = kw * g.dw % g.sw;
+    for (int64_t j = std::max(Wq, shift); j < g.OW + shift; ++j) {
+      const int64_t here = j * g.sw + phi - g.pl, next = (j - Wq) * g.sw + phi - g.pl;
+      if (here < g.W || next >= 0) return false;
+    }
+  }
+  return true;
+}
+
 Staging staging_for(const DirectConv8& g) {
   Staging s;
   s.CQ = (g.C + 3) / 4;
   s.Hq = g.OH + (g.KH - 1) * g.dh / g.sh;
-  s.Wq = g.OW + (g.KW - 1) * g.dw / g.sw;
+  const int64_t full = g.OW + (g.KW - 1) * g.dw / g.sw;  // no read past a row's end
+  s.Wq = std::max<int64_t>(g.OW, 1);
+  while (s.Wq < full && (2 * s.Wq < full || !rows_may_share(g, s.Wq))) ++s.Wq;
   s.phase_of.assign(static_cast<size_t>(g.sh * g.sw), -1);
   for (int64_t kh = 0; kh < g.KH; ++kh)
     for (int64_t kw = 0; kw < g.KW; ++kw) {
@@ -154,30 +173,98 @@ void stage_row(const DirectConv8& g, const Staging& s, const uint8_t* x, uint8_t
     for (int b = 0; b < 4; ++b) out[j * 4 + b] = t[b][j];
 }
 
-// R rows x 16 positions over K values of k: the sums into out (row stride ldo), plus corr[r] when first, else
-// added to what out holds. Not inlined: inside the item loop GCC copied accumulators between registers on every
-// group of k.
-template <int R>
+#if defined(__GNUC__)
+// One group of 4 k of the 4 x 16 tile: B's 64 bytes at the next offset (ymm12, ymm13), then per row the weights'
+// quad broadcast (ymm14) and multiplied into that row's two sums (as u8s8::madd4, through ymm15). Rows 0 and 1
+// are read at %[r0] and %[r1], rows 2 and 3 lda * 2 further; both move on by the group's 4 bytes.
+#define MRT_PLANES_STEP                                                          \
+  "movq (%[off]), %[p]\n\t"                                                    \
+  "addq $8, %[off]\n\t"                                                        \
+  "vmovdqu (%[base],%[p]), %%ymm12\n\t"                                        \
+  "vmovdqu 32(%[base],%[p]), %%ymm13\n\t"                                      \
+  MRT_PLANES_ROW("(%[r0])", "%[c0]", "%[d0]")                                    \
+  MRT_PLANES_ROW("(%[r1])", "%[c1]", "%[d1]")                                    \
+  MRT_PLANES_ROW("(%[r0],%[lda],2)", "%[c2]", "%[d2]")                           \
+  MRT_PLANES_ROW("(%[r1],%[lda],2)", "%[c3]", "%[d3]")                           \
+  "addq $4, %[r0]\n\t"                                                         \
+  "addq $4, %[r1]\n\t"
+#define MRT_PLANES_ROW(ROW, C, D)                                                \
+  "vpbroadcastd " ROW ", %%ymm14\n\t"                                          \
+  "vpmaddubsw %%ymm14, %%ymm12, %%ymm15\n\t"                                   \
+  "vpmaddwd %[ones], %%ymm15, %%ymm15\n\t"                                     \
+  "vpaddd %%ymm15, " C ", " C "\n\t"                                           \
+  "vpmaddubsw %%ymm14, %%ymm13, %%ymm15\n\t"                                   \
+  "vpmaddwd %[ones], %%ymm15, %%ymm15\n\t"                                     \
+  "vpaddd %%ymm15, " D ", " D "\n\t"
+
+// The 4 x 16 tile's sums (u8s8::sums<4>) in one block of asm, two groups of k per loop: written with
+// intrinsics, GCC 12 copied six of the eight sums between registers on every group of k (41 instructions per
+// group where 33 do).
+void sums4x16(int64_t K, const uint8_t* A, int64_t lda, const PlaneSrc& src, __m256i (&acc0)[4],
+              __m256i (&acc1)[4]) {
+  __m256i c0 = _mm256_setzero_si256(), c1 = c0, c2 = c0, c3 = c0, d0 = c0, d1 = c0, d2 = c0, d3 = c0;
+  const __m256i ones = _mm256_set1_epi16(1);
+  const int64_t* off = src.off;
+  const uint8_t* base = src.base;
+  const uint8_t *r0 = A, *r1 = A + lda;
+  int64_t groups = K / 4, p;
+  if (groups % 2) {
+    __asm__(MRT_PLANES_STEP
+            : [c0] "+x"(c0), [c1] "+x"(c1), [c2] "+x"(c2), [c3] "+x"(c3), [d0] "+x"(d0), [d1] "+x"(d1),
+              [d2] "+x"(d2), [d3] "+x"(d3), [off] "+r"(off), [r0] "+r"(r0), [r1] "+r"(r1), [p] "=&r"(p)
+            : [ones] "x"(ones), [base] "r"(base), [lda] "r"(lda)
+            : "memory", "xmm12", "xmm13", "xmm14", "xmm15");
+    --groups;
+  }
+  if (groups > 0) {
+    __asm__("1:\n\t" MRT_PLANES_STEP MRT_PLANES_STEP
+            "subq $2, %[n]\n\t"
+            "jnz 1b\n\t"
+            : [c0] "+x"(c0), [c1] "+x"(c1), [c2] "+x"(c2), [c3] "+x"(c3), [d0] "+x"(d0), [d1] "+x"(d1),
+              [d2] "+x"(d2), [d3] "+x"(d3), [off] "+r"(off), [r0] "+r"(r0), [r1] "+r"(r1), [p] "=&r"(p),
+              [n] "+r"(groups)
+            : [ones] "x"(ones), [base] "r"(base), [lda] "r"(lda)
+            : "memory", "cc", "xmm12", "xmm13", "xmm14", "xmm15");
+  }
+  acc0[0] = c0, acc0[1] = c1, acc0[2] = c2, acc0[3] = c3;
+  acc1[0] = d0, acc1[1] = d1, acc1[2] = d2, acc1[3] = d3;
+}
+#undef MRT_PLANES_ROW
+#undef MRT_PLANES_STEP
+#endif
+
+// R rows x Cols (16 or 8) positions over K values of k: the sums into out (row stride ldo), plus corr[r] when
+// first, else added to what out holds. Not inlined: inside the item loop GCC copied accumulators between
+// registers on every group of k.
+template <int R, int Cols>
 MRT_PLANES_TILE void tile(int64_t K, const uint8_t* A, int64_t lda, const PlaneSrc& src, const int32_t* corr,
                           bool first, int32_t* out, int64_t ldo) {
   __m256i acc0[R], acc1[R];
-  u8s8::sums<R>(K, A, lda, src, acc0, acc1);
+#if defined(__GNUC__)
+  if constexpr (R == 4 && Cols == 16) sums4x16(K, A, lda, src, acc0, acc1);
+  else
+#endif
+    u8s8::sums<R, PlaneSrc, Cols>(K, A, lda, src, acc0, acc1);
 #pragma GCC unroll 4
   for (int r = 0; r < R; ++r) {
     int32_t* o = out + r * ldo;
     const __m256i c0 = first ? _mm256_set1_epi32(corr[r]) : _mm256_loadu_si256(reinterpret_cast<const __m256i*>(o));
-    const __m256i c1 = first ? c0 : _mm256_loadu_si256(reinterpret_cast<const __m256i*>(o + 8));
-    u8s8::store_row(o, _mm256_add_epi32(acc0[r], c0), _mm256_add_epi32(acc1[r], c1), kCols);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(o), _mm256_add_epi32(acc0[r], c0));
+    if constexpr (Cols == 16) {
+      const __m256i c1 = first ? c0 : _mm256_loadu_si256(reinterpret_cast<const __m256i*>(o + 8));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(o + 8), _mm256_add_epi32(acc1[r], c1));
+    }
   }
 }
 
+template <int Cols>
 void tile_rows(int64_t rows, int64_t K, const uint8_t* A, int64_t lda, const PlaneSrc& src, const int32_t* corr,
                bool first, int32_t* out, int64_t ldo) {
   switch (rows) {
-    case 4: tile<4>(K, A, lda, src, corr, first, out, ldo); break;
-    case 3: tile<3>(K, A, lda, src, corr, first, out, ldo); break;
-    case 2: tile<2>(K, A, lda, src, corr, first, out, ldo); break;
-    default: tile<1>(K, A, lda, src, corr, first, out, ldo); break;
+    case 4: tile<4, Cols>(K, A, lda, src, corr, first, out, ldo); break;
+    case 3: tile<3, Cols>(K, A, lda, src, corr, first, out, ldo); break;
+    case 2: tile<2, Cols>(K, A, lda, src, corr, first, out, ldo); break;
+    default: tile<1, Cols>(K, A, lda, src, corr, first, out, ldo); break;
   }
 }
 
@@ -202,9 +289,12 @@ void conv8_planes_avx2(const DirectConv8& g, const uint8_t* x, bool x_signed, in
     for (int64_t r = b; r < e; ++r) {
       const int64_t p = r / s.Hq, i = r % s.Hq;
       stage_row(g, s, x, fill, flip, p, i, img);
-      if (i == s.Hq - 1) {  // the slack past the plane's last row: zeros (read only for dropped positions)
+      if (i == s.Hq - 1) {
+        // the slack past the plane's last row: its first row is the left padding of the reads past the last
+        // row's end, the rest is read only for dropped positions
         uint8_t* tail = img + p * s.plane + s.Hq * s.Wq * 4;
-        std::memset(tail, 0, static_cast<size_t>(s.plane - s.Hq * s.Wq * 4));
+        std::memset(tail, fill, static_cast<size_t>(s.Wq * 4));
+        std::memset(tail + s.Wq * 4, 0, static_cast<size_t>(s.plane - (s.Hq + 1) * s.Wq * 4));
       }
     }
   };
@@ -236,10 +326,12 @@ void conv8_planes_avx2(const DirectConv8& g, const uint8_t* x, bool x_signed, in
         const int64_t kn = std::min(kb, Kp - k0);
         for (int64_t t = 0; t < n; t += kCols) {
           const PlaneSrc src{img + (q0 + t) * 4, s.off.data() + k0 / 4};
+          const bool half = n - t <= kCols / 2;
           for (int64_t r0 = 0; r0 < rows; r0 += u8s8::kRows) {
             const int64_t R = std::min<int64_t>(u8s8::kRows, rows - r0), m = m0 + r0;
-            tile_rows(R, kn, A.data.data() + m * Kp + k0, Kp, src, corr.data() + m, k0 == 0,
-                      acc + r0 * kChunk + t, kChunk);
+            (half ? tile_rows<kCols / 2> : tile_rows<kCols>)(R, kn, A.data.data() + m * Kp + k0, Kp, src,
+                                                              corr.data() + m, k0 == 0, acc + r0 * kChunk + t,
+                                                              kChunk);
           }
         }
       }

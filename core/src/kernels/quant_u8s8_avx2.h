@@ -47,9 +47,11 @@ inline void store_row(int32_t* c, __m256i c0, __m256i c1, int64_t valid_n) {
   }
 }
 
-// The R x 16 sums over Kp values of k (a multiple of 4): acc0[r] columns 0..7, acc1[r] columns 8..15.
-template <int R, class Src>
+// The R x 16 sums over Kp values of k (a multiple of 4): acc0[r] columns 0..7, acc1[r] columns 8..15. With
+// Cols 8, only the first 8 columns (acc0) are computed; acc1 is left zero.
+template <int R, class Src, int Cols = 16>
 inline void sums(int64_t Kp, const uint8_t* A, int64_t lda, const Src& src, __m256i (&acc0)[R], __m256i (&acc1)[R]) {
+  static_assert(Cols == 16 || Cols == 8, "a tile is 16 or 8 columns wide");
 #pragma GCC unroll 4
   for (int r = 0; r < R; ++r) {
     acc0[r] = _mm256_setzero_si256();
@@ -59,14 +61,23 @@ inline void sums(int64_t Kp, const uint8_t* A, int64_t lda, const Src& src, __m2
   for (int64_t k = 0; k < Kp; k += 4) {
     const int8_t* q = src.at(k);
     const __m256i b0 = in_register(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(q)));
-    const __m256i b1 = in_register(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 32)));
+    if constexpr (Cols == 16) {
+      const __m256i b1 = in_register(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 32)));
 #pragma GCC unroll 4
-    for (int r = 0; r < R; ++r) {
-      int32_t quad;
-      std::memcpy(&quad, A + r * lda + k, sizeof(quad));
-      const __m256i a = _mm256_set1_epi32(quad);
-      acc0[r] = madd4(acc0[r], b0, a, ones);
-      acc1[r] = madd4(acc1[r], b1, a, ones);
+      for (int r = 0; r < R; ++r) {
+        int32_t quad;
+        std::memcpy(&quad, A + r * lda + k, sizeof(quad));
+        const __m256i a = _mm256_set1_epi32(quad);
+        acc0[r] = madd4(acc0[r], b0, a, ones);
+        acc1[r] = madd4(acc1[r], b1, a, ones);
+      }
+    } else {
+#pragma GCC unroll 4
+      for (int r = 0; r < R; ++r) {
+        int32_t quad;
+        std::memcpy(&quad, A + r * lda + k, sizeof(quad));
+        acc0[r] = madd4(acc0[r], b0, _mm256_set1_epi32(quad), ones);
+      }
     }
   }
 }
