@@ -317,6 +317,7 @@ void conv8_planes_avx2(const DirectConv8& g, const uint8_t* x, bool x_signed, in
   auto body = [&](int64_t b, int64_t e) {
     alignas(32) int32_t acc[kGroupRows * kChunk];
     alignas(32) uint8_t bytes[kChunk];
+    int64_t run_from[kChunk], run_len[kChunk], run_at[kChunk];  // runs of kept positions
     for (int64_t item = b; item < e; ++item) {
       const int64_t gi = item / chunks, q0 = (item % chunks) * kChunk;
       const int64_t m0 = gi * kGroupRows, rows = std::min(kGroupRows, g.M - m0);
@@ -344,7 +345,18 @@ void conv8_planes_avx2(const DirectConv8& g, const uint8_t* x, bool x_signed, in
                       kChunk, kCols);
         }
       }
-      // into the planes, position q0 + i being (oh, ow) = ((q0 + i) / Wq, (q0 + i) % Wq), kept when ow < OW
+      // into the planes, position q0 + i being (oh, ow) = ((q0 + i) / Wq, (q0 + i) % Wq), kept when ow < OW:
+      // the item's runs of kept positions, the same for each of its rows
+      int64_t runs = 0;
+      for (int64_t i = 0; i < n;) {
+        const int64_t q = q0 + i, oh = q / s.Wq, ow = q % s.Wq;
+        const int64_t len = std::min(n - i, s.Wq - ow);
+        if (ow < g.OW) {
+          run_from[runs] = i, run_len[runs] = std::min(len, g.OW - ow), run_at[runs] = oh * g.OW + ow;
+          ++runs;
+        }
+        i += len;
+      }
       for (int64_t r = 0; r < rows; ++r) {
         const int64_t m = m0 + r;
         const int32_t* a = acc + r * kChunk;
@@ -356,15 +368,10 @@ void conv8_planes_avx2(const DirectConv8& g, const uint8_t* x, bool x_signed, in
           else
             requantize_row<uint8_t>(a, bm, rq->multiplier[m], rq->zp, rq->lo, rq->hi, bytes, n);
         }
-        for (int64_t i = 0; i < n;) {
-          const int64_t q = q0 + i, oh = q / s.Wq, ow = q % s.Wq;
-          const int64_t len = std::min(n - i, s.Wq - ow);
-          if (ow < g.OW) {
-            const int64_t keep = std::min(len, g.OW - ow), at = m * P + oh * g.OW + ow;
-            if (rq) std::memcpy(rq->y + at, bytes + i, static_cast<size_t>(keep));
-            else std::memcpy(y + at, a + i, static_cast<size_t>(keep) * sizeof(int32_t));
-          }
-          i += len;
+        for (int64_t u = 0; u < runs; ++u) {
+          const int64_t i = run_from[u], at = m * P + run_at[u];
+          if (rq) std::memcpy(rq->y + at, bytes + i, static_cast<size_t>(run_len[u]));
+          else std::memcpy(y + at, a + i, static_cast<size_t>(run_len[u]) * sizeof(int32_t));
         }
       }
     }
