@@ -280,8 +280,10 @@ void conv8_planes_avx2(const DirectConv8& g, const uint8_t* x, bool x_signed, in
   MRT_ENFORCE(A.K == s.CQ * g.KH * g.KW * 4, MRT_INTERNAL, "8-bit plane conv: weights of another depth");
 
   static thread_local std::vector<uint8_t> staging_buf;
-  Scratch<uint8_t> staged(staging_buf, static_cast<size_t>(planes * s.plane));
-  uint8_t* img = staged.data();
+  // planes from a cache line's start: a tile's groups of B are then whole lines where the tap's offset is
+  // (a 64-byte load across two lines is two loads)
+  Scratch<uint8_t> staged(staging_buf, static_cast<size_t>(planes * s.plane + 63));
+  uint8_t* img = staged.data() + (64 - reinterpret_cast<uintptr_t>(staged.data()) % 64) % 64;
   const uint8_t flip = x_signed ? 0x80 : 0;
   const int32_t xz = x_signed ? xzp + 128 : xzp;
   const uint8_t fill = static_cast<uint8_t>(xz);
