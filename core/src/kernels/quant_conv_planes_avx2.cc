@@ -233,18 +233,38 @@ void sums4x16(int64_t K, const uint8_t* A, int64_t lda, const PlaneSrc& src, __m
 #undef MRT_PLANES_STEP
 #endif
 
-// R rows x Cols (16 or 8) positions over K values of k: the sums into out (row stride ldo), plus corr[r] when
-// first, else added to what out holds. Not inlined: inside the item loop GCC copied accumulators between
-// registers on every group of k.
+// What the pair limit took off the weights (PreparedA8's fix entries), placed for this staging: entry e of
+// row m (e in [begin[m], begin[m + 1])) adds its value times B's byte k % 4 of the group at at[e] from a tile's
+// first position; quad[e] is the value at that byte of an otherwise zero quad of A.
+struct PlaneFix {
+  const int32_t* begin;
+  const int64_t* at;
+  const int32_t* quad;
+};
+
+// R rows x Cols (16 or 8) positions over K values of k: the sums into out (row stride ldo), plus corr[r] and
+// the fix entries of the tile's rows (fix: nullptr for none) when first, else added to what out holds. Not
+// inlined: inside the item loop GCC copied accumulators between registers on every group of k.
 template <int R, int Cols>
 MRT_PLANES_TILE void tile(int64_t K, const uint8_t* A, int64_t lda, const PlaneSrc& src, const int32_t* corr,
-                          bool first, int32_t* out, int64_t ldo) {
+                          bool first, const PlaneFix* fix, int32_t* out, int64_t ldo) {
   __m256i acc0[R], acc1[R];
 #if defined(__GNUC__)
   if constexpr (R == 4 && Cols == 16) sums4x16(K, A, lda, src, acc0, acc1);
   else
 #endif
     u8s8::sums<R, PlaneSrc, Cols>(K, A, lda, src, acc0, acc1);
+  if (fix) {
+    const __m256i ones = _mm256_set1_epi16(1);
+    for (int r = 0; r < R; ++r)
+      for (int32_t e = fix->begin[r]; e < fix->begin[r + 1]; ++e) {
+        const uint8_t* q = src.base + fix->at[e];
+        const __m256i a = _mm256_set1_epi32(fix->quad[e]);
+        acc0[r] = u8s8::madd4(acc0[r], _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q)), a, ones);
+        if constexpr (Cols == 16)
+          acc1[r] = u8s8::madd4(acc1[r], _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 32)), a, ones);
+      }
+  }
 #pragma GCC unroll 4
   for (int r = 0; r < R; ++r) {
     int32_t* o = out + r * ldo;
@@ -259,12 +279,12 @@ MRT_PLANES_TILE void tile(int64_t K, const uint8_t* A, int64_t lda, const PlaneS
 
 template <int Cols>
 void tile_rows(int64_t rows, int64_t K, const uint8_t* A, int64_t lda, const PlaneSrc& src, const int32_t* corr,
-               bool first, int32_t* out, int64_t ldo) {
+               bool first, const PlaneFix* fix, int32_t* out, int64_t ldo) {
   switch (rows) {
-    case 4: tile<4, Cols>(K, A, lda, src, corr, first, out, ldo); break;
-    case 3: tile<3, Cols>(K, A, lda, src, corr, first, out, ldo); break;
-    case 2: tile<2, Cols>(K, A, lda, src, corr, first, out, ldo); break;
-    default: tile<1, Cols>(K, A, lda, src, corr, first, out, ldo); break;
+    case 4: tile<4, Cols>(K, A, lda, src, corr, first, fix, out, ldo); break;
+    case 3: tile<3, Cols>(K, A, lda, src, corr, first, fix, out, ldo); break;
+    case 2: tile<2, Cols>(K, A, lda, src, corr, first, fix, out, ldo); break;
+    default: tile<1, Cols>(K, A, lda, src, corr, first, fix, out, ldo); break;
   }
 }
 
@@ -307,10 +327,22 @@ void conv8_planes_avx2(const DirectConv8& g, const uint8_t* x, bool x_signed, in
     stage(0, stage_rows);
 
   // per output channel: -xz * (the sum of its weights), wrapping like the sums
-  std::vector<int32_t> corr(static_cast<size_t>(A.zrow.size()), 0);
+  static thread_local std::vector<int32_t> corr_buf;
+  Scratch<int32_t> corr(corr_buf, static_cast<size_t>(g.M));
   for (int64_t m = 0; m < g.M; ++m)
-    corr[static_cast<size_t>(m)] = static_cast<int32_t>(static_cast<uint32_t>(-xz) *
-                                                        static_cast<uint32_t>(A.rowsum[static_cast<size_t>(m)]));
+    corr.data()[m] = static_cast<int32_t>(static_cast<uint32_t>(-xz) *
+                                          static_cast<uint32_t>(A.rowsum[static_cast<size_t>(m)]));
+  // the fix entries' groups of B in this staging, and their quads of A
+  const size_t entries = A.fix_k.size();
+  static thread_local std::vector<int64_t> fix_at_buf;
+  static thread_local std::vector<int32_t> fix_quad_buf;
+  Scratch<int64_t> fix_at(fix_at_buf, entries);
+  Scratch<int32_t> fix_quad(fix_quad_buf, entries);
+  for (size_t e = 0; e < entries; ++e) {
+    const int32_t k = A.fix_k[e];
+    fix_at.data()[e] = s.off[static_cast<size_t>(k >> 2)];
+    fix_quad.data()[e] = static_cast<int32_t>(static_cast<uint32_t>(A.fix_value[e] & 0xFF) << (8 * (k & 3)));
+  }
   const int64_t Q = g.OH * s.Wq, P = g.OH * g.OW, Kp = A.Kp;
   const int64_t chunks = (Q + kChunk - 1) / kChunk, groups = (g.M + kGroupRows - 1) / kGroupRows;
   // K in equal blocks of at most kBlockK bytes, multiples of 4
@@ -332,19 +364,13 @@ void conv8_planes_avx2(const DirectConv8& g, const uint8_t* x, bool x_signed, in
           const bool half = n - t <= kCols / 2;
           for (int64_t r0 = 0; r0 < rows; r0 += u8s8::kRows) {
             const int64_t R = std::min<int64_t>(u8s8::kRows, rows - r0), m = m0 + r0;
+            const bool fixed = k0 == 0 && entries && A.fix_begin[static_cast<size_t>(m + R)] !=
+                                                         A.fix_begin[static_cast<size_t>(m)];
+            const PlaneFix fix{A.fix_begin.data() + m, fix_at.data(), fix_quad.data()};
             (half ? tile_rows<kCols / 2> : tile_rows<kCols>)(R, kn, A.data.data() + m * Kp + k0, Kp, src,
-                                                              corr.data() + m, k0 == 0, acc + r0 * kChunk + t,
-                                                              kChunk);
+                                                              corr.data() + m, k0 == 0, fixed ? &fix : nullptr,
+                                                              acc + r0 * kChunk + t, kChunk);
           }
-        }
-      }
-      for (int64_t t = 0; t < n && !A.fix_begin.empty(); t += kCols) {
-        const PlaneSrc src{img + (q0 + t) * 4, s.off.data()};
-        for (int64_t r0 = 0; r0 < rows; r0 += u8s8::kRows) {
-          const int64_t R = std::min<int64_t>(u8s8::kRows, rows - r0), m = m0 + r0;
-          if (A.fix_begin[static_cast<size_t>(m + R)] != A.fix_begin[static_cast<size_t>(m)])
-            u8s8::fix(R, A.fix_begin.data() + m, A.fix_k.data(), A.fix_value.data(), src, acc + r0 * kChunk + t,
-                      kChunk, kCols);
         }
       }
       // into the planes, position q0 + i being (oh, ow) = ((q0 + i) / Wq, (q0 + i) % Wq), kept when ow < OW:
