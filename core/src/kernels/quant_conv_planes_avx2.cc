@@ -256,6 +256,7 @@ MRT_PLANES_TILE void tile(int64_t K, const uint8_t* A, int64_t lda, const PlaneS
     u8s8::sums<R, PlaneSrc, Cols>(K, A, lda, src, acc0, acc1);
   if (fix) {
     const __m256i ones = _mm256_set1_epi16(1);
+#pragma GCC unroll 4
     for (int r = 0; r < R; ++r)
       for (int32_t e = fix->begin[r]; e < fix->begin[r + 1]; ++e) {
         const uint8_t* q = src.base + fix->at[e];
