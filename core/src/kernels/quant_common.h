@@ -263,11 +263,15 @@ void prepare_a8(const Igemm8Kernel& kernel, PreparedA8& out, int64_t M, const vo
 // C[M, N] = A x B for a prepared A (made for B's kernel and K).
 void igemm8(const PreparedA8& A, const PackedB8& B, int32_t* C, int64_t ldc, ThreadPool* pool);
 // 2-D 8-bit convolution on AVX2 over planes of channel quads (quant_conv_planes_avx2.cc): one image and group,
-// the weights as A of the avx2u8s8 kernel in the planes' order, k = ((c / 4 * KH + kh) * KW + kw) * 4 + c % 4
-// (zero for c past C). Their zero points must be 0 in the kernel's int8 domain (int8 weights with zero point 0,
-// uint8 with 128).
+// the weights as A of the avx2u8s8 kernel in the planes' order, k = ((q / 4 * KH + kh) * KW + kw) * 4 + q % 4
+// for the channel in slot q (zero for a slot past C). Their zero points must be 0 in the kernel's int8 domain
+// (int8 weights with zero point 0, uint8 with 128).
 struct PlaneWeights8 {
   int64_t M = 0, C = 0, KH = 0, KW = 0;
+  // per slot (C rounded up to 4 of them): its input channel, or C and up for a slot of zeros. Slots 2j and
+  // 2j + 1 are summed as a pair in int16, so channels are paired to keep few pairs of large weights of one sign
+  // (each such pair is one more fix entry: plane_channel_slots).
+  std::vector<int32_t> slot_channel;
   PreparedA8 a;
 };
 #if defined(MOSAICRT_X86_SIMD)

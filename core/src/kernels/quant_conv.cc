@@ -4,6 +4,7 @@
 // zero point) are widened once per session.
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <type_traits>
 
@@ -367,13 +368,75 @@ bool planes8_applies(const quant::Igemm8Kernel& k8, const ConvGeom& g, const Ten
 #endif
 }
 
+// The plane kernel's channel slots (PlaneWeights8::slot_channel). Its kernel sums the products of slots 2j and
+// 2j + 1 in int16 with saturation, which an input's full range cannot reach while the two weights' magnitudes
+// add up to at most 128 or their signs differ; each pair past that is one more fix entry (a fifth to a third of
+// a layer's time where 2 % of its pairs are). The slots pair channels greedily: the channel with the most
+// such clashes first, with the free channel (or zero slot) it clashes with least. Clashes are counted over the
+// weights of up to kSamples (output channel, tap) columns, evenly spread (a 512 x 512 3x3 layer: about 5 ms). A quantized ResNet-18's layers: 0.91 %
+// of pairs clash in channel order, 0.56 % paired this way.
+std::vector<int32_t> plane_channel_slots(const uint8_t* w, bool w_is_s8, int64_t M, int64_t C, int64_t taps) {
+  constexpr int64_t kSamples = 512;
+  const int64_t N = (C + 3) / 4 * 4, columns = M * taps, step = std::max<int64_t>(1, columns / kSamples);
+  // from[i * N + j]: the clashes of channels i and j counted from i, the larger weight of each (the lower index
+  // on a tie); branch-free over j so that the loop is vectorized
+  std::vector<int32_t> from(static_cast<size_t>(N * N), 0), mag(static_cast<size_t>(C)), pos(static_cast<size_t>(C));
+  std::vector<int64_t> large;
+  for (int64_t col = 0; col < columns; col += step) {
+    const int64_t m = col / taps, t = col % taps;
+    large.clear();
+    for (int64_t c = 0; c < C; ++c) {
+      const uint8_t b = w[(m * C + c) * taps + t];
+      const int32_t v = w_is_s8 ? static_cast<int8_t>(b) : static_cast<int32_t>(b) - 128;
+      mag[static_cast<size_t>(c)] = std::abs(v);
+      pos[static_cast<size_t>(c)] = v > 0;
+      if (std::abs(v) > 64) large.push_back(c);
+    }
+    const int32_t *mg = mag.data(), *ps = pos.data(), n = static_cast<int32_t>(C);
+    for (const int64_t i : large) {
+      const int32_t mi = mg[i], pi = ps[i], floor = 128 - mi, ii = static_cast<int32_t>(i);
+      int32_t* row = from.data() + i * N;
+      for (int32_t j = 0; j < n; ++j)
+        row[j] += (ps[j] == pi) & (mg[j] > floor) & ((mg[j] < mi) | ((mg[j] == mi) & (j > ii)));
+    }
+  }
+  std::vector<int32_t> clash(static_cast<size_t>(N * N));
+  for (int64_t i = 0; i < N; ++i)
+    for (int64_t j = 0; j < N; ++j)
+      clash[static_cast<size_t>(i * N + j)] = from[static_cast<size_t>(i * N + j)] + from[static_cast<size_t>(j * N + i)];
+  std::vector<int64_t> total(static_cast<size_t>(N), 0), order(static_cast<size_t>(N));
+  for (int64_t i = 0; i < N; ++i) {
+    for (int64_t j = 0; j < N; ++j) total[static_cast<size_t>(i)] += clash[static_cast<size_t>(i * N + j)];
+    order[static_cast<size_t>(i)] = i;
+  }
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int64_t a, int64_t b) { return total[static_cast<size_t>(a)] > total[static_cast<size_t>(b)]; });
+  std::vector<char> taken(static_cast<size_t>(N), 0);
+  std::vector<int32_t> slots;
+  slots.reserve(static_cast<size_t>(N));
+  for (const int64_t i : order) {
+    if (taken[static_cast<size_t>(i)]) continue;
+    taken[static_cast<size_t>(i)] = 1;
+    int64_t best = -1;
+    for (int64_t j = 0; j < N; ++j)
+      if (!taken[static_cast<size_t>(j)] &&
+          (best < 0 || clash[static_cast<size_t>(i * N + j)] < clash[static_cast<size_t>(i * N + best)]))
+        best = j;
+    taken[static_cast<size_t>(best)] = 1;
+    slots.push_back(static_cast<int32_t>(i));
+    slots.push_back(static_cast<int32_t>(best));
+  }
+  return slots;
+}
+
 // One group's weights (Mg x Cg x KH x KW bytes) in the plane kernel's order, prepared for its kernel.
 quant::PlaneWeights8 prepare_plane_weights8(const quant::Igemm8Kernel& k8, const uint8_t* w, bool w_is_s8, int64_t M,
                                             int64_t C, int64_t KH, int64_t KW, const int32_t* wz, bool wz_per_row) {
   quant::PlaneWeights8 out;
   out.M = M, out.C = C, out.KH = KH, out.KW = KW;
+  out.slot_channel = plane_channel_slots(w, w_is_s8, M, C, KH * KW);
   const int64_t CQ = (C + 3) / 4, K = CQ * KH * KW * 4;
-  // bytes past C: the zero point's byte, so that they are 0 once in the kernel's domain
+  // slots past C: the zero point's byte, so that they are 0 once in the kernel's domain
   std::vector<uint8_t> a(static_cast<size_t>(M * K));
   for (int64_t m = 0; m < M; ++m) {
     const uint8_t pad = static_cast<uint8_t>(wz ? wz[wz_per_row ? m : 0] : 0);
@@ -381,7 +444,7 @@ quant::PlaneWeights8 prepare_plane_weights8(const quant::Igemm8Kernel& k8, const
       for (int64_t kh = 0; kh < KH; ++kh)
         for (int64_t kw = 0; kw < KW; ++kw)
           for (int64_t b = 0; b < 4; ++b) {
-            const int64_t c = cq * 4 + b;
+            const int64_t c = out.slot_channel[static_cast<size_t>(cq * 4 + b)];
             a[static_cast<size_t>(m * K + ((cq * KH + kh) * KW + kw) * 4 + b)] =
                 c < C ? w[((m * C + c) * KH + kh) * KW + kw] : pad;
           }

@@ -2,8 +2,9 @@
 // 8-bit GEMM (quant_u8s8_avx2.h) reading its B straight from a staged copy of the image.
 //
 // The image is staged as planes of channel quads: plane (cq, rho, phi) holds, for every pixel (i, j), the 4
-// bytes of channels 4cq..4cq+3 at padded input row i*sh + rho and column j*sw + phi (the x zero point's byte
-// outside the input, 0 past C). Output position (oh, ow) at tap (kh, kw) reads pixel
+// bytes of the channels in slots 4cq..4cq+3 (PlaneWeights8::slot_channel: channels paired to spare the pair
+// limit) at padded input row i*sh + rho and column j*sw + phi (the x zero point's byte outside the input, 0 for
+// a slot past C). Output position (oh, ow) at tap (kh, kw) reads pixel
 // (oh + kh*dh / sh, ow + kw*dw / sw) of the phase plane (kh*dh % sh, kw*dw % sw). Numbering the positions
 // q = oh * Wq + ow over the planes' width Wq (ow past OW being computed and dropped), the 4 bytes a position
 // needs for one (channel quad, tap) lie at q*4 + a fixed offset: 16 consecutive positions are 64 contiguous
@@ -108,8 +109,8 @@ Staging staging_for(const DirectConv8& g) {
 
 // Row i of staged plane p (a channel quad and phase): 4 rows of Wq bytes (one per channel) gathered from the
 // image, then interleaved into 4-byte pixels.
-void stage_row(const DirectConv8& g, const Staging& s, const uint8_t* x, uint8_t fill, uint8_t flip, int64_t p,
-               int64_t i, uint8_t* img) {
+void stage_row(const DirectConv8& g, const Staging& s, const int32_t* slot_channel, const uint8_t* x, uint8_t fill,
+               uint8_t flip, int64_t p, int64_t i, uint8_t* img) {
   const int64_t nph = static_cast<int64_t>(s.phases.size());
   const int64_t cq = p / nph, ph = s.phases[static_cast<size_t>(p % nph)], rho = ph / g.sw, phi = ph % g.sw;
   const int64_t Wq = s.Wq, ih = i * g.sh + rho - g.pt;
@@ -123,7 +124,7 @@ void stage_row(const DirectConv8& g, const Staging& s, const uint8_t* x, uint8_t
   uint8_t* t[4];
   for (int b = 0; b < 4; ++b) {
     t[b] = rows_buf.data() + b * Wq;
-    const int64_t c = cq * 4 + b;
+    const int64_t c = slot_channel[cq * 4 + b];
     if (c >= g.C) {
       std::memset(t[b], 0, static_cast<size_t>(Wq));
       continue;
@@ -298,7 +299,8 @@ void conv8_planes_avx2(const DirectConv8& g, const uint8_t* x, bool x_signed, in
               MRT_INTERNAL, "8-bit plane conv: weights prepared for another geometry or kernel");
   const Staging s = staging_for(g);
   const int64_t nph = static_cast<int64_t>(s.phases.size()), planes = s.CQ * nph;
-  MRT_ENFORCE(A.K == s.CQ * g.KH * g.KW * 4, MRT_INTERNAL, "8-bit plane conv: weights of another depth");
+  MRT_ENFORCE(A.K == s.CQ * g.KH * g.KW * 4 && static_cast<int64_t>(w.slot_channel.size()) == s.CQ * 4,
+              MRT_INTERNAL, "8-bit plane conv: weights of another depth");
 
   static thread_local std::vector<uint8_t> staging_buf;
   // planes from a cache line's start: a tile's groups of B are then whole lines where the tap's offset is
@@ -311,7 +313,7 @@ void conv8_planes_avx2(const DirectConv8& g, const uint8_t* x, bool x_signed, in
   auto stage = [&](int64_t b, int64_t e) {
     for (int64_t r = b; r < e; ++r) {
       const int64_t p = r / s.Hq, i = r % s.Hq;
-      stage_row(g, s, x, fill, flip, p, i, img);
+      stage_row(g, s, w.slot_channel.data(), x, fill, flip, p, i, img);
       if (i == s.Hq - 1) {
         // the slack past the plane's last row: its first row is the left padding of the reads past the last
         // row's end, the rest is read only for dropped positions
