@@ -675,6 +675,40 @@ def test_depthwise_conv_matches_onnxruntime(geometry: tuple[int, int, int, int, 
                                atol=1e-4)
 
 
+@pytest.mark.parametrize("threads", [2, 3])
+@pytest.mark.parametrize(
+    "geometry",
+    # channels, channel multiplier, input rows x columns, kernel, stride, pads (top, left, bottom, right), dilation
+    [(5, 1, (53, 47), 3, 1, (1, 1, 1, 1), 1), (5, 1, (61, 70), 3, 2, (2, 0, 0, 3), 1),
+     (3, 2, (50, 41), 3, 1, (0, 2, 3, 1), 2), (4, 1, (57, 66), 5, 2, (2, 2, 1, 1), 1)],
+    ids=str,
+)
+def test_depthwise_rows_in_bands_match_onnxruntime(threads: int, geometry: tuple[Any, ...]) -> None:
+    # With several threads, single-plane depthwise convolutions run in bands of output rows, each band a plane of
+    # its own starting at the first input row it reads: the first band keeps the top padding, the last one reads
+    # into the bottom padding, over strides, a dilated window, a 5x5 one and a channel multiplier.
+    c, mult, (h, w_), k, stride, pads, dilation = geometry
+    import onnxruntime
+
+    rng = np.random.default_rng(c * 1000 + h)
+    w = rng.standard_normal((c * mult, 1, k, k)).astype(np.float32)
+    b = rng.standard_normal(c * mult).astype(np.float32)
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["y"], group=c, strides=[stride, stride],
+                              pads=[pads[0], pads[1], pads[2], pads[3]], dilations=[dilation, dilation])]
+    graph = helper.make_graph(nodes, "dw", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, c, h, w_])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                              [_const("w", w), _const("b", b)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    x = _x((2, c, h, w_), seed=8)
+    expected = onnxruntime.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(
+        None, {"x": x})[0]
+    assert expected.shape[2] >= 8 * threads  # enough rows for a band per thread
+    opts = mosaicrt.SessionOptions()
+    opts.intra_op_num_threads = threads
+    got = mosaicrt.InferenceSession(model.SerializeToString(), sess_options=opts).run(None, {"x": x})[0]
+    np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-4)
+
+
 ACTIVATIONS = [
     # (op, attributes, extra constant inputs, opset)
     ("Tanh", {}, [], 17),
