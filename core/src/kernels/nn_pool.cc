@@ -351,8 +351,9 @@ void pool_2d_float(const PoolPlan& p, const float* x, float* y, ThreadPool& pool
   auto combine = [](float v, float acc) { return kMax ? (v > acc ? v : acc) : acc + v; };
   pool.parallel_for(p.planes * OH, nn::pool_rows_per_item(KH, W), [=](int64_t b, int64_t e) {
     thread_local std::vector<float> buf;  // per thread, so that a run allocates nothing after its first
+    thread_local std::vector<const float*> rows;
     buf.assign(static_cast<size_t>(width), ident);
-    std::vector<const float*> rows(static_cast<size_t>(KH));
+    if (rows.size() < static_cast<size_t>(KH)) rows.resize(static_cast<size_t>(KH));
     float* row = buf.data() + pw;  // row[w] for w in [-pw, width - pw)
     for (int64_t item = b; item < e; ++item) {
       const int64_t plane = item / OH, oh = item % OH;

@@ -23,9 +23,6 @@ namespace {
 inline __mmask16 first16(int64_t n) { return n >= 16 ? __mmask16(0xFFFF) : static_cast<__mmask16>((1u << n) - 1); }
 inline __mmask64 first64(int64_t n) { return n >= 64 ? ~__mmask64(0) : (__mmask64(1) << n) - 1; }
 
-// Work items: (plane, output row), grouped so an item reads at least a few KiB.
-int64_t rows_per_item(const MaxPool2d& g) { return pool_rows_per_item(g.KH, g.W); }
-
 // The lanes of 16 columns from c that lie inside [0, w).
 inline __mmask16 inside16(int64_t c, int64_t w) {
   const int64_t lo = std::max<int64_t>(0, -c), hi = std::min<int64_t>(16, w - c);
@@ -57,9 +54,11 @@ inline __m512 column_max16(const float* xp, int64_t W, int64_t ih0, int64_t ih1,
 }
 
 // The lanes inside the plane of each 16-column chunk a row reads: chunk k starts at column 16 k - pl (a row of
-// stride 1 reads chunks 0 ... steps, one of stride 2 chunks 0 ... 2 steps + 1, steps = ceil(OW / 16)).
-std::vector<__mmask16> chunk_masks(const MaxPool2d& g) {
-  std::vector<__mmask16> m(static_cast<size_t>(2 * ((g.OW + 15) / 16 + 1)));
+// stride 1 reads chunks 0 ... steps, one of stride 2 chunks 0 ... 2 steps + 1, steps = ceil(OW / 16)). In the
+// calling thread's buffer (read by the pool's threads during the call; no allocation once it is large enough).
+const std::vector<__mmask16>& chunk_masks(const MaxPool2d& g) {
+  thread_local std::vector<__mmask16> m;
+  m.resize(static_cast<size_t>(2 * ((g.OW + 15) / 16 + 1)));
   for (size_t k = 0; k < m.size(); ++k) m[k] = inside16(16 * static_cast<int64_t>(k) - g.pl, g.W);
   return m;
 }
@@ -207,10 +206,10 @@ inline void for_rows(const MaxPool2d& g, int64_t b, int64_t e, Fn&& fn) {
 
 void max_pool_2d_float_avx512(const MaxPool2d& g, const float* x, float* y, ThreadPool& pool) {
   if (max_pool_in_registers(g)) {
-    const std::vector<__mmask16> masks = chunk_masks(g);
+    const std::vector<__mmask16>& masks = chunk_masks(g);
     // rows of one output vector (16 or fewer) in pairs where the windows allow (max_pool_rows_3x3s2_pair)
     const bool pairs = g.KH == 3 && g.KW == 3 && g.sh == 2 && g.sw == 2 && g.OW <= 16;
-    pool.parallel_for(g.planes * g.OH, rows_per_item(g), [&](int64_t b, int64_t e) {
+    pool.parallel_for(g.planes * g.OH, pool_rows_per_item(g.KH, g.W), [&](int64_t b, int64_t e) {
       // (plane, oh) stepped along, not divided out of each row: a division per row of a few vectors showed in the
       // time of small planes
       for (int64_t item = b, plane = b / g.OH, oh = b % g.OH; item < e;) {
@@ -242,7 +241,7 @@ void max_pool_2d_float_avx512(const MaxPool2d& g, const float* x, float* y, Thre
   const float ident = -std::numeric_limits<float>::infinity();
   // the buffer: pl identity columns, the W reduced columns, identity up to the last read plus a vector
   const int64_t width = std::max(g.pl + g.W, (g.OW - 1) * g.sw + g.KW) + 48;
-  pool.parallel_for(g.planes * g.OH, rows_per_item(g), [&](int64_t b, int64_t e) {
+  pool.parallel_for(g.planes * g.OH, pool_rows_per_item(g.KH, g.W), [&](int64_t b, int64_t e) {
     thread_local std::vector<float> buf;  // per thread, so that a run allocates nothing after its first
     buf.assign(static_cast<size_t>(width), ident);
     float* row = buf.data() + g.pl;  // row[w] for w in [-pl, width - pl)
@@ -287,8 +286,8 @@ void max_pool_2d_float_avx512(const MaxPool2d& g, const float* x, float* y, Thre
 bool avg_pool_2d_float_avx512(const MaxPool2d& g, const float* div_h, const float* div_w, const float* x, float* y,
                               ThreadPool& pool) {
   if (!max_pool_in_registers(g)) return false;
-  const std::vector<__mmask16> masks = chunk_masks(g);
-  pool.parallel_for(g.planes * g.OH, rows_per_item(g), [&](int64_t b, int64_t e) {
+  const std::vector<__mmask16>& masks = chunk_masks(g);
+  pool.parallel_for(g.planes * g.OH, pool_rows_per_item(g.KH, g.W), [&](int64_t b, int64_t e) {
     for_rows(g, b, e, [&](int64_t plane, int64_t oh) {
       const int64_t h0 = oh * g.sh - g.pt, ih0 = std::max<int64_t>(0, h0), ih1 = std::min(g.H, h0 + g.KH);
       float* yr = y + plane * g.OH * g.OW + oh * g.OW;
@@ -305,7 +304,7 @@ bool avg_pool_2d_float_avx512(const MaxPool2d& g, const float* div_h, const floa
 void max_pool_2d_bytes_avx512(const MaxPool2d& g, const uint8_t* x, bool is_signed, uint8_t* y, ThreadPool& pool) {
   const __m512i flip = _mm512_set1_epi8(is_signed ? static_cast<char>(0x80) : 0);
   const int64_t width = std::max(g.pl + g.W, (g.OW - 1) * g.sw + g.KW) + 192;
-  pool.parallel_for(g.planes * g.OH, rows_per_item(g), [&](int64_t b, int64_t e) {
+  pool.parallel_for(g.planes * g.OH, pool_rows_per_item(g.KH, g.W), [&](int64_t b, int64_t e) {
     thread_local std::vector<uint8_t> buf;  // per thread, so that a run allocates nothing after its first
     buf.assign(static_cast<size_t>(width), 0);  // 0: the identity in the unsigned domain
     uint8_t* row = buf.data() + g.pl;
