@@ -373,10 +373,11 @@ bool planes8_applies(const quant::Igemm8Kernel& k8, const ConvGeom& g, const Ten
 // add up to at most 128 or their signs differ; each pair past that is one more fix entry (a fifth to a third of
 // a layer's time where 2 % of its pairs are). The slots pair channels greedily: the channel with the most
 // such clashes first, with the free channel (or zero slot) it clashes with least. Clashes are counted over the
-// weights of up to kSamples (output channel, tap) columns, evenly spread (a 512 x 512 3x3 layer: about 5 ms). A quantized ResNet-18's layers: 0.91 %
-// of pairs clash in channel order, 0.56 % paired this way.
+// weights of up to 512 (output channel, tap) columns, evenly spread (a 512 x 512 3x3 layer: about 5 ms). A
+// quantized ResNet-18's layers: 0.91 % of pairs clash in channel order, 0.56 % paired this way.
 std::vector<int32_t> plane_channel_slots(const uint8_t* w, bool w_is_s8, int64_t M, int64_t C, int64_t taps) {
-  constexpr int64_t kSamples = 512;
+  // columns sampled: 512, fewer past 512 channels (each column costs a pass over the channels per large weight)
+  const int64_t kSamples = std::clamp<int64_t>((int64_t{1} << 18) / std::max<int64_t>(C, 1), 64, 512);
   const int64_t N = (C + 3) / 4 * 4, columns = M * taps, step = std::max<int64_t>(1, columns / kSamples);
   // from[i * N + j]: the clashes of channels i and j counted from i, the larger weight of each (the lower index
   // on a tie); branch-free over j so that the loop is vectorized
@@ -400,13 +401,12 @@ std::vector<int32_t> plane_channel_slots(const uint8_t* w, bool w_is_s8, int64_t
         row[j] += (ps[j] == pi) & (mg[j] > floor) & ((mg[j] < mi) | ((mg[j] == mi) & (j > ii)));
     }
   }
-  std::vector<int32_t> clash(static_cast<size_t>(N * N));
-  for (int64_t i = 0; i < N; ++i)
-    for (int64_t j = 0; j < N; ++j)
-      clash[static_cast<size_t>(i * N + j)] = from[static_cast<size_t>(i * N + j)] + from[static_cast<size_t>(j * N + i)];
+  auto clash = [&](int64_t i, int64_t j) {
+    return from[static_cast<size_t>(i * N + j)] + from[static_cast<size_t>(j * N + i)];
+  };
   std::vector<int64_t> total(static_cast<size_t>(N), 0), order(static_cast<size_t>(N));
   for (int64_t i = 0; i < N; ++i) {
-    for (int64_t j = 0; j < N; ++j) total[static_cast<size_t>(i)] += clash[static_cast<size_t>(i * N + j)];
+    for (int64_t j = 0; j < N; ++j) total[static_cast<size_t>(i)] += clash(i, j);
     order[static_cast<size_t>(i)] = i;
   }
   std::stable_sort(order.begin(), order.end(),
@@ -419,9 +419,7 @@ std::vector<int32_t> plane_channel_slots(const uint8_t* w, bool w_is_s8, int64_t
     taken[static_cast<size_t>(i)] = 1;
     int64_t best = -1;
     for (int64_t j = 0; j < N; ++j)
-      if (!taken[static_cast<size_t>(j)] &&
-          (best < 0 || clash[static_cast<size_t>(i * N + j)] < clash[static_cast<size_t>(i * N + best)]))
-        best = j;
+      if (!taken[static_cast<size_t>(j)] && (best < 0 || clash(i, j) < clash(i, best))) best = j;
     taken[static_cast<size_t>(best)] = 1;
     slots.push_back(static_cast<int32_t>(i));
     slots.push_back(static_cast<int32_t>(best));

@@ -14,7 +14,7 @@
 // columns on a 56-wide 3x3 layer, 1 of 8 on a 7-wide one (rather than 2 of 9). The last tile of a chunk is 8
 // positions wide where no more are left (a 7 x 7 map: 56 positions, 3.5 tiles).
 //
-// The weights are A, in the order of those groups: k = ((cq * KH + kh) * KW + kw) * 4 + c % 4, with the
+// The weights are A, in the order of those groups: k = ((cq * KH + kh) * KW + kw) * 4 + slot % 4, with the
 // 8-bit GEMM's pair limit and fix (quant_common.h). Zero points: the weights' must be 0 in the kernel's int8
 // domain, so sum (x - xz) w = sum x w - xz * sum w (padding holds xz); an int8 input is moved to uint8 by
 // flipping its top bit. Work items are chunks of positions times groups of output channels; each writes its
