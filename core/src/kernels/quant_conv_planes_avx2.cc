@@ -107,13 +107,14 @@ Staging staging_for(const DirectConv8& g) {
   return s;
 }
 
-// Row i of staged plane p (a channel quad and phase): 4 rows of Wq bytes (one per channel) gathered from the
-// image, then interleaved into 4-byte pixels.
-void stage_row(const DirectConv8& g, const Staging& s, const int32_t* slot_channel, const uint8_t* x, uint8_t fill,
-               uint8_t flip, int64_t p, int64_t i, uint8_t* img) {
+// Rows [i0, i1) of staged plane p (a channel quad and phase): per row, 4 rows of Wq bytes (one per slot's
+// channel) gathered from the image, then interleaved into 4-byte pixels. (A call per plane's run of rows: the
+// plane's divisions once, not per row; per row they were most of the staging's time on stride 2 layers.)
+void stage_rows(const DirectConv8& g, const Staging& s, const int32_t* slot_channel, const uint8_t* x, uint8_t fill,
+                uint8_t flip, int64_t p, int64_t i0, int64_t i1, uint8_t* img) {
   const int64_t nph = static_cast<int64_t>(s.phases.size());
   const int64_t cq = p / nph, ph = s.phases[static_cast<size_t>(p % nph)], rho = ph / g.sw, phi = ph % g.sw;
-  const int64_t Wq = s.Wq, ih = i * g.sh + rho - g.pt;
+  const int64_t Wq = s.Wq;
   // pixels [j_lo, j_hi) read the input: 0 <= j * sw + phi - pl < W
   const int64_t first = g.pl - phi;  // j * sw >= first
   const int64_t j_lo = std::clamp<int64_t>(first <= 0 ? 0 : (first + g.sw - 1) / g.sw, 0, Wq);
@@ -121,57 +122,60 @@ void stage_row(const DirectConv8& g, const Staging& s, const int32_t* slot_chann
   const int64_t j_hi = std::clamp<int64_t>(last < 0 ? 0 : last / g.sw + 1, j_lo, Wq);
   static thread_local std::vector<uint8_t> rows_buf;
   if (rows_buf.size() < static_cast<size_t>(4 * Wq + 64)) rows_buf.resize(static_cast<size_t>(4 * Wq + 64));
-  uint8_t* t[4];
-  for (int b = 0; b < 4; ++b) {
-    t[b] = rows_buf.data() + b * Wq;
-    const int64_t c = slot_channel[cq * 4 + b];
-    if (c >= g.C) {
-      std::memset(t[b], 0, static_cast<size_t>(Wq));
-      continue;
+  for (int64_t i = i0; i < i1; ++i) {
+    const int64_t ih = i * g.sh + rho - g.pt;
+    uint8_t* t[4];
+    for (int b = 0; b < 4; ++b) {
+      t[b] = rows_buf.data() + b * Wq;
+      const int64_t c = slot_channel[cq * 4 + b];
+      if (c >= g.C) {
+        std::memset(t[b], 0, static_cast<size_t>(Wq));
+        continue;
+      }
+      if (ih < 0 || ih >= g.H) {
+        std::memset(t[b], fill, static_cast<size_t>(Wq));
+        continue;
+      }
+      std::memset(t[b], fill, static_cast<size_t>(j_lo));
+      std::memset(t[b] + j_hi, fill, static_cast<size_t>(Wq - j_hi));
+      const uint8_t* src = x + (c * g.H + ih) * g.W + (j_lo * g.sw + phi - g.pl);
+      uint8_t* d = t[b] + j_lo;
+      const int64_t n = j_hi - j_lo;
+      int64_t j = 0;
+      if (g.sw == 1 && !flip) {
+        std::memcpy(d, src, static_cast<size_t>(n));
+        j = n;
+      } else if (g.sw == 2 && n > 16) {
+        // the even bytes of 32, 16 at a time (j + 16 < n: the 32 bytes lie within the row); the last 16 from the
+        // odd bytes of the 32 ending at the last one read (src[2n - 2]), overlapping what is done
+        const __m128i even = _mm_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, -1, -1, -1, -1, -1, -1, -1, -1);
+        const __m128i odd = _mm_setr_epi8(1, 3, 5, 7, 9, 11, 13, 15, -1, -1, -1, -1, -1, -1, -1, -1);
+        const __m128i vflip = _mm_set1_epi8(static_cast<char>(flip));
+        auto sixteen = [&](const uint8_t* q, __m128i pick, uint8_t* to) {
+          const __m128i lo = _mm_shuffle_epi8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(q)), pick);
+          const __m128i hi = _mm_shuffle_epi8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(q + 16)), pick);
+          _mm_storeu_si128(reinterpret_cast<__m128i*>(to), _mm_xor_si128(_mm_unpacklo_epi64(lo, hi), vflip));
+        };
+        for (; j + 16 < n; j += 16) sixteen(src + 2 * j, even, d + j);
+        sixteen(src + 2 * (n - 16) - 1, odd, d + n - 16);
+        j = n;
+      }
+      for (; j < n; ++j) d[j] = static_cast<uint8_t>(src[j * g.sw] ^ flip);
     }
-    if (ih < 0 || ih >= g.H) {
-      std::memset(t[b], fill, static_cast<size_t>(Wq));
-      continue;
-    }
-    std::memset(t[b], fill, static_cast<size_t>(j_lo));
-    std::memset(t[b] + j_hi, fill, static_cast<size_t>(Wq - j_hi));
-    const uint8_t* src = x + (c * g.H + ih) * g.W + (j_lo * g.sw + phi - g.pl);
-    uint8_t* d = t[b] + j_lo;
-    const int64_t n = j_hi - j_lo;
+    uint8_t* out = img + p * s.plane + i * Wq * 4;
     int64_t j = 0;
-    if (g.sw == 1 && !flip) {
-      std::memcpy(d, src, static_cast<size_t>(n));
-      j = n;
-    } else if (g.sw == 2 && n > 16) {
-      // the even bytes of 32, 16 at a time (j + 16 < n: the 32 bytes lie within the row); the last 16 from the
-      // odd bytes of the 32 ending at the last one read (src[2n - 2]), overlapping what is done
-      const __m128i even = _mm_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, -1, -1, -1, -1, -1, -1, -1, -1);
-      const __m128i odd = _mm_setr_epi8(1, 3, 5, 7, 9, 11, 13, 15, -1, -1, -1, -1, -1, -1, -1, -1);
-      const __m128i vflip = _mm_set1_epi8(static_cast<char>(flip));
-      auto sixteen = [&](const uint8_t* q, __m128i pick, uint8_t* to) {
-        const __m128i lo = _mm_shuffle_epi8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(q)), pick);
-        const __m128i hi = _mm_shuffle_epi8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(q + 16)), pick);
-        _mm_storeu_si128(reinterpret_cast<__m128i*>(to), _mm_xor_si128(_mm_unpacklo_epi64(lo, hi), vflip));
-      };
-      for (; j + 16 < n; j += 16) sixteen(src + 2 * j, even, d + j);
-      sixteen(src + 2 * (n - 16) - 1, odd, d + n - 16);
-      j = n;
+    auto sixteen = [&](int64_t at) {
+      auto row = [&](int b) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(t[b] + at)); };
+      interleave4x16(row(0), row(1), row(2), row(3), out + at * 4);
+    };
+    for (; j + 16 <= Wq; j += 16) sixteen(j);
+    if (j < Wq && Wq >= 16) {
+      sixteen(Wq - 16);  // the last 16 pixels, overlapping what is done
+      j = Wq;
     }
-    for (; j < n; ++j) d[j] = static_cast<uint8_t>(src[j * g.sw] ^ flip);
+    for (; j < Wq; ++j)
+      for (int b = 0; b < 4; ++b) out[j * 4 + b] = t[b][j];
   }
-  uint8_t* out = img + p * s.plane + i * Wq * 4;
-  int64_t j = 0;
-  auto sixteen = [&](int64_t at) {
-    auto row = [&](int b) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(t[b] + at)); };
-    interleave4x16(row(0), row(1), row(2), row(3), out + at * 4);
-  };
-  for (; j + 16 <= Wq; j += 16) sixteen(j);
-  if (j < Wq && Wq >= 16) {
-    sixteen(Wq - 16);  // the last 16 pixels, overlapping what is done
-    j = Wq;
-  }
-  for (; j < Wq; ++j)
-    for (int b = 0; b < 4; ++b) out[j * 4 + b] = t[b][j];
 }
 
 #if defined(__GNUC__)
@@ -311,10 +315,11 @@ void conv8_planes_avx2(const DirectConv8& g, const uint8_t* x, bool x_signed, in
   const int32_t xz = x_signed ? xzp + 128 : xzp;
   const uint8_t fill = static_cast<uint8_t>(xz);
   auto stage = [&](int64_t b, int64_t e) {
-    for (int64_t r = b; r < e; ++r) {
-      const int64_t p = r / s.Hq, i = r % s.Hq;
-      stage_row(g, s, w.slot_channel.data(), x, fill, flip, p, i, img);
-      if (i == s.Hq - 1) {
+    for (int64_t p = b / s.Hq, i = b % s.Hq, r = b; r < e; ++p, i = 0) {
+      const int64_t i1 = std::min(s.Hq, i + (e - r));
+      stage_rows(g, s, w.slot_channel.data(), x, fill, flip, p, i, i1, img);
+      r += i1 - i;
+      if (i1 == s.Hq) {
         // the slack past the plane's last row: its first row is the left padding of the reads past the last
         // row's end, the rest is read only for dropped positions
         uint8_t* tail = img + p * s.plane + s.Hq * s.Wq * 4;
