@@ -647,6 +647,31 @@ def test_conv_1d_and_3d_with_constant_filters(spatial: tuple[int, ...]) -> None:
     np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-4)
 
 
+def _depthwise_model(geometry: tuple[Any, ...], *, seed: int,
+                     relu: bool) -> tuple[onnx.ModelProto, np.ndarray, np.ndarray]:
+    """A depthwise Conv (group = channels, `mult` outputs per channel) on a 2 x c x hw input, with a Relu after it
+    or not; the model, its input, and onnxruntime's output. geometry: c, mult, hw, kernel, stride, the 4 pads,
+    dilation."""
+    import onnxruntime
+
+    c, mult, hw, k, stride, pads, dilation = geometry
+    rng = np.random.default_rng(seed)
+    w = rng.standard_normal((c * mult, 1, k, k)).astype(np.float32)
+    b = rng.standard_normal(c * mult).astype(np.float32)
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c" if relu else "y"], group=c, strides=[stride, stride],
+                              pads=list(pads), dilations=[dilation, dilation])]
+    if relu:
+        nodes.append(helper.make_node("Relu", ["c"], ["y"]))
+    graph = helper.make_graph(nodes, "dw", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, c, *hw])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                              [_const("w", w), _const("b", b)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    x = _x((2, c, *hw), seed=seed % 7 + 2)
+    expected = onnxruntime.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(
+        None, {"x": x})[0]
+    return model, x, expected
+
+
 @pytest.mark.parametrize(
     "geometry",
     [(8, 1, 9, 3, 1, 1, 1), (6, 2, 10, 3, 2, 1, 1), (4, 1, 11, 3, 1, 2, 2), (5, 1, 12, 5, 2, 2, 1)],
@@ -656,21 +681,8 @@ def test_depthwise_conv_matches_onnxruntime(geometry: tuple[int, int, int, int, 
     # Depthwise convolutions (3x3 windows unrolled, other sizes generic) with the fused Relu.
     # geometry: channels, channel multiplier, spatial size, kernel, stride, pad, dilation
     c, mult, size, k, stride, pad, dilation = geometry
-    import onnxruntime
-
-    rng = np.random.default_rng(c * 100 + size)
-    w = rng.standard_normal((c * mult, 1, k, k)).astype(np.float32)
-    b = rng.standard_normal(c * mult).astype(np.float32)
-    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], group=c, strides=[stride, stride], pads=[pad] * 4,
-                              dilations=[dilation, dilation]),
-             helper.make_node("Relu", ["c"], ["y"])]
-    graph = helper.make_graph(nodes, "dw", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, c, size, size])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
-                              [_const("w", w), _const("b", b)])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    x = _x((2, c, size, size), seed=6)
-    expected = onnxruntime.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(
-        None, {"x": x})[0]
+    model, x, expected = _depthwise_model((c, mult, (size, size), k, stride, [pad] * 4, dilation),
+                                          seed=c * 100 + size, relu=True)
     np.testing.assert_allclose(_session(model, Level.ORT_ENABLE_ALL).run(None, {"x": x})[0], expected, rtol=1e-4,
                                atol=1e-4)
 
@@ -687,21 +699,7 @@ def test_depthwise_rows_in_bands_match_onnxruntime(threads: int, geometry: tuple
     # With several threads, single-plane depthwise convolutions run in bands of output rows, each band a plane of
     # its own starting at the first input row it reads: the first band keeps the top padding, the last one reads
     # into the bottom padding, over strides, a dilated window, a 5x5 one and a channel multiplier.
-    c, mult, (h, w_), k, stride, pads, dilation = geometry
-    import onnxruntime
-
-    rng = np.random.default_rng(c * 1000 + h)
-    w = rng.standard_normal((c * mult, 1, k, k)).astype(np.float32)
-    b = rng.standard_normal(c * mult).astype(np.float32)
-    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["y"], group=c, strides=[stride, stride],
-                              pads=[pads[0], pads[1], pads[2], pads[3]], dilations=[dilation, dilation])]
-    graph = helper.make_graph(nodes, "dw", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, c, h, w_])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
-                              [_const("w", w), _const("b", b)])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    x = _x((2, c, h, w_), seed=8)
-    expected = onnxruntime.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(
-        None, {"x": x})[0]
+    model, x, expected = _depthwise_model(geometry, seed=geometry[0] * 1000 + geometry[2][0], relu=False)
     assert expected.shape[2] >= 8 * threads  # enough rows for a band per thread
     opts = mosaicrt.SessionOptions()
     opts.intra_op_num_threads = threads
