@@ -294,6 +294,27 @@ void tile_rows(int64_t rows, int64_t K, const uint8_t* A, int64_t lda, const Pla
   }
 }
 
+// len bytes from a row of requantized bytes (kChunk of them, so 16 may be read from any run's start) to the
+// output: runs are a few tens of bytes, too short for a library call to pay.
+inline void copy_run(const uint8_t* from, uint8_t* to, int64_t len) {
+  if (len >= 16) {
+    int64_t j = 0;
+    for (; j + 16 <= len; j += 16)
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(to + j), _mm_loadu_si128(reinterpret_cast<const __m128i*>(from + j)));
+    if (j < len)  // the last 16, overlapping what is copied
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(to + len - 16),
+                       _mm_loadu_si128(reinterpret_cast<const __m128i*>(from + len - 16)));
+  } else if (len >= 8) {
+    uint64_t head, tail;
+    std::memcpy(&head, from, 8);
+    std::memcpy(&tail, from + len - 8, 8);
+    std::memcpy(to, &head, 8);
+    std::memcpy(to + len - 8, &tail, 8);
+  } else {
+    for (int64_t j = 0; j < len; ++j) to[j] = from[j];
+  }
+}
+
 }  // namespace
 
 void conv8_planes_avx2(const DirectConv8& g, const uint8_t* x, bool x_signed, int32_t xzp, const PlaneWeights8& w,
@@ -355,7 +376,6 @@ void conv8_planes_avx2(const DirectConv8& g, const uint8_t* x, bool x_signed, in
   const int64_t chunks = (Q + kChunk - 1) / kChunk, groups = (g.M + kGroupRows - 1) / kGroupRows;
   // K in equal blocks of at most kBlockK bytes, multiples of 4
   const int64_t kblocks = (Kp + kBlockK - 1) / kBlockK, kb = (Kp / 4 + kblocks - 1) / kblocks * 4;
-  const bool out_s8 = rq && rq->lo < 0;
   auto body = [&](int64_t b, int64_t e) {
     alignas(32) int32_t acc[kGroupRows * kChunk];
     alignas(32) uint8_t bytes[kChunk];
@@ -397,17 +417,12 @@ void conv8_planes_avx2(const DirectConv8& g, const uint8_t* x, bool x_signed, in
         const int64_t m = m0 + r;
         const int32_t* a = acc + r * kChunk;
         if (rq) {
-          const int32_t bm = rq->bias ? rq->bias[m] : 0;
-          if (out_s8)
-            requantize_row<int8_t>(a, bm, rq->multiplier[m], rq->zp, rq->lo, rq->hi,
-                                   reinterpret_cast<int8_t*>(bytes), n);
-          else
-            requantize_row<uint8_t>(a, bm, rq->multiplier[m], rq->zp, rq->lo, rq->hi, bytes, n);
-        }
-        for (int64_t u = 0; u < runs; ++u) {
-          const int64_t i = run_from[u], at = m * P + run_at[u];
-          if (rq) std::memcpy(rq->y + at, bytes + i, static_cast<size_t>(run_len[u]));
-          else std::memcpy(y + at, a + i, static_cast<size_t>(run_len[u]) * sizeof(int32_t));
+          // (the AVX2 requantization itself: int8 and uint8 bytes alike, by lo and hi)
+          requantize_bytes_avx2(a, rq->bias ? rq->bias[m] : 0, rq->multiplier[m], rq->zp, rq->lo, rq->hi, bytes, n);
+          for (int64_t u = 0; u < runs; ++u) copy_run(bytes + run_from[u], rq->y + m * P + run_at[u], run_len[u]);
+        } else {
+          for (int64_t u = 0; u < runs; ++u)
+            std::memcpy(y + m * P + run_at[u], a + run_from[u], static_cast<size_t>(run_len[u]) * sizeof(int32_t));
         }
       }
     }
