@@ -273,6 +273,10 @@ struct PlaneWeights8 {
   // (each such pair is one more fix entry: plane_channel_slots).
   std::vector<int32_t> slot_channel;
   PreparedA8 a;
+  // a's rows (a.data is emptied) in blocks of 4 (Mp rows), each block's 4 rows interleaved by groups of 4 k:
+  // row r's bytes k..k+3 of block rb at ((rb * Kp / 4 + k / 4) * 4 + r) * 4. A tile's 4 broadcasts for a group
+  // of k are then 16 contiguous bytes, and a block of rows streams from one run of memory.
+  std::vector<uint8_t> panel;
 };
 #if defined(MOSAICRT_X86_SIMD)
 // y: int32 output (ConvInteger), or nullptr with rq: requantized bytes (QLinearConv).

@@ -15,7 +15,8 @@
 // positions wide where no more are left (a 7 x 7 map: 56 positions, 3.5 tiles).
 //
 // The weights are A, in the order of those groups: k = ((cq * KH + kh) * KW + kw) * 4 + slot % 4, with the
-// 8-bit GEMM's pair limit and fix (quant_common.h). Zero points: the weights' must be 0 in the kernel's int8
+// 8-bit GEMM's pair limit and fix (quant_common.h), laid out as a panel of blocks of 4 rows
+// (PlaneWeights8::panel): every tile is 4 rows, the rows past M zeros. Zero points: the weights' must be 0 in the kernel's int8
 // domain, so sum (x - xz) w = sum x w - xz * sum w (padding holds xz); an int8 input is moved to uint8 by
 // flipping its top bit. Work items are chunks of positions times groups of output channels; each writes its
 // int32 sums to a small buffer, then requantizes them (or copies them, for ConvInteger) into the NCHW planes.
@@ -107,47 +108,58 @@ Staging staging_for(const DirectConv8& g) {
   return s;
 }
 
-// Rows [i0, i1) of staged plane p (a channel quad and phase): per row, 4 rows of Wq bytes (one per slot's
-// channel) gathered from the image, then interleaved into 4-byte pixels. (A call per plane's run of rows: the
-// plane's divisions once, not per row; per row they were most of the staging's time on stride 2 layers.)
+// Rows [i0, i1) of staged plane p (a channel quad and phase): per slot, its channel's bytes for those rows (Wq
+// per row) gathered from the image, then the run interleaved into 4-byte pixels in one pass (the plane's rows
+// are consecutive, so a run of rows is one run of pixels: maps under 16 wide interleave 16 pixels at a time
+// too). A slot whose rows are whole consecutive input rows (stride 1, no padding columns, no flip) is read in
+// place. (A call per plane's run of rows: the plane's divisions once, not per row; per row they were most of the
+// staging's time on stride 2 layers.)
 void stage_rows(const DirectConv8& g, const Staging& s, const int32_t* slot_channel, const uint8_t* x, uint8_t fill,
                 uint8_t flip, int64_t p, int64_t i0, int64_t i1, uint8_t* img) {
   const int64_t nph = static_cast<int64_t>(s.phases.size());
   const int64_t cq = p / nph, ph = s.phases[static_cast<size_t>(p % nph)], rho = ph / g.sw, phi = ph % g.sw;
-  const int64_t Wq = s.Wq;
+  const int64_t Wq = s.Wq, rows = i1 - i0, n = rows * Wq;
   // pixels [j_lo, j_hi) read the input: 0 <= j * sw + phi - pl < W
   const int64_t first = g.pl - phi;  // j * sw >= first
   const int64_t j_lo = std::clamp<int64_t>(first <= 0 ? 0 : (first + g.sw - 1) / g.sw, 0, Wq);
   const int64_t last = g.W - 1 + g.pl - phi;  // j * sw <= last
   const int64_t j_hi = std::clamp<int64_t>(last < 0 ? 0 : last / g.sw + 1, j_lo, Wq);
+  const int64_t ih0 = i0 * g.sh + rho - g.pt, ih1 = (i1 - 1) * g.sh + rho - g.pt;
+  const bool in_place = g.sw == 1 && g.sh == 1 && !flip && j_lo == 0 && j_hi == Wq && Wq == g.W && ih0 >= 0 &&
+                        ih1 < g.H;
   static thread_local std::vector<uint8_t> rows_buf;
-  if (rows_buf.size() < static_cast<size_t>(4 * Wq + 64)) rows_buf.resize(static_cast<size_t>(4 * Wq + 64));
-  for (int64_t i = i0; i < i1; ++i) {
-    const int64_t ih = i * g.sh + rho - g.pt;
-    uint8_t* t[4];
-    for (int b = 0; b < 4; ++b) {
-      t[b] = rows_buf.data() + b * Wq;
-      const int64_t c = slot_channel[cq * 4 + b];
-      if (c >= g.C) {
-        std::memset(t[b], 0, static_cast<size_t>(Wq));
-        continue;
-      }
+  if (rows_buf.size() < static_cast<size_t>(4 * n)) rows_buf.resize(static_cast<size_t>(4 * n));
+  const uint8_t* t[4];
+  for (int b = 0; b < 4; ++b) {
+    const int64_t c = slot_channel[cq * 4 + b];
+    if (c < g.C && in_place) {
+      t[b] = x + (c * g.H + ih0) * g.W;
+      continue;
+    }
+    uint8_t* rb = rows_buf.data() + b * n;
+    t[b] = rb;
+    if (c >= g.C) {
+      std::memset(rb, 0, static_cast<size_t>(n));
+      continue;
+    }
+    for (int64_t i = i0; i < i1; ++i, rb += Wq) {
+      const int64_t ih = i * g.sh + rho - g.pt;
       if (ih < 0 || ih >= g.H) {
-        std::memset(t[b], fill, static_cast<size_t>(Wq));
+        std::memset(rb, fill, static_cast<size_t>(Wq));
         continue;
       }
-      std::memset(t[b], fill, static_cast<size_t>(j_lo));
-      std::memset(t[b] + j_hi, fill, static_cast<size_t>(Wq - j_hi));
+      std::memset(rb, fill, static_cast<size_t>(j_lo));
+      std::memset(rb + j_hi, fill, static_cast<size_t>(Wq - j_hi));
       const uint8_t* src = x + (c * g.H + ih) * g.W + (j_lo * g.sw + phi - g.pl);
-      uint8_t* d = t[b] + j_lo;
-      const int64_t n = j_hi - j_lo;
+      uint8_t* d = rb + j_lo;
+      const int64_t len = j_hi - j_lo;
       int64_t j = 0;
       if (g.sw == 1 && !flip) {
-        std::memcpy(d, src, static_cast<size_t>(n));
-        j = n;
-      } else if (g.sw == 2 && n > 16) {
-        // the even bytes of 32, 16 at a time (j + 16 < n: the 32 bytes lie within the row); the last 16 from the
-        // odd bytes of the 32 ending at the last one read (src[2n - 2]), overlapping what is done
+        std::memcpy(d, src, static_cast<size_t>(len));
+        j = len;
+      } else if (g.sw == 2 && len > 16) {
+        // the even bytes of 32, 16 at a time (j + 16 < len: the 32 bytes lie within the row); the last 16 from
+        // the odd bytes of the 32 ending at the last one read (src[2 len - 2]), overlapping what is done
         const __m128i even = _mm_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, -1, -1, -1, -1, -1, -1, -1, -1);
         const __m128i odd = _mm_setr_epi8(1, 3, 5, 7, 9, 11, 13, 15, -1, -1, -1, -1, -1, -1, -1, -1);
         const __m128i vflip = _mm_set1_epi8(static_cast<char>(flip));
@@ -156,43 +168,42 @@ void stage_rows(const DirectConv8& g, const Staging& s, const int32_t* slot_chan
           const __m128i hi = _mm_shuffle_epi8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(q + 16)), pick);
           _mm_storeu_si128(reinterpret_cast<__m128i*>(to), _mm_xor_si128(_mm_unpacklo_epi64(lo, hi), vflip));
         };
-        for (; j + 16 < n; j += 16) sixteen(src + 2 * j, even, d + j);
-        sixteen(src + 2 * (n - 16) - 1, odd, d + n - 16);
-        j = n;
+        for (; j + 16 < len; j += 16) sixteen(src + 2 * j, even, d + j);
+        sixteen(src + 2 * (len - 16) - 1, odd, d + len - 16);
+        j = len;
       }
-      for (; j < n; ++j) d[j] = static_cast<uint8_t>(src[j * g.sw] ^ flip);
+      for (; j < len; ++j) d[j] = static_cast<uint8_t>(src[j * g.sw] ^ flip);
     }
-    uint8_t* out = img + p * s.plane + i * Wq * 4;
-    int64_t j = 0;
-    auto sixteen = [&](int64_t at) {
-      auto row = [&](int b) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(t[b] + at)); };
-      interleave4x16(row(0), row(1), row(2), row(3), out + at * 4);
-    };
-    for (; j + 16 <= Wq; j += 16) sixteen(j);
-    if (j < Wq && Wq >= 16) {
-      sixteen(Wq - 16);  // the last 16 pixels, overlapping what is done
-      j = Wq;
-    }
-    for (; j < Wq; ++j)
-      for (int b = 0; b < 4; ++b) out[j * 4 + b] = t[b][j];
   }
+  uint8_t* out = img + p * s.plane + i0 * Wq * 4;
+  auto sixteen = [&](int64_t at) {
+    auto row = [&](int b) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(t[b] + at)); };
+    interleave4x16(row(0), row(1), row(2), row(3), out + at * 4);
+  };
+  int64_t j = 0;
+  for (; j + 16 <= n; j += 16) sixteen(j);
+  if (j < n && n >= 16) {
+    sixteen(n - 16);  // the last 16 pixels, overlapping what is done
+    j = n;
+  }
+  for (; j < n; ++j)
+    for (int b = 0; b < 4; ++b) out[j * 4 + b] = t[b][j];
 }
 
 #if defined(__GNUC__)
 // One group of 4 k of the 4 x 16 tile: B's 64 bytes at the next offset (ymm12, ymm13), then per row the weights'
-// quad broadcast (ymm14) and multiplied into that row's two sums (as u8s8::madd4, through ymm15). Rows 0 and 1
-// are read at %[r0] and %[r1], rows 2 and 3 lda * 2 further; both move on by the group's 4 bytes.
+// quad broadcast (ymm14) from the panel's 16 bytes of the group and multiplied into that row's two sums (as
+// u8s8::madd4, through ymm15); the panel moves on by the group's 16 bytes.
 #define MRT_PLANES_STEP                                                          \
   "movq (%[off]), %[p]\n\t"                                                    \
   "addq $8, %[off]\n\t"                                                        \
   "vmovdqu (%[base],%[p]), %%ymm12\n\t"                                        \
   "vmovdqu 32(%[base],%[p]), %%ymm13\n\t"                                      \
-  MRT_PLANES_ROW("(%[r0])", "%[c0]", "%[d0]")                                    \
-  MRT_PLANES_ROW("(%[r1])", "%[c1]", "%[d1]")                                    \
-  MRT_PLANES_ROW("(%[r0],%[lda],2)", "%[c2]", "%[d2]")                           \
-  MRT_PLANES_ROW("(%[r1],%[lda],2)", "%[c3]", "%[d3]")                           \
-  "addq $4, %[r0]\n\t"                                                         \
-  "addq $4, %[r1]\n\t"
+  MRT_PLANES_ROW("(%[a])", "%[c0]", "%[d0]")                                     \
+  MRT_PLANES_ROW("4(%[a])", "%[c1]", "%[d1]")                                    \
+  MRT_PLANES_ROW("8(%[a])", "%[c2]", "%[d2]")                                    \
+  MRT_PLANES_ROW("12(%[a])", "%[c3]", "%[d3]")                                   \
+  "addq $16, %[a]\n\t"
 #define MRT_PLANES_ROW(ROW, C, D)                                                \
   "vpbroadcastd " ROW ", %%ymm14\n\t"                                          \
   "vpmaddubsw %%ymm14, %%ymm12, %%ymm15\n\t"                                   \
@@ -202,22 +213,21 @@ void stage_rows(const DirectConv8& g, const Staging& s, const int32_t* slot_chan
   "vpmaddwd %[ones], %%ymm15, %%ymm15\n\t"                                     \
   "vpaddd %%ymm15, " D ", " D "\n\t"
 
-// The 4 x 16 tile's sums (u8s8::sums<4>) in one block of asm, two groups of k per loop: written with
-// intrinsics, GCC 12 copied six of the eight sums between registers on every group of k (41 instructions per
-// group where 33 do).
-void sums4x16(int64_t K, const uint8_t* A, int64_t lda, const PlaneSrc& src, __m256i (&acc0)[4],
-              __m256i (&acc1)[4]) {
+// The 4 x 16 tile's sums over K values of k from a block of the weights' panel, in one block of asm, two groups
+// of k per loop: written with intrinsics, GCC 12 copied six of the eight sums between registers on every group
+// of k (41 instructions per group where 33 do).
+void sums4x16(int64_t K, const uint8_t* panel, const PlaneSrc& src, __m256i (&acc0)[4], __m256i (&acc1)[4]) {
   __m256i c0 = _mm256_setzero_si256(), c1 = c0, c2 = c0, c3 = c0, d0 = c0, d1 = c0, d2 = c0, d3 = c0;
   const __m256i ones = _mm256_set1_epi16(1);
   const int64_t* off = src.off;
   const uint8_t* base = src.base;
-  const uint8_t *r0 = A, *r1 = A + lda;
+  const uint8_t* a = panel;
   int64_t groups = K / 4, p;
   if (groups % 2) {
     __asm__(MRT_PLANES_STEP
             : [c0] "+x"(c0), [c1] "+x"(c1), [c2] "+x"(c2), [c3] "+x"(c3), [d0] "+x"(d0), [d1] "+x"(d1),
-              [d2] "+x"(d2), [d3] "+x"(d3), [off] "+r"(off), [r0] "+r"(r0), [r1] "+r"(r1), [p] "=&r"(p)
-            : [ones] "x"(ones), [base] "r"(base), [lda] "r"(lda)
+              [d2] "+x"(d2), [d3] "+x"(d3), [off] "+r"(off), [a] "+r"(a), [p] "=&r"(p)
+            : [ones] "x"(ones), [base] "r"(base)
             : "memory", "xmm12", "xmm13", "xmm14", "xmm15");
     --groups;
   }
@@ -226,9 +236,8 @@ void sums4x16(int64_t K, const uint8_t* A, int64_t lda, const PlaneSrc& src, __m
             "subq $2, %[n]\n\t"
             "jnz 1b\n\t"
             : [c0] "+x"(c0), [c1] "+x"(c1), [c2] "+x"(c2), [c3] "+x"(c3), [d0] "+x"(d0), [d1] "+x"(d1),
-              [d2] "+x"(d2), [d3] "+x"(d3), [off] "+r"(off), [r0] "+r"(r0), [r1] "+r"(r1), [p] "=&r"(p),
-              [n] "+r"(groups)
-            : [ones] "x"(ones), [base] "r"(base), [lda] "r"(lda)
+              [d2] "+x"(d2), [d3] "+x"(d3), [off] "+r"(off), [a] "+r"(a), [p] "=&r"(p), [n] "+r"(groups)
+            : [ones] "x"(ones), [base] "r"(base)
             : "memory", "cc", "xmm12", "xmm13", "xmm14", "xmm15");
   }
   acc0[0] = c0, acc0[1] = c1, acc0[2] = c2, acc0[3] = c3;
@@ -237,6 +246,29 @@ void sums4x16(int64_t K, const uint8_t* A, int64_t lda, const PlaneSrc& src, __m
 #undef MRT_PLANES_ROW
 #undef MRT_PLANES_STEP
 #endif
+
+// The 4 x Cols tile's sums from a block of the weights' panel (Cols 8: acc1 left zero; and where the asm above
+// is not available, Cols 16).
+template <int Cols>
+inline void panel_sums(int64_t K, const uint8_t* panel, const PlaneSrc& src, __m256i (&acc0)[4],
+                       __m256i (&acc1)[4]) {
+#pragma GCC unroll 4
+  for (int r = 0; r < 4; ++r) acc0[r] = acc1[r] = _mm256_setzero_si256();
+  const __m256i ones = _mm256_set1_epi16(1);
+  for (int64_t k = 0; k < K; k += 4, panel += 16) {
+    const int8_t* q = src.at(k);
+    const __m256i b0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q));
+#pragma GCC unroll 4
+    for (int r = 0; r < 4; ++r) {
+      int32_t quad;
+      std::memcpy(&quad, panel + r * 4, sizeof(quad));
+      const __m256i a = _mm256_set1_epi32(quad);
+      acc0[r] = u8s8::madd4(acc0[r], b0, a, ones);
+      if constexpr (Cols == 16)
+        acc1[r] = u8s8::madd4(acc1[r], _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 32)), a, ones);
+    }
+  }
+}
 
 // What the pair limit took off the weights (PreparedA8's fix entries), placed for this staging: entry e of
 // row m (e in [begin[m], begin[m + 1])) adds its value times B's byte k % 4 of the group at at[e] from a tile's
@@ -247,18 +279,20 @@ struct PlaneFix {
   const int32_t* quad;
 };
 
-// R rows x Cols (16 or 8) positions over K values of k: the sums into out (row stride ldo), plus corr[r] and
-// the fix entries of the tile's rows (fix: nullptr for none) when first, else added to what out holds. Not
-// inlined: inside the item loop GCC copied accumulators between registers on every group of k.
-template <int R, int Cols>
-MRT_PLANES_TILE void tile(int64_t K, const uint8_t* A, int64_t lda, const PlaneSrc& src, const int32_t* corr,
-                          bool first, const PlaneFix* fix, int32_t* out, int64_t ldo) {
+// 4 rows x Cols (16 or 8) positions over K values of k from a block of the weights' panel: the sums into out
+// (row stride ldo), plus corr[r] and the fix entries of the tile's rows (fix: nullptr for none) when first, else
+// added to what out holds. Not inlined: inside the item loop GCC copied accumulators between registers on every
+// group of k.
+template <int Cols>
+MRT_PLANES_TILE void tile(int64_t K, const uint8_t* panel, const PlaneSrc& src, const int32_t* corr, bool first,
+                          const PlaneFix* fix, int32_t* out, int64_t ldo) {
+  constexpr int R = 4;
   __m256i acc0[R], acc1[R];
 #if defined(__GNUC__)
-  if constexpr (R == 4 && Cols == 16) sums4x16(K, A, lda, src, acc0, acc1);
+  if constexpr (Cols == 16) sums4x16(K, panel, src, acc0, acc1);
   else
 #endif
-    u8s8::sums<R, PlaneSrc, Cols>(K, A, lda, src, acc0, acc1);
+    panel_sums<Cols>(K, panel, src, acc0, acc1);
   if (fix) {
     const __m256i ones = _mm256_set1_epi16(1);
 #pragma GCC unroll 4
@@ -280,17 +314,6 @@ MRT_PLANES_TILE void tile(int64_t K, const uint8_t* A, int64_t lda, const PlaneS
       const __m256i c1 = first ? c0 : _mm256_loadu_si256(reinterpret_cast<const __m256i*>(o + 8));
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(o + 8), _mm256_add_epi32(acc1[r], c1));
     }
-  }
-}
-
-template <int Cols>
-void tile_rows(int64_t rows, int64_t K, const uint8_t* A, int64_t lda, const PlaneSrc& src, const int32_t* corr,
-               bool first, const PlaneFix* fix, int32_t* out, int64_t ldo) {
-  switch (rows) {
-    case 4: tile<4, Cols>(K, A, lda, src, corr, first, fix, out, ldo); break;
-    case 3: tile<3, Cols>(K, A, lda, src, corr, first, fix, out, ldo); break;
-    case 2: tile<2, Cols>(K, A, lda, src, corr, first, fix, out, ldo); break;
-    default: tile<1, Cols>(K, A, lda, src, corr, first, fix, out, ldo); break;
   }
 }
 
@@ -322,6 +345,10 @@ void conv8_planes_avx2(const DirectConv8& g, const uint8_t* x, bool x_signed, in
   const PreparedA8& A = w.a;
   MRT_ENFORCE(w.M == g.M && w.C == g.C && w.KH == g.KH && w.KW == g.KW && A.kernel && A.kernel->pair_limit > 0,
               MRT_INTERNAL, "8-bit plane conv: weights prepared for another geometry or kernel");
+  const int64_t Mp = (g.M + 3) / 4 * 4;  // the panel's rows (prepare_a8 rounds M up to the kernel's 4 rows)
+  MRT_ENFORCE(static_cast<int64_t>(w.panel.size()) == Mp * A.Kp && static_cast<int64_t>(A.rowsum.size()) == Mp &&
+                  static_cast<int64_t>(A.fix_begin.size()) == Mp + 1,
+              MRT_INTERNAL, "8-bit plane conv: weights not prepared as a panel of blocks of 4 rows");
   const Staging s = staging_for(g);
   const int64_t nph = static_cast<int64_t>(s.phases.size()), planes = s.CQ * nph;
   MRT_ENFORCE(A.K == s.CQ * g.KH * g.KW * 4 && static_cast<int64_t>(w.slot_channel.size()) == s.CQ * 4,
@@ -357,8 +384,8 @@ void conv8_planes_avx2(const DirectConv8& g, const uint8_t* x, bool x_signed, in
 
   // per output channel: -xz * (the sum of its weights), wrapping like the sums
   static thread_local std::vector<int32_t> corr_buf;
-  Scratch<int32_t> corr(corr_buf, static_cast<size_t>(g.M));
-  for (int64_t m = 0; m < g.M; ++m)
+  Scratch<int32_t> corr(corr_buf, static_cast<size_t>(Mp));
+  for (int64_t m = 0; m < Mp; ++m)
     corr.data()[m] = static_cast<int32_t>(static_cast<uint32_t>(-xz) *
                                           static_cast<uint32_t>(A.rowsum[static_cast<size_t>(m)]));
   // the fix entries' groups of B in this staging, and their quads of A
@@ -390,14 +417,15 @@ void conv8_planes_avx2(const DirectConv8& g, const uint8_t* x, bool x_signed, in
         for (int64_t t = 0; t < n; t += kCols) {
           const PlaneSrc src{img + (q0 + t) * 4, s.off.data() + k0 / 4};
           const bool half = n - t <= kCols / 2;
-          for (int64_t r0 = 0; r0 < rows; r0 += u8s8::kRows) {
-            const int64_t R = std::min<int64_t>(u8s8::kRows, rows - r0), m = m0 + r0;
-            const bool fixed = k0 == 0 && entries && A.fix_begin[static_cast<size_t>(m + R)] !=
+          // whole blocks of 4 rows: the panel's rows past M are zeros, their sums land in acc rows not copied out
+          for (int64_t r0 = 0; r0 < rows; r0 += 4) {
+            const int64_t m = m0 + r0;
+            const bool fixed = k0 == 0 && entries && A.fix_begin[static_cast<size_t>(m + 4)] !=
                                                          A.fix_begin[static_cast<size_t>(m)];
             const PlaneFix fix{A.fix_begin.data() + m, fix_at.data(), fix_quad.data()};
-            (half ? tile_rows<kCols / 2> : tile_rows<kCols>)(R, kn, A.data.data() + m * Kp + k0, Kp, src,
-                                                              corr.data() + m, k0 == 0, fixed ? &fix : nullptr,
-                                                              acc + r0 * kChunk + t, kChunk);
+            const uint8_t* panel = w.panel.data() + (m / 4 * Kp + k0) * 4;
+            (half ? tile<kCols / 2> : tile<kCols>)(kn, panel, src, corr.data() + m, k0 == 0, fixed ? &fix : nullptr,
+                                                    acc + r0 * kChunk + t, kChunk);
           }
         }
       }
