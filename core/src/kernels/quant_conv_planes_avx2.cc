@@ -112,8 +112,11 @@ Staging staging_for(const DirectConv8& g) {
 // per row) gathered from the image, then the run interleaved into 4-byte pixels in one pass (the plane's rows
 // are consecutive, so a run of rows is one run of pixels: maps under 16 wide interleave 16 pixels at a time
 // too). A slot whose rows are whole consecutive input rows (stride 1, no padding columns, no flip) is read in
-// place. (A call per plane's run of rows: the plane's divisions once, not per row; per row they were most of the
-// staging's time on stride 2 layers.)
+// place. A slot's rows are copied first, 16 bytes at a time (int8 inputs flipped on the way, stride 2 picking the
+// even bytes of 32), each copy free to run past its row's bytes, into the next row's (copied after it) or into a
+// later slot's rows or the buffer's slack (written after it); then the padding columns and rows are filled, over
+// whatever ran into them. (A call per plane's run of rows: the plane's divisions once, not per row; per row
+// they were most of the staging's time on stride 2 layers.)
 void stage_rows(const DirectConv8& g, const Staging& s, const int32_t* slot_channel, const uint8_t* x, uint8_t fill,
                 uint8_t flip, int64_t p, int64_t i0, int64_t i1, uint8_t* img) {
   const int64_t nph = static_cast<int64_t>(s.phases.size());
@@ -124,11 +127,18 @@ void stage_rows(const DirectConv8& g, const Staging& s, const int32_t* slot_chan
   const int64_t j_lo = std::clamp<int64_t>(first <= 0 ? 0 : (first + g.sw - 1) / g.sw, 0, Wq);
   const int64_t last = g.W - 1 + g.pl - phi;  // j * sw <= last
   const int64_t j_hi = std::clamp<int64_t>(last < 0 ? 0 : last / g.sw + 1, j_lo, Wq);
+  const int64_t len = j_hi - j_lo;
   const int64_t ih0 = i0 * g.sh + rho - g.pt, ih1 = (i1 - 1) * g.sh + rho - g.pt;
   const bool in_place = g.sw == 1 && g.sh == 1 && !flip && j_lo == 0 && j_hi == Wq && Wq == g.W && ih0 >= 0 &&
                         ih1 < g.H;
+  // a copy reads up to 32 bytes from a row's first (stride 2; 16 at stride 1) and writes 16 from its first
+  const uint8_t* x_end = x + g.C * g.H * g.W;
+  const int64_t reach = g.sw == 2 ? 32 : 16;
+  constexpr int64_t kSlack = 16;
   static thread_local std::vector<uint8_t> rows_buf;
-  if (rows_buf.size() < static_cast<size_t>(4 * n)) rows_buf.resize(static_cast<size_t>(4 * n));
+  if (rows_buf.size() < static_cast<size_t>(4 * n + kSlack)) rows_buf.resize(static_cast<size_t>(4 * n + kSlack));
+  const __m128i vflip = _mm_set1_epi8(static_cast<char>(flip));
+  const __m128i even = _mm_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, -1, -1, -1, -1, -1, -1, -1, -1);
   const uint8_t* t[4];
   for (int b = 0; b < 4; ++b) {
     const int64_t c = slot_channel[cq * 4 + b];
@@ -142,37 +152,40 @@ void stage_rows(const DirectConv8& g, const Staging& s, const int32_t* slot_chan
       std::memset(rb, 0, static_cast<size_t>(n));
       continue;
     }
-    for (int64_t i = i0; i < i1; ++i, rb += Wq) {
+    for (int64_t i = i0; i < i1 && len > 0; ++i) {
       const int64_t ih = i * g.sh + rho - g.pt;
-      if (ih < 0 || ih >= g.H) {
-        std::memset(rb, fill, static_cast<size_t>(Wq));
-        continue;
-      }
-      std::memset(rb, fill, static_cast<size_t>(j_lo));
-      std::memset(rb + j_hi, fill, static_cast<size_t>(Wq - j_hi));
+      if (ih < 0 || ih >= g.H) continue;
       const uint8_t* src = x + (c * g.H + ih) * g.W + (j_lo * g.sw + phi - g.pl);
-      uint8_t* d = rb + j_lo;
-      const int64_t len = j_hi - j_lo;
+      uint8_t* d = rb + (i - i0) * Wq + j_lo;
       int64_t j = 0;
-      if (g.sw == 1 && !flip) {
-        std::memcpy(d, src, static_cast<size_t>(len));
-        j = len;
-      } else if (g.sw == 2 && len > 16) {
-        // the even bytes of 32, 16 at a time (j + 16 < len: the 32 bytes lie within the row); the last 16 from
-        // the odd bytes of the 32 ending at the last one read (src[2 len - 2]), overlapping what is done
-        const __m128i even = _mm_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, -1, -1, -1, -1, -1, -1, -1, -1);
-        const __m128i odd = _mm_setr_epi8(1, 3, 5, 7, 9, 11, 13, 15, -1, -1, -1, -1, -1, -1, -1, -1);
-        const __m128i vflip = _mm_set1_epi8(static_cast<char>(flip));
-        auto sixteen = [&](const uint8_t* q, __m128i pick, uint8_t* to) {
-          const __m128i lo = _mm_shuffle_epi8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(q)), pick);
-          const __m128i hi = _mm_shuffle_epi8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(q + 16)), pick);
-          _mm_storeu_si128(reinterpret_cast<__m128i*>(to), _mm_xor_si128(_mm_unpacklo_epi64(lo, hi), vflip));
-        };
-        for (; j + 16 < len; j += 16) sixteen(src + 2 * j, even, d + j);
-        sixteen(src + 2 * (len - 16) - 1, odd, d + len - 16);
-        j = len;
+      if (g.sw <= 2) {
+        // 16 bytes a step while the reads stay inside this image (and the writes inside the row's slot and the
+        // next 16 bytes); the rest one by one
+        for (; j < len && src + j * g.sw + reach <= x_end; j += 16) {
+          const uint8_t* q = src + j * g.sw;
+          __m128i v;
+          if (g.sw == 1) {
+            v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(q));
+          } else {
+            const __m128i lo = _mm_shuffle_epi8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(q)), even);
+            const __m128i hi = _mm_shuffle_epi8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(q + 16)), even);
+            v = _mm_unpacklo_epi64(lo, hi);
+          }
+          _mm_storeu_si128(reinterpret_cast<__m128i*>(d + j), _mm_xor_si128(v, vflip));
+        }
       }
       for (; j < len; ++j) d[j] = static_cast<uint8_t>(src[j * g.sw] ^ flip);
+    }
+    // the padding, over what the copies wrote past their rows
+    for (int64_t i = i0; i < i1; ++i) {
+      const int64_t ih = i * g.sh + rho - g.pt;
+      uint8_t* row = rb + (i - i0) * Wq;
+      if (ih < 0 || ih >= g.H || len == 0) {
+        std::memset(row, fill, static_cast<size_t>(Wq));
+        continue;
+      }
+      for (int64_t j = 0; j < j_lo; ++j) row[j] = fill;
+      for (int64_t j = j_hi; j < Wq; ++j) row[j] = fill;
     }
   }
   uint8_t* out = img + p * s.plane + i0 * Wq * 4;
