@@ -275,3 +275,28 @@ def test_constant_uint8_weights_of_zero_point_128(x_type: type) -> None:
         opts.intra_op_num_threads = threads
         (got,) = mosaicrt.InferenceSession(model, opts).run(None, {"x": x, "xz": xz})
         np.testing.assert_array_equal(got.astype(np.int64), want, err_msg=f"{threads} threads")
+
+
+def test_qlinear_conv_requantizes_near_ties_as_double() -> None:
+    """Products a hair from a tie round as in double: with these scales the multiplier is 0.0018720394...; a sum
+    of 48343 makes 90.50000072, output 91 (a requantization in float makes it 90.5, rounded to even: 90)."""
+    xs, ws, ys = np.float32(0.015644282), np.float32(0.082143046), np.float32(0.68645406)
+    rng = np.random.default_rng(5)
+    w = np.array([127, 127, 127, 1], np.int8).reshape(1, 4, 1, 1)
+    x = rng.integers(0, 255, (1, 4, 3, 7), endpoint=True).astype(np.uint8)
+    x[0, :, 1, 2] = [255, 125, 0, 83]  # 127 * 380 + 83 = 48343
+    inputs = [helper.make_tensor_value_info("x", TensorProto.UINT8, x.shape)]
+    inits = [helper.make_tensor("w", TensorProto.INT8, w.shape, w.tobytes(), raw=True)]
+    scalars = {"xs": (TensorProto.FLOAT, xs), "xz": (TensorProto.UINT8, 0), "ws": (TensorProto.FLOAT, ws),
+               "wz": (TensorProto.INT8, 0), "ys": (TensorProto.FLOAT, ys), "yz": (TensorProto.UINT8, 0)}
+    inits += [helper.make_tensor(name, dtype, [], [value]) for name, (dtype, value) in scalars.items()]
+    node = helper.make_node("QLinearConv", ["x", "xs", "xz", "w", "ws", "wz", "ys", "yz"], ["y"], kernel_shape=[1, 1])
+    graph = helper.make_graph([node], "ties", inputs, [helper.make_tensor_value_info("y", TensorProto.UINT8, None)],
+                              inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 10)], ir_version=8).SerializeToString()
+    (got,) = mosaicrt.InferenceSession(model).run(None, {"x": x})
+    acc = np.einsum("nchw,mc->nmhw", x.astype(np.int64), w[:, :, 0, 0].astype(np.int64))
+    multiplier = np.float64(np.float32(np.float64(np.float32(xs * ws)) / np.float64(ys)))
+    want = np.clip(np.round(acc * multiplier), 0, 255).astype(np.uint8)
+    assert acc[0, 0, 1, 2] == 48343 and want[0, 0, 1, 2] == 91
+    np.testing.assert_array_equal(got, want)
