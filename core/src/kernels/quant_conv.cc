@@ -448,7 +448,7 @@ quant::PlaneWeights8 prepare_plane_weights8(const quant::Igemm8Kernel& k8, const
           }
   }
   quant::prepare_a8(k8, out.a, M, a.data(), w_is_s8, K, K, wz, wz_per_row);
-  const int64_t Kp = out.a.Kp, Mp = static_cast<int64_t>(out.a.data.size()) / Kp;
+  const int64_t Kp = out.a.Kp, Mp = static_cast<int64_t>(out.a.zrow.size());  // (prepare_a8's rows: M rounded up)
   MRT_CHECK_IMPL(Mp % 4 == 0 && Kp % 4 == 0, "8-bit plane conv: weights not in blocks of 4 rows and 4 k");
   out.panel.resize(out.a.data.size());
   for (int64_t m = 0; m < Mp; ++m)

@@ -16,9 +16,9 @@
 //
 // The weights are A, in the order of those groups: k = ((cq * KH + kh) * KW + kw) * 4 + slot % 4, with the
 // 8-bit GEMM's pair limit and fix (quant_common.h), laid out as a panel of blocks of 4 rows
-// (PlaneWeights8::panel): every tile is 4 rows, the rows past M zeros. Zero points: the weights' must be 0 in the kernel's int8
-// domain, so sum (x - xz) w = sum x w - xz * sum w (padding holds xz); an int8 input is moved to uint8 by
-// flipping its top bit. Work items are chunks of positions times groups of output channels; each writes its
+// (PlaneWeights8::panel): every tile is 4 rows, the rows past M zeros. Zero points: the weights' must be 0 in
+// the kernel's int8 domain, so sum (x - xz) w = sum x w - xz * sum w (padding holds xz); an int8 input is moved
+// to uint8 by flipping its top bit. Work items are chunks of positions times groups of output channels; each writes its
 // int32 sums to a small buffer, then requantizes them (or copies them, for ConvInteger) into the NCHW planes.
 #include <immintrin.h>
 
@@ -44,6 +44,7 @@ using u8s8::kCols;
 
 constexpr int64_t kChunk = 64;      // positions per work item (4 tiles)
 constexpr int64_t kGroupRows = 32;  // output channels per work item at most
+static_assert(kGroupRows % 4 == 0, "an item's rows are whole blocks of 4 (a tile's rows past M land in its buffer)");
 constexpr int64_t kBlockK = 1024;   // bytes of k per pass over an item's tiles at most
 
 // B's groups of 4 k for 16 positions: base (position q's bytes) plus the group's offset.
