@@ -160,7 +160,8 @@ DIRECT_CASES = [
 
 
 def _direct_model(op: str, x_type: int, x_shape: tuple[int, ...], w: np.ndarray, wz: np.ndarray | None, *,
-                  attrs: dict[str, object], y_scale: float = 0.25) -> bytes:
+                  attrs: dict[str, object], x_scale: float = 0.05, w_scale: float = 0.02,
+                  y_scale: float = 0.25) -> bytes:
     inputs = [helper.make_tensor_value_info("x", x_type, x_shape), helper.make_tensor_value_info("xz", x_type, [])]
     inits = [helper.make_tensor("w", TensorProto.INT8, w.shape, w.tobytes(), raw=True)]
     if wz is not None:
@@ -172,8 +173,8 @@ def _direct_model(op: str, x_type: int, x_shape: tuple[int, ...], w: np.ndarray,
         node = helper.make_node("QLinearConv", ["x", "xs", "xz", "w", "ws", "wz" if wz is not None else "", "ys",
                                                 "yz"], ["y"], **attrs)
         out = helper.make_tensor_value_info("y", TensorProto.UINT8, None)
-        inits += [helper.make_tensor("xs", TensorProto.FLOAT, [], [0.05]),
-                  helper.make_tensor("ws", TensorProto.FLOAT, [], [0.02]),
+        inits += [helper.make_tensor("xs", TensorProto.FLOAT, [], [x_scale]),
+                  helper.make_tensor("ws", TensorProto.FLOAT, [], [w_scale]),
                   helper.make_tensor("ys", TensorProto.FLOAT, [], [y_scale]),
                   helper.make_tensor("yz", TensorProto.UINT8, [], [128])]
         if wz is None:  # QLinearConv's w_zero_point is not optional before opset 10's optional-input rules
@@ -285,18 +286,11 @@ def test_qlinear_conv_requantizes_near_ties_as_double() -> None:
     w = np.array([127, 127, 127, 1], np.int8).reshape(1, 4, 1, 1)
     x = rng.integers(0, 255, (1, 4, 3, 7), endpoint=True).astype(np.uint8)
     x[0, :, 1, 2] = [255, 125, 0, 83]  # 127 * 380 + 83 = 48343
-    inputs = [helper.make_tensor_value_info("x", TensorProto.UINT8, x.shape)]
-    inits = [helper.make_tensor("w", TensorProto.INT8, w.shape, w.tobytes(), raw=True)]
-    scalars = {"xs": (TensorProto.FLOAT, xs), "xz": (TensorProto.UINT8, 0), "ws": (TensorProto.FLOAT, ws),
-               "wz": (TensorProto.INT8, 0), "ys": (TensorProto.FLOAT, ys), "yz": (TensorProto.UINT8, 0)}
-    inits += [helper.make_tensor(name, dtype, [], [value]) for name, (dtype, value) in scalars.items()]
-    node = helper.make_node("QLinearConv", ["x", "xs", "xz", "w", "ws", "wz", "ys", "yz"], ["y"], kernel_shape=[1, 1])
-    graph = helper.make_graph([node], "ties", inputs, [helper.make_tensor_value_info("y", TensorProto.UINT8, None)],
-                              inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 10)], ir_version=8).SerializeToString()
-    (got,) = mosaicrt.InferenceSession(model).run(None, {"x": x})
+    model = _direct_model("QLinearConv", TensorProto.UINT8, x.shape, w, None, attrs={"kernel_shape": [1, 1]},
+                          x_scale=xs, w_scale=ws, y_scale=ys)
+    (got,) = mosaicrt.InferenceSession(model).run(None, {"x": x, "xz": np.array(0, np.uint8)})
     acc = np.einsum("nchw,mc->nmhw", x.astype(np.int64), w[:, :, 0, 0].astype(np.int64))
     multiplier = np.float64(np.float32(np.float64(np.float32(xs * ws)) / np.float64(ys)))
-    want = np.clip(np.round(acc * multiplier), 0, 255).astype(np.uint8)
-    assert acc[0, 0, 1, 2] == 48343 and want[0, 0, 1, 2] == 91
+    want = np.clip(np.round(acc * multiplier) + 128, 0, 255).astype(np.uint8)  # _direct_model's y zero point
+    assert acc[0, 0, 1, 2] == 48343 and want[0, 0, 1, 2] == 128 + 91
     np.testing.assert_array_equal(got, want)
