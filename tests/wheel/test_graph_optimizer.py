@@ -389,6 +389,8 @@ POINTWISE_CASES = [
     (40, 197, (9, 10), 1, 2),    # 33 blocks of channels (the last of 5) on a small input: at 2 threads by blocks
     (64, 256, (33, 32), 1, 1),   # 1056 positions, 64 x 256: on AVX2 the GEMM
     (48, 99, (35, 36), 3, 1),    # 1260 positions in groups of 16 -> 33 (blocks of 6 channels, the last of 3)
+    (200, 151, (20, 20), 1, 1),  # deep, 26 blocks (the last of 1): on AVX-512 each span's rows copied whole; 400
+                                 # positions in 4 spans (at 2 threads even ones: 96 + 96 + 96 + 112)
 ]
 
 
