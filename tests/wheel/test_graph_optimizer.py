@@ -331,35 +331,40 @@ CONV_CASES = [
     (40, 100, 7, 1, 1, 0, 1, 1),  # pointwise, transposed: tiles of 16 channels into the planes, the last of 4
     (600, 70, 7, 1, 1, 0, 1, 1),  # deeper than a GEMM K step: each filter panel through all of K (whole_k_rows)
     (520, 80, 13, 1, 2, 0, 1, 1),  # strided, 49 positions from 13 x 13, as deep
+    # maps of (H, W): tiles of the transposed GEMM 3 and 7 positions high (4 + 3 on AVX2), 67 = 8 x 8 + 3 channels
+    (16, 67, (1, 3), 1, 1, 0, 1, 1),
+    (16, 67, (1, 7), 1, 1, 0, 1, 1),
 ]
 
 
 @pytest.mark.parametrize("case", CONV_CASES)
 @pytest.mark.parametrize("threads", [1, 2])
-def test_conv_with_constant_filters_matches_fed_filters(case: tuple[int, ...], threads: int) -> None:
+def test_conv_with_constant_filters_matches_fed_filters(case: tuple[Any, ...], threads: int) -> None:
     # Constant filters take the packed paths (im2col inside the GEMM panels or the direct kernel, bias/residual/
     # Relu per GEMM block; pointwise outputs of few positions computed transposed); filters fed at run time take
     # the plain im2col + GEMM path. Both must agree, with and without the fused residual Add and Relu.
     c, m, size, k, stride, pad, dilation, group = case
-    rng = np.random.default_rng(sum(case))
+    hw = size if isinstance(size, tuple) else (size, size)
+    rng = np.random.default_rng(c + m + (sum(size) if isinstance(size, tuple) else size) + k + stride + pad + dilation
+                                + group)
     w = rng.standard_normal((m, c // group, k, k)).astype(np.float32)
     b = rng.standard_normal(m).astype(np.float32)
-    out = (size + 2 * pad - dilation * (k - 1) - 1) // stride + 1
+    out_h, out_w = ((s + 2 * pad - dilation * (k - 1) - 1) // stride + 1 for s in hw)
     nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], strides=[stride, stride], pads=[pad] * 4,
                               dilations=[dilation, dilation], group=group),
              helper.make_node("Add", ["c", "z"], ["s"]),
              helper.make_node("Relu", ["s"], ["y"])]
 
     def model(filters_are_inputs: bool) -> onnx.ModelProto:
-        inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, c, size, size]),
-                  helper.make_tensor_value_info("z", TensorProto.FLOAT, [2, m, out, out])]
+        inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, c, *hw]),
+                  helper.make_tensor_value_info("z", TensorProto.FLOAT, [2, m, out_h, out_w])]
         if filters_are_inputs:
             inputs.append(helper.make_tensor_value_info("w", TensorProto.FLOAT, list(w.shape)))
         graph = helper.make_graph(nodes, "conv", inputs, [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
                                   [_const("w", w), _const("b", b)])
         return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
 
-    feed = {"x": _x((2, c, size, size), seed=1), "z": _x((2, m, out, out), seed=2)}
+    feed = {"x": _x((2, c, *hw), seed=1), "z": _x((2, m, out_h, out_w), seed=2)}
     opts = mosaicrt.SessionOptions()
     opts.intra_op_num_threads = threads
     fused = mosaicrt.InferenceSession(model(False).SerializeToString(), sess_options=opts)

@@ -45,6 +45,43 @@ struct Clip {
   float operator()(float v) const { return std::min(std::max(v, lo), hi); }
 };
 
+// The first n (0..4) values at p, the other lanes 0; and the first n lanes of v stored at p. Loads and stores of
+// 16, 8 and 4 bytes: a copy through a buffer instead (a vector store read back by narrower loads, or narrow
+// stores read back by a vector load) stalls on the failed store forwarding, for every output of a tile a few
+// positions high (the transposed GEMM's tiles of 5 and 6 rows: half of 160 -> 960 on 7 x 7 at 2 threads, AMD
+// Zen 1, went to those stalls).
+inline __m128 load_first4(const float* p, int64_t n) {
+  if (n >= 4) return _mm_loadu_ps(p);
+  if (n == 3) return _mm_movelh_ps(_mm_castpd_ps(_mm_load_sd(reinterpret_cast<const double*>(p))), _mm_load_ss(p + 2));
+  if (n == 2) return _mm_castpd_ps(_mm_load_sd(reinterpret_cast<const double*>(p)));
+  return n == 1 ? _mm_load_ss(p) : _mm_setzero_ps();
+}
+inline void store_first4(float* p, __m128 v, int64_t n) {
+  if (n >= 4) {
+    _mm_storeu_ps(p, v);
+    return;
+  }
+  if (n >= 2) _mm_store_sd(reinterpret_cast<double*>(p), _mm_castps_pd(v));
+  if (n == 3) _mm_store_ss(p + 2, _mm_movehl_ps(v, v));
+  if (n == 1) _mm_store_ss(p, v);
+}
+// The same for n (0..8) values of a 256-bit vector.
+inline __m256 load_first8(const float* p, int64_t n) {
+  if (n >= 8) return _mm256_loadu_ps(p);
+  if (n <= 4) return _mm256_zextps128_ps256(load_first4(p, n));
+  return _mm256_insertf128_ps(_mm256_castps128_ps256(_mm_loadu_ps(p)), load_first4(p + 4, n - 4), 1);
+}
+inline void store_first8(float* p, __m256 v, int64_t n) {
+  if (n >= 8) {
+    _mm256_storeu_ps(p, v);
+  } else if (n <= 4) {
+    store_first4(p, _mm256_castps256_ps128(v), n);
+  } else {
+    _mm_storeu_ps(p, _mm256_castps256_ps128(v));
+    store_first4(p + 4, _mm256_extractf128_ps(v, 1), n - 4);
+  }
+}
+
 }  // namespace
 
 void conv_stage_row_avx2(float* y, const float* z, float bias, int64_t n, bool relu) {
@@ -58,46 +95,32 @@ void conv_stage_row_clip_avx2(float* y, const float* z, float bias, int64_t n, f
 void positions_tile_to_planes_avx2(const float* c, int64_t ldc, int64_t m, int64_t n, const float* bias,
                                    const float* z, const RegisterAct& act, float* y, int64_t positions) {
   const __m256 zero = _mm256_setzero_ps(), vlo = _mm256_set1_ps(act.lo), vhi = _mm256_set1_ps(act.hi);
-  alignas(32) float part[8];  // the positions of a partial block (no masked stores: slow on AMD Zen 3)
   for (int64_t ch0 = 0; ch0 < n; ch0 += 8) {
     const int64_t nc = std::min<int64_t>(8, n - ch0);
     for (int64_t r0 = 0; r0 < m; r0 += 8) {
       const int64_t nr = std::min<int64_t>(8, m - r0);
+      // v[k]: channel ch0 + k at positions r0 .. r0 + 7, transposed from 128-bit halves of the rows (no lane
+      // crossing in registers, see load_transposed8x8), the rows past nr and the channels past nc as zeros
       __m256 v[8];
-      for (int64_t r = 0; r < 8; ++r) {
-        const float* src = c + (r0 + r) * ldc + ch0;
-        if (r >= nr) {
-          v[r] = zero;
-        } else if (nc == 8) {
-          v[r] = _mm256_loadu_ps(src);
-        } else {
-          std::fill(part, part + 8, 0.f);
-          std::copy(src, src + nc, part);
-          v[r] = _mm256_load_ps(part);
-        }
+      for (int64_t r = 0; r < 4; ++r) {
+        const float* lo = c + (r0 + r) * ldc + ch0;
+        const float* hi = lo + 4 * ldc;
+        const __m128 z4 = _mm_setzero_ps();
+        const bool has_lo = r < nr, has_hi = r + 4 < nr;
+        v[r] = _mm256_insertf128_ps(_mm256_castps128_ps256(has_lo ? load_first4(lo, nc) : z4),
+                                    has_hi ? load_first4(hi, nc) : z4, 1);
+        v[r + 4] = _mm256_insertf128_ps(_mm256_castps128_ps256(has_lo ? load_first4(lo + 4, nc - 4) : z4),
+                                        has_hi ? load_first4(hi + 4, nc - 4) : z4, 1);
       }
-      transpose8x8(v);  // v[k]: channel ch0 + k at positions r0 .. r0 + 7
+      transpose4x4_lanes(v[0], v[1], v[2], v[3]);
+      transpose4x4_lanes(v[4], v[5], v[6], v[7]);
       for (int64_t k = 0; k < nc; ++k) {
         const int64_t ch = ch0 + k;
-        float* out = y + ch * positions + r0;
         __m256 s = _mm256_add_ps(v[k], _mm256_set1_ps(bias ? bias[ch] : 0.f));
-        if (z) {
-          const float* zr = z + ch * positions + r0;
-          if (nr == 8) {
-            s = _mm256_add_ps(s, _mm256_loadu_ps(zr));
-          } else {
-            std::copy(zr, zr + nr, part);
-            s = _mm256_add_ps(s, _mm256_load_ps(part));
-          }
-        }
+        if (z) s = _mm256_add_ps(s, load_first8(z + ch * positions + r0, nr));
         if (act.kind == RegisterAct::kRelu) s = _mm256_max_ps(s, zero);
         else if (act.kind == RegisterAct::kClip) s = _mm256_min_ps(vhi, _mm256_max_ps(vlo, s));
-        if (nr == 8) {
-          _mm256_storeu_ps(out, s);
-        } else {
-          _mm256_store_ps(part, s);
-          std::copy(part, part + nr, out);
-        }
+        store_first8(y + ch * positions + r0, s, nr);
       }
     }
   }

@@ -15,6 +15,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "../aligned_vector.h"
 #include "../gemm/transpose8_avx.h"
 #include "nn_geometry.h"
 
@@ -73,14 +74,26 @@ struct InRow {
   const float* p;
   __m256 operator()(int64_t off) const { return _mm256_loadu_ps(p + off); }
 };
-// Near the row's ends: the lanes outside the row's offsets [lo, hi) from p read as 0 and touch no memory.
+// Near the row's ends: the lanes outside the row's offsets [lo, hi) from p read as 0 and touch no memory. A load
+// inside the row is a plain one; one that reaches past one end of a row of at least 8 values takes the 8 values at
+// that end and moves them into its lanes (masked loads, the fallback for narrower rows, cost several times a plain
+// load on some CPUs: AMD Zen 1).
 struct AtRowEnds {
   const float* p;
-  __m256i lo, hi;
+  int64_t lo, hi;
   __m256 operator()(int64_t off) const {
-    const __m256i i =
-        _mm256_add_epi32(_mm256_set1_epi32(static_cast<int>(off)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-    const __m256i inside = _mm256_andnot_si256(_mm256_cmpgt_epi32(lo, i), _mm256_cmpgt_epi32(hi, i));
+    if (off >= lo && off + 8 <= hi) return _mm256_loadu_ps(p + off);
+    const __m256i lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    if (hi - lo >= 8) {  // past one end only: lane l takes value j = off - at + l of the 8 at `at`, kept if j in [0, 8)
+      const int64_t at = off < lo ? lo : hi - 8;
+      const __m256i j = _mm256_add_epi32(_mm256_set1_epi32(static_cast<int>(off - at)), lanes);
+      const __m256i keep = _mm256_andnot_si256(_mm256_cmpgt_epi32(_mm256_setzero_si256(), j),
+                                               _mm256_cmpgt_epi32(_mm256_set1_epi32(8), j));
+      return _mm256_and_ps(_mm256_permutevar8x32_ps(_mm256_loadu_ps(p + at), j), _mm256_castsi256_ps(keep));
+    }
+    const __m256i i = _mm256_add_epi32(_mm256_set1_epi32(static_cast<int>(off)), lanes);
+    const __m256i inside = _mm256_andnot_si256(_mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(lo)), i),
+                                               _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(hi)), i));
     return _mm256_maskload_ps(p + off, inside);
   }
 };
@@ -166,8 +179,7 @@ void depthwise_plane_in_place(const float* x, const float* w, float bias, float*
     };
     auto edge = [&](int64_t b) {
       const int64_t c = b * 8 * S;  // the block's padded column
-      const __m256i lo = _mm256_set1_epi32(static_cast<int>(g.pw - c));
-      const __m256i hi = _mm256_set1_epi32(static_cast<int>(g.pw + g.W - c));
+      const int64_t lo = g.pw - c, hi = g.pw + g.W - c;
       __m256 acc[1][2] = {{vb, zero}};
       for (int64_t r = 0; r < nrows; ++r) tap_row<S, 1, KW>(AtRowEnds{rows[r] + c, lo, hi}, wrows[r], acc);
       const __m256 v = finish_block<S>(acc[0], act);
@@ -212,21 +224,21 @@ void depthwise_block8_avx2(const float* x, const float* w, const float* bias, fl
     band = std::min(band, g.OH);
   }
   const int64_t band_rows = (band - 1) * g.sh + reach;
-  thread_local std::vector<float> scratch;
-  const size_t need = static_cast<size_t>(band_rows * cols * 8 + taps * 8 + 8 + (banded ? 0 : in_plane * 8));
+  // cache-line aligned: every load of the interleaved input is then a whole 32-byte half line
+  thread_local AlignedVector<float> scratch;
+  const size_t need = static_cast<size_t>(band_rows * cols * 8 + taps * 8 + 64 + (banded ? 0 : in_plane * 8));
   if (scratch.size() < need) scratch.resize(need);
   float* xi = scratch.data();
   float* wi = xi + band_rows * cols * 8;  // wi[t * 8 + c]: the 8 channels' weights of tap t
   for (int64_t t = 0; t < taps; ++t)
     for (int c = 0; c < 8; ++c) wi[t * 8 + c] = w[c * taps + t];
-  float* tail = wi + taps * 8;  // a part group's outputs of one channel
+  float* tail = wi + taps * 8;  // a part group's outputs: tail[c * 8 + k] = channel c at position k
   if (!banded) {
-    float* flat = tail + 8;  // flat[i * 8 + c] = plane c's value i
+    float* flat = tail + 64;  // flat[i * 8 + c] = plane c's value i
     int64_t i = 0;
     for (; i + 8 <= in_plane; i += 8) {
       __m256 v[8];
-      for (int c = 0; c < 8; ++c) v[c] = _mm256_loadu_ps(x + c * in_plane + i);
-      transpose8x8(v);
+      load_transposed8x8(x + i, in_plane, v);
       for (int k = 0; k < 8; ++k) _mm256_storeu_ps(flat + (i + k) * 8, v[k]);
     }
     for (; i < in_plane; ++i)
@@ -253,8 +265,7 @@ void depthwise_block8_avx2(const float* x, const float* w, const float* bias, fl
         for (int64_t j = 0; j < used; j += 8) {
           const int64_t jb = std::min(j, used - 8);
           __m256 v[8];
-          for (int c = 0; c < 8; ++c) v[c] = _mm256_loadu_ps(src + c * in_plane + jb);
-          transpose8x8(v);
+          load_transposed8x8(src + jb, in_plane, v);
           for (int k = 0; k < 8; ++k) _mm256_storeu_ps(xr + (g.pw + jb + k) * 8, v[k]);
         }
       }
@@ -281,15 +292,12 @@ void depthwise_block8_avx2(const float* x, const float* w, const float* bias, fl
           const int64_t off = kh * row_step + kw * col_step;
           for (int k = 0; k < 8; ++k) acc[k] = _mm256_fmadd_ps(wv, _mm256_loadu_ps(base[k] + off), acc[k]);
         }
-      transpose8x8(acc);  // acc[c] = channel c at the 8 positions
-      for (int c = 0; c < 8; ++c) acc[c] = activate(acc[c], act);
+      for (int k = 0; k < 8; ++k) acc[k] = activate(acc[k], act);
       if (n == 8) {
-        for (int c = 0; c < 8; ++c) _mm256_storeu_ps(y + c * out_plane + p0, acc[c]);
+        store_transposed8x8(acc, y + p0, out_plane);  // channel c's 8 outputs at y + c * out_plane + p0
       } else {
-        for (int c = 0; c < 8; ++c) {
-          _mm256_storeu_ps(tail, acc[c]);
-          std::copy(tail, tail + n, y + c * out_plane + p0);
-        }
+        store_transposed8x8(acc, tail, 8);
+        for (int c = 0; c < 8; ++c) std::copy(tail + c * 8, tail + c * 8 + n, y + c * out_plane + p0);
       }
     }
   }
