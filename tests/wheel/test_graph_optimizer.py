@@ -345,8 +345,7 @@ def test_conv_with_constant_filters_matches_fed_filters(case: tuple[Any, ...], t
     # the plain im2col + GEMM path. Both must agree, with and without the fused residual Add and Relu.
     c, m, size, k, stride, pad, dilation, group = case
     hw = size if isinstance(size, tuple) else (size, size)
-    rng = np.random.default_rng(c + m + (sum(size) if isinstance(size, tuple) else size) + k + stride + pad + dilation
-                                + group)
+    rng = np.random.default_rng([c, m, *hw, k, stride, pad, dilation, group])
     w = rng.standard_normal((m, c // group, k, k)).astype(np.float32)
     b = rng.standard_normal(m).astype(np.float32)
     out_h, out_w = ((s + 2 * pad - dilation * (k - 1) - 1) // stride + 1 for s in hw)

@@ -37,15 +37,31 @@ inline void transpose4x4_lanes(__m256& a, __m256& b, __m256& c, __m256& d) {
   c = _mm256_shuffle_ps(t1, t3, 0x44), d = _mm256_shuffle_ps(t1, t3, 0xEE);
 }
 
+// The first n values at p (n <= 0: none, n >= 4: four), the other lanes 0, by loads of 16, 8 and 4 bytes: a
+// partial row read through a buffer instead (narrow stores read back by a vector load) stalls on the failed
+// store forwarding.
+inline __m128 load_first4(const float* p, int64_t n) {
+  if (n >= 4) return _mm_loadu_ps(p);
+  if (n == 3) return _mm_movelh_ps(_mm_castpd_ps(_mm_load_sd(reinterpret_cast<const double*>(p))), _mm_load_ss(p + 2));
+  if (n == 2) return _mm_castpd_ps(_mm_load_sd(reinterpret_cast<const double*>(p)));
+  return n == 1 ? _mm_load_ss(p) : _mm_setzero_ps();
+}
+
 // The same 8x8 transpose with the rows in memory (row r: 8 values at src + r * stride): v[j] = column j. The rows
 // go in by 128-bit halves (row r's values 0-3 beside row r + 4's), so no instruction crosses lanes in registers:
-// those (vperm2f128) cost 8 micro-ops each on AMD Zen 1, against one load each here.
-inline void load_transposed8x8(const float* src, int64_t stride, __m256 (&v)[8]) {
-  for (int r = 0; r < 4; ++r) {
+// those (vperm2f128) cost 8 micro-ops each on AMD Zen 1, against one load each here. A partial block reads only
+// its first `rows` rows and `cols` values of each, the rest of v as zeros (the defaults, a whole block, fold to
+// plain loads).
+inline void load_transposed8x8(const float* src, int64_t stride, __m256 (&v)[8], int64_t rows = 8, int64_t cols = 8) {
+  const __m128 none = _mm_setzero_ps();
+  for (int64_t r = 0; r < 4; ++r) {
     const float* lo = src + r * stride;
     const float* hi = src + (r + 4) * stride;
-    v[r] = _mm256_insertf128_ps(_mm256_castps128_ps256(_mm_loadu_ps(lo)), _mm_loadu_ps(hi), 1);
-    v[r + 4] = _mm256_insertf128_ps(_mm256_castps128_ps256(_mm_loadu_ps(lo + 4)), _mm_loadu_ps(hi + 4), 1);
+    const bool has_lo = r < rows, has_hi = r + 4 < rows;
+    v[r] = _mm256_insertf128_ps(_mm256_castps128_ps256(has_lo ? load_first4(lo, cols) : none),
+                                has_hi ? load_first4(hi, cols) : none, 1);
+    v[r + 4] = _mm256_insertf128_ps(_mm256_castps128_ps256(has_lo ? load_first4(lo + 4, cols - 4) : none),
+                                    has_hi ? load_first4(hi + 4, cols - 4) : none, 1);
   }
   transpose4x4_lanes(v[0], v[1], v[2], v[3]);
   transpose4x4_lanes(v[4], v[5], v[6], v[7]);

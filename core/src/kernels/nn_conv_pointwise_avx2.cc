@@ -179,9 +179,7 @@ void conv_pointwise_avx2(const PointwiseConv& g, const float* x, const float* wp
         ld = (s1 - s0 + 15) / 16 * 16;
         if (staged_span != s) {
           if (staged.size() < static_cast<size_t>(g.K * ld)) staged.resize(static_cast<size_t>(g.K * ld));
-          if (g.in_scale) input_stage_rows_avx2(x + s0, g.P, g.in_scale, g.in_shift, g.K, s1 - s0, ld, staged.data());
-          else
-            for (int64_t k = 0; k < g.K; ++k) std::copy(x + k * g.P + s0, x + k * g.P + s1, staged.data() + k * ld);
+          stage_span_rows_avx2(x, g.P, g.in_scale, g.in_shift, g.K, s0, s1, ld, staged.data());
           staged_span = s;
         }
         xs = staged.data();

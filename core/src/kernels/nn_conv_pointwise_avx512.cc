@@ -21,12 +21,12 @@ namespace {
 constexpr int kRows = static_cast<int>(kPointwiseRows);
 constexpr int64_t kTile = 64;  // positions per tile (four vectors)
 // Inputs deeper than kCopyDepth with at least kCopyBlocks blocks of output channels are copied a span at a time into
-// rows of whole vectors, read by every block: a tile then reads its rows from one compact buffer at one fixed
-// distance instead of rows a plane apart (on a 16 x 16 map 1 KiB: the same few cache sets). Intel Xeon (AVX-512),
-// one process: alone 1024 -> 256 on 16 x 16 0.886, 512 -> 1000 on 13 x 13 0.92; light ResNet-50 0.980-0.981 at 1
-// thread, 0.981-0.983 at 2, light SqueezeNet 0.969-0.971 / 0.988-0.990, ResNet-18 0.987-0.991 at 2. With fewer
-// blocks the copy is not won back: MobileNetV2's projections (4 to 16 blocks) took 1.027 with every deep input
-// copied, 1.000-1.004 with this limit.
+// rows of whole vectors, read by every block: a tile then reads its rows from one compact buffer at one fixed distance
+// instead of rows a plane apart (on a 16 x 16 map 1 KiB: a tile's rows fall in a quarter of L1's sets). Intel Xeon
+// (AVX-512), one process: alone 1024 -> 256 on 16 x 16 0.886, 512 -> 1000 on 13 x 13 0.92; light ResNet-50 0.980-0.981
+// at 1 thread, 0.981-0.983 at 2, light SqueezeNet 0.969-0.971 / 0.988-0.990, ResNet-18 0.987-0.991 at 2. With fewer
+// blocks the copy is not won back: MobileNetV2's projections (4 to 16 blocks) took 1.027 with every deep input copied,
+// 1.000-1.004 with this limit.
 constexpr int64_t kCopyDepth = 128, kCopyBlocks = 24;
 
 inline __mmask16 first16(int64_t n) { return n >= 16 ? __mmask16(0xFFFF) : static_cast<__mmask16>((1u << n) - 1); }
@@ -185,9 +185,7 @@ void conv_pointwise_avx512(const PointwiseConv& g, const float* x, const float* 
         ld = (s1 - s0 + 15) / 16 * 16;
         if (staged_span != s) {
           if (staged.size() < static_cast<size_t>(g.K * ld)) staged.resize(static_cast<size_t>(g.K * ld));
-          if (g.in_scale) input_stage_rows_avx2(x + s0, g.P, g.in_scale, g.in_shift, g.K, s1 - s0, ld, staged.data());
-          else
-            for (int64_t k = 0; k < g.K; ++k) std::copy(x + k * g.P + s0, x + k * g.P + s1, staged.data() + k * ld);
+          stage_span_rows_avx2(x, g.P, g.in_scale, g.in_shift, g.K, s0, s1, ld, staged.data());
           staged_span = s;
         }
         xs = staged.data();

@@ -45,17 +45,11 @@ struct Clip {
   float operator()(float v) const { return std::min(std::max(v, lo), hi); }
 };
 
-// The first n (0..4) values at p, the other lanes 0; and the first n lanes of v stored at p. Loads and stores of
-// 16, 8 and 4 bytes: a copy through a buffer instead (a vector store read back by narrower loads, or narrow
-// stores read back by a vector load) stalls on the failed store forwarding, for every output of a tile a few
-// positions high (the transposed GEMM's tiles of 5 and 6 rows: half of 160 -> 960 on 7 x 7 at 2 threads, AMD
+// The first n (n <= 0: none, n >= 4: four) lanes of v stored at p by stores of 16, 8 and 4 bytes (load_first4 in
+// transpose8_avx.h is the load): a copy through a buffer instead (a vector store read back by narrower loads, or
+// narrow stores read back by a vector load) stalls on the failed store forwarding, for every output of a tile a
+// few positions high (the transposed GEMM's tiles of 5 and 6 rows: half of 160 -> 960 on 7 x 7 at 2 threads, AMD
 // Zen 1, went to those stalls).
-inline __m128 load_first4(const float* p, int64_t n) {
-  if (n >= 4) return _mm_loadu_ps(p);
-  if (n == 3) return _mm_movelh_ps(_mm_castpd_ps(_mm_load_sd(reinterpret_cast<const double*>(p))), _mm_load_ss(p + 2));
-  if (n == 2) return _mm_castpd_ps(_mm_load_sd(reinterpret_cast<const double*>(p)));
-  return n == 1 ? _mm_load_ss(p) : _mm_setzero_ps();
-}
 inline void store_first4(float* p, __m128 v, int64_t n) {
   if (n >= 4) {
     _mm_storeu_ps(p, v);
@@ -65,7 +59,7 @@ inline void store_first4(float* p, __m128 v, int64_t n) {
   if (n == 3) _mm_store_ss(p + 2, _mm_movehl_ps(v, v));
   if (n == 1) _mm_store_ss(p, v);
 }
-// The same for n (0..8) values of a 256-bit vector.
+// The same for n (n <= 0: none, n >= 8: eight) values of a 256-bit vector.
 inline __m256 load_first8(const float* p, int64_t n) {
   if (n >= 8) return _mm256_loadu_ps(p);
   if (n <= 4) return _mm256_zextps128_ps256(load_first4(p, n));
@@ -99,21 +93,9 @@ void positions_tile_to_planes_avx2(const float* c, int64_t ldc, int64_t m, int64
     const int64_t nc = std::min<int64_t>(8, n - ch0);
     for (int64_t r0 = 0; r0 < m; r0 += 8) {
       const int64_t nr = std::min<int64_t>(8, m - r0);
-      // v[k]: channel ch0 + k at positions r0 .. r0 + 7, transposed from 128-bit halves of the rows (no lane
-      // crossing in registers, see load_transposed8x8), the rows past nr and the channels past nc as zeros
+      // v[k]: channel ch0 + k at positions r0 .. r0 + 7; the rows past nr and the channels past nc as zeros
       __m256 v[8];
-      for (int64_t r = 0; r < 4; ++r) {
-        const float* lo = c + (r0 + r) * ldc + ch0;
-        const float* hi = lo + 4 * ldc;
-        const __m128 z4 = _mm_setzero_ps();
-        const bool has_lo = r < nr, has_hi = r + 4 < nr;
-        v[r] = _mm256_insertf128_ps(_mm256_castps128_ps256(has_lo ? load_first4(lo, nc) : z4),
-                                    has_hi ? load_first4(hi, nc) : z4, 1);
-        v[r + 4] = _mm256_insertf128_ps(_mm256_castps128_ps256(has_lo ? load_first4(lo + 4, nc - 4) : z4),
-                                        has_hi ? load_first4(hi + 4, nc - 4) : z4, 1);
-      }
-      transpose4x4_lanes(v[0], v[1], v[2], v[3]);
-      transpose4x4_lanes(v[4], v[5], v[6], v[7]);
+      load_transposed8x8(c + r0 * ldc + ch0, ldc, v, nr, nc);
       for (int64_t k = 0; k < nc; ++k) {
         const int64_t ch = ch0 + k;
         __m256 s = _mm256_add_ps(v[k], _mm256_set1_ps(bias ? bias[ch] : 0.f));

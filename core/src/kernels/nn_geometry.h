@@ -241,6 +241,16 @@ void conv_stage_row_clip_avx2(float* y, const float* z, float bias, int64_t n, f
 // scale[k] + shift[k]) for j < n, 0 for n <= j < ld (nn_conv_stage_avx2.cc).
 void input_stage_rows_avx2(const float* x, int64_t ldx, const float* scale, const float* shift, int64_t rows,
                            int64_t n, int64_t ld, float* dst);
+// The pointwise kernels' staged span: positions s0 .. s1 of the K planes (P positions each) into K rows ld apart,
+// through the input stage when scale is given (zeros past the span), else copied (the rest of each row untouched).
+inline void stage_span_rows_avx2(const float* x, int64_t P, const float* scale, const float* shift, int64_t K,
+                                 int64_t s0, int64_t s1, int64_t ld, float* dst) {
+  if (scale) {
+    input_stage_rows_avx2(x + s0, P, scale, shift, K, s1 - s0, ld, dst);
+    return;
+  }
+  for (int64_t k = 0; k < K; ++k) std::copy(x + k * P + s0, x + k * P + s1, dst + k * ld);
+}
 
 // 2-D MaxPool without dilation or Indices (nn_pool_avx512.cc; needs AVX-512 F + BW): `planes` planes of H x W
 // into OH x OW, windows KH x KW with strides sh, sw from the padding pt (top) and pl (left).
