@@ -59,9 +59,11 @@ def _axis_patterns(rank: int) -> list[tuple[int, ...]]:
     return [axes for n in range(1, rank + 1) for axes in itertools.combinations(range(rank), n)]
 
 
-# Mean, L2, LogSum and LogSumExp of integers are left out: their integer rounding is not numpy's.
+# Mean, L2, LogSum and LogSumExp of integers are left out: their integer rounding is not numpy's. The types
+# narrower than their accumulator (small integers, float16) are reduced as that type and narrowed after.
 _CASES = [(kind, dtype) for kind in _KINDS
-          for dtype in (np.float32, np.float64, np.float16, np.int32, np.int64, np.uint32, np.uint64)
+          for dtype in (np.float32, np.float64, np.float16, np.int8, np.int16, np.int32, np.int64, np.uint8,
+                        np.uint16, np.uint32, np.uint64)
           if kind not in _FLOAT_KINDS or np.dtype(dtype).kind == "f"]
 
 
@@ -84,7 +86,7 @@ def test_every_axis_pattern_matches_numpy(kind: str, dtype: type) -> None:
 
 
 @pytest.mark.parametrize("kind", ["ReduceSum", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceSumSquare"])
-@pytest.mark.parametrize("dtype", [np.float32, np.int8, np.uint8, np.int64])
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, np.int8, np.uint8, np.int16, np.uint16, np.int64])
 def test_empty_reduced_groups_give_the_identity(kind: str, dtype: type) -> None:
     # Two separate reduced groups, one of them empty: every output is the reducer's identity.
     x = np.zeros((2, 0, 3, 4), dtype)

@@ -7,6 +7,46 @@
 namespace mrt {
 namespace ew {
 
+void BroadcastPlan::for_rows(int64_t r0, int64_t r1, RowFn fn, const void* state) const {
+  const size_t nd = dims.size();
+  std::vector<int64_t> idx(nd, 0);
+  std::array<int64_t, 3> off{{0, 0, 0}};
+  int64_t rem = r0;
+  for (size_t d = nd; d-- > 0;) {
+    idx[d] = rem % dims[d];
+    rem /= dims[d];
+    for (int k = 0; k < n_inputs; ++k) off[k] += idx[d] * strides[d][k];
+  }
+  for (int64_t r = r0; r < r1; ++r) {
+    fn(state, off[0], off[1], off[2], r * inner, inner);
+    for (size_t d = nd; d-- > 0;) {
+      if (++idx[d] < dims[d]) {
+        for (int k = 0; k < n_inputs; ++k) off[k] += strides[d][k];
+        break;
+      }
+      for (int k = 0; k < n_inputs; ++k) off[k] -= (dims[d] - 1) * strides[d][k];
+      idx[d] = 0;
+    }
+  }
+}
+
+void BroadcastPlan::run(OpContext& ctx, RowFn fn, const void* state) const {
+  if (numel == 0) return;
+  if (numel < 2 * kGrain || rows == 1) {
+    if (rows == 1 && numel >= 2 * kGrain) {
+      // one long row: split it
+      ctx.threads().parallel_for(inner, kGrain, [&](int64_t b, int64_t e) {
+        fn(state, inner_stride[0] * b, inner_stride[1] * b, inner_stride[2] * b, b, e - b);
+      });
+      return;
+    }
+    for_rows(0, rows, fn, state);
+    return;
+  }
+  int64_t grain = std::max<int64_t>(1, kGrain / std::max<int64_t>(inner, 1));
+  ctx.threads().parallel_for(rows, grain, [&](int64_t b, int64_t e) { for_rows(b, e, fn, state); });
+}
+
 BroadcastPlan::BroadcastPlan(const Shape& out, const std::vector<const Shape*>& ins) : out_shape(out) {
   MRT_ENFORCE(ins.size() <= 3, MRT_INTERNAL, "broadcast plan supports at most 3 inputs");
   n_inputs = static_cast<int>(ins.size());

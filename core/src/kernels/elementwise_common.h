@@ -57,48 +57,20 @@ struct BroadcastPlan {
 
   BroadcastPlan(const Shape& out, const std::vector<const Shape*>& ins);
 
-  // Calls fn(offset_in0, offset_in1, offset_in2, out_offset, count) for rows [r0, r1).
-  template <class F>
-  void for_rows(int64_t r0, int64_t r1, F&& fn) const {
-    const size_t nd = dims.size();
-    std::vector<int64_t> idx(nd, 0);
-    std::array<int64_t, 3> off{{0, 0, 0}};
-    int64_t rem = r0;
-    for (size_t d = nd; d-- > 0;) {
-      idx[d] = rem % dims[d];
-      rem /= dims[d];
-      for (int k = 0; k < n_inputs; ++k) off[k] += idx[d] * strides[d][k];
-    }
-    for (int64_t r = r0; r < r1; ++r) {
-      fn(off[0], off[1], off[2], r * inner, inner);
-      for (size_t d = nd; d-- > 0;) {
-        if (++idx[d] < dims[d]) {
-          for (int k = 0; k < n_inputs; ++k) off[k] += strides[d][k];
-          break;
-        }
-        for (int k = 0; k < n_inputs; ++k) off[k] -= (dims[d] - 1) * strides[d][k];
-        idx[d] = 0;
-      }
-    }
-  }
+  // A row's work: fn(state, offset_in0, offset_in1, offset_in2, out_offset, count). The walk over the rows is
+  // compiled once (elementwise.cc), not once per operator and element type: only the row call differs.
+  using RowFn = void (*)(const void* state, int64_t o0, int64_t o1, int64_t o2, int64_t out, int64_t n);
 
+  // Calls fn for rows [r0, r1).
+  void for_rows(int64_t r0, int64_t r1, RowFn fn, const void* state) const;
   // Runs fn over all rows, split across the pool when the work is large.
+  void run(OpContext& ctx, RowFn fn, const void* state) const;
+  // The same with a callable fn(offset_in0, offset_in1, offset_in2, out_offset, count).
   template <class F>
-  void run(OpContext& ctx, F&& fn) const {
-    if (numel == 0) return;
-    if (numel < 2 * kGrain || rows == 1) {
-      if (rows == 1 && numel >= 2 * kGrain) {
-        // one long row: split it
-        ctx.threads().parallel_for(inner, kGrain, [&](int64_t b, int64_t e) {
-          fn(inner_stride[0] * b, inner_stride[1] * b, inner_stride[2] * b, b, e - b);
-        });
-        return;
-      }
-      for_rows(0, rows, fn);
-      return;
-    }
-    int64_t grain = std::max<int64_t>(1, kGrain / std::max<int64_t>(inner, 1));
-    ctx.threads().parallel_for(rows, grain, [&](int64_t b, int64_t e) { for_rows(b, e, fn); });
+  void run(OpContext& ctx, const F& fn) const {
+    run(ctx, [](const void* state, int64_t o0, int64_t o1, int64_t o2, int64_t out, int64_t n) {
+      (*static_cast<const F*>(state))(o0, o1, o2, out, n);
+    }, &fn);
   }
 };
 
