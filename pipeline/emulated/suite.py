@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
 import os
 import re
 import shlex
 import shutil
 import subprocess
+import sys
 import time
 import xml.etree.ElementTree as ET
 import zipfile
@@ -357,6 +359,68 @@ def outcome_of(rc: int, counts: Counts) -> tuple[Outcome, str | None]:
     return "failed", f"pytest exit {rc}"
 
 
+#: The suite's generator of the ONNX backend node cases (tests/wheel/node_cases.py): ``--write FILE`` writes them,
+#: and the suite reads that file when $MOSAICRT_NODE_CASES names it.
+NODE_CASES_SCRIPT = "node_cases.py"
+NODE_CASES_ENV = "MOSAICRT_NODE_CASES"
+
+
+def host_node_cases(suite_dir: Path, sysroot: Sysroot, work: Path, say: Say = print) -> dict[str, str]:
+    """The suite's node cases generated on the host, as the environment that points the emulated suite at them.
+
+    Generating them runs onnx's reference implementation in Python: 15 s natively, about 3 minutes of an
+    emulated run's collection. The cases are data (models, inputs, expected outputs), so the host generates them
+    with the onnx and numpy versions of the sysroot: this interpreter when it has them, else a host venv with
+    them pinned. The suite checks the file's versions itself and generates the cases when they differ; anything
+    that fails here only costs that time (said, and the run goes on without the file).
+    """
+    script = suite_dir / NODE_CASES_SCRIPT
+    onnx_version, numpy_version = sysroot.wheels.get("onnx"), sysroot.wheels.get("numpy")
+    if not script.is_file() or not onnx_version or not numpy_version:
+        return {}
+    dest = work / "node-cases" / f"onnx-{onnx_version}-numpy-{numpy_version}-{sha256_file(script)[:12]}.pickle"
+    if not dest.is_file():
+        python = _host_python_with(onnx_version, numpy_version, work, say)
+        if python is None:
+            return {}
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        say(f"[node cases] generating them on the host (onnx {onnx_version}, numpy {numpy_version})")
+        try:
+            proc = subprocess.run([python, str(script), "--write", str(dest)], capture_output=True, text=True,
+                                  env=clean_env(), cwd=suite_dir, timeout=900, check=False)  # fmt: skip
+        except subprocess.TimeoutExpired:
+            say("[node cases] generating them on the host took over 900 s; the emulated suite generates them")
+            return {}
+        if proc.returncode != 0 or not dest.is_file():
+            tail = (proc.stdout + proc.stderr).strip().splitlines()[-3:]
+            say(f"[node cases] generating them on the host failed ({' / '.join(tail)}); the emulated suite does")
+            return {}
+    return {NODE_CASES_ENV: str(dest)}
+
+
+def _host_python_with(onnx_version: str, numpy_version: str, work: Path, say: Say) -> str | None:
+    """A host interpreter with exactly these onnx and numpy versions: this one, else a venv made for them."""
+    try:
+        if (importlib.metadata.version("onnx"), importlib.metadata.version("numpy")) == (onnx_version, numpy_version):
+            return sys.executable
+    except importlib.metadata.PackageNotFoundError:
+        pass
+    venv = work / "venvs" / f"host-node-cases-onnx-{onnx_version}-numpy-{numpy_version}"
+    python = venv / "bin" / "python"
+    if python.is_file():
+        return str(python)
+    say(f"[node cases] a host venv with onnx {onnx_version} and numpy {numpy_version}: {venv}")
+    for cmd in ([sys.executable, "-m", "venv", "--clear", str(venv)],
+                [str(python), "-m", "pip", "install", "-q", f"onnx=={onnx_version}", f"numpy=={numpy_version}"]):
+        proc = subprocess.run(cmd, capture_output=True, text=True, env=clean_env(), check=False)
+        if proc.returncode != 0:
+            tail = (proc.stdout + proc.stderr).strip().splitlines()[-2:]
+            say(f"[node cases] {shlex.join(cmd[:4])} failed ({' / '.join(tail)}); the emulated suite generates them")
+            shutil.rmtree(venv, ignore_errors=True)
+            return None
+    return str(python)
+
+
 def emulated_test_record(
     wheel: Path,
     target: Target,
@@ -387,7 +451,8 @@ def emulated_test_record(
         suite_dir=root / wsuite.path,
         log=log,
         junit=junit,
-        env_extra={"CXX": target.cxx_compiler, "CC": target.c_compiler},
+        env_extra={"CXX": target.cxx_compiler, "CC": target.c_compiler,
+                   **host_node_cases(root / wsuite.path, sysroot, work, say)},
         companions=wsuite.companions,
         tools=target_tools(target),
         venv_dir=work / "venvs" / f"emulated-{target.name}",

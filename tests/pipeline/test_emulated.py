@@ -375,6 +375,59 @@ def test_shards_split_the_collected_tests_and_their_junit_files_merge(tmp_path: 
     assert emulated.failed_tests(merged) == ["test_many::test_n[5]"]
 
 
+def _node_cases_suite(tmp_path: Path, body: str) -> tuple[Path, Path]:
+    """A suite folder whose node_cases.py runs ``body`` (argv[2] is the file to write); and its call log."""
+    suite = tmp_path / "suite"
+    suite.mkdir(exist_ok=True)
+    calls = tmp_path / "calls.txt"
+    (suite / emulated.NODE_CASES_SCRIPT).write_text(
+        f"import sys\nopen({str(calls)!r}, 'a').write(' '.join(sys.argv[1:]) + '\\n')\n{body}\n"
+    )
+    return suite, calls
+
+
+def test_node_cases_are_generated_on_the_host_once_per_generator_and_named_to_the_suite(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import dataclasses
+
+    monkeypatch.setattr(emulated.suite, "_host_python_with", lambda *args: sys.executable)
+    sysroot = dataclasses.replace(_fake_sysroot(tmp_path), wheels={"onnx": "1.23.2", "numpy": "2.4.6"})
+    suite, calls = _node_cases_suite(tmp_path, "open(sys.argv[2], 'wb').write(b'cases')")
+    said: list[str] = []
+    env = emulated.host_node_cases(suite, sysroot, tmp_path / "work", said.append)
+    path = Path(env[emulated.NODE_CASES_ENV])
+    assert path.read_bytes() == b"cases" and "onnx-1.23.2-numpy-2.4.6" in path.name
+    assert calls.read_text().splitlines() == [f"--write {path}"] and "generating them on the host" in said[0]
+    # the same generator and versions: the file is reused; another generator writes its own file
+    assert emulated.host_node_cases(suite, sysroot, tmp_path / "work", said.append) == env
+    assert len(calls.read_text().splitlines()) == 1
+    _node_cases_suite(tmp_path, "open(sys.argv[2], 'wb').write(b'other')")
+    other = Path(emulated.host_node_cases(suite, sysroot, tmp_path / "work", said.append)[emulated.NODE_CASES_ENV])
+    assert other != path and other.read_bytes() == b"other"
+
+
+def test_node_cases_the_host_cannot_generate_are_left_to_the_suite(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import dataclasses
+
+    monkeypatch.setattr(emulated.suite, "_host_python_with", lambda *args: sys.executable)
+    without_onnx = _fake_sysroot(tmp_path)
+    with_onnx = dataclasses.replace(without_onnx, wheels={"onnx": "1.23.2", "numpy": "2.4.6"})
+    suite, calls = _node_cases_suite(tmp_path, "print('no reference here', file=sys.stderr); sys.exit(3)")
+    said: list[str] = []
+    assert emulated.host_node_cases(suite, with_onnx, tmp_path / "work", said.append) == {}
+    assert "failed (no reference here)" in said[-1] and calls.read_text()
+    # no onnx in the sysroot (armv7), or a suite without the generator: nothing is run
+    calls.unlink()
+    assert emulated.host_node_cases(suite, without_onnx, tmp_path / "work", said.append) == {}
+    assert emulated.host_node_cases(tmp_path, with_onnx, tmp_path / "work", said.append) == {}
+    assert not calls.exists()
+    monkeypatch.setattr(emulated.suite, "_host_python_with", lambda *args: None)  # no host venv could be made
+    assert emulated.host_node_cases(suite, with_onnx, tmp_path / "work", said.append) == {}
+
+
 # ------------------------------------------------------------------------------ real, under qemu
 
 ARCH_TARGETS = ("linux-aarch64", "linux-armv7")
@@ -434,6 +487,9 @@ def test_cross_wheel_suite_under_qemu(
     assert rc == 0 and record.outcome == "passed", summary + "\n" + out[-3000:] + log[-6000:]
     assert c.passed > 0 and c.failures == 0 and c.errors == 0, summary
     assert f"3.11 ({target.name})" in out  # the test table's row
+    # where the sysroot has onnx (not armv7's), the suite read the node cases the host generated: the file is
+    # named on the suite's command line in the log
+    assert (f"{emulated.NODE_CASES_ENV}=" in log) == (target_name == "linux-aarch64"), log[:3000]
 
 
 def _fake_apt(monkeypatch: pytest.MonkeyPatch, update_rc: int, lists_after_update: bool) -> list[list[str]]:

@@ -5,12 +5,22 @@ Shared by the wheel test suite (test_onnx_node_cases.py) and tools/run_node_test
 
 from __future__ import annotations
 
+import argparse
+import os
+import pickle
+import sys
 import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+#: A file of the generated cases, written by ``python node_cases.py --write FILE`` (the emulated suite's runner
+#: writes it with the host's Python: generating the cases runs onnx's reference implementation, 15 s here and
+#: minutes under qemu). Used only when it was written by the same onnx version and numpy major version.
+CASES_FILE_ENV = "MOSAICRT_NODE_CASES"
 
 
 @dataclass(frozen=True)
@@ -21,13 +31,45 @@ class CaseResult:
     detail: str = ""
 
 
-def collect_cases() -> list[Any]:
+def _cases_key() -> str:
+    import onnx
+
+    return f"onnx {onnx.__version__}, numpy {np.__version__.split('.')[0]}"
+
+
+def generate_cases() -> list[Any]:
     from onnx.backend.test.case.node import collect_testcases
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the generators emit numpy overflow warnings
         cases = collect_testcases()
     return sorted(cases, key=lambda c: c.name)
+
+
+def collect_cases() -> list[Any]:
+    """The cases from $MOSAICRT_NODE_CASES when that file holds this onnx's cases, else generated here."""
+    path = os.environ.get(CASES_FILE_ENV)
+    if path:
+        try:
+            with Path(path).open("rb") as fh:
+                key, cases = pickle.load(fh)
+        except Exception as exc:  # any unreadable file means: generate them here
+            print(f"node cases: {path} not used ({type(exc).__name__}: {exc}); generating them", file=sys.stderr)
+        else:
+            if key == _cases_key():
+                return list(cases)
+            print(f"node cases: {path} holds the cases of {key}, not {_cases_key()}; generating them", file=sys.stderr)
+    return generate_cases()
+
+
+def write_cases(path: Path) -> int:
+    """Generate the cases into ``path`` (through a temporary file: a reader never sees half a file); their count."""
+    cases = generate_cases()
+    tmp = path.with_name(path.name + ".tmp")
+    with tmp.open("wb") as fh:
+        pickle.dump((_cases_key(), cases), fh, protocol=4)
+    tmp.replace(path)
+    return len(cases)
 
 
 def case_ops(case: Any) -> tuple[str, ...]:
@@ -219,3 +261,16 @@ def run_all(substring: str = "") -> Iterator[CaseResult]:
         if substring and substring not in case.name:
             continue
         yield run_case(case)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Write the onnx backend node cases to a file for collect_cases.")
+    parser.add_argument("--write", type=Path, required=True, metavar="FILE")
+    args = parser.parse_args(argv)
+    count = write_cases(args.write)
+    print(f"{count} node cases ({_cases_key()}) written to {args.write}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -65,3 +65,25 @@ def test_enough_node_cases_pass() -> None:
     passed = sum(1 for s in results.values() if s == "pass")
     print(f"onnx backend node cases passing: {passed} of {len(results)}")
     assert passed >= 1870, f"only {passed} onnx backend node cases pass"
+
+
+def test_cases_come_from_a_file_written_by_this_onnx_else_are_generated(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The emulated runs read the cases the host generated (node_cases.CASES_FILE_ENV); a missing file, one of
+    another onnx or numpy, or an unreadable one means generating them here."""
+    import pickle
+
+    import node_cases
+
+    path = tmp_path / "cases.pickle"
+    monkeypatch.setenv(node_cases.CASES_FILE_ENV, str(path))
+    monkeypatch.setattr(node_cases, "generate_cases", lambda: ["generated"])
+    assert node_cases.collect_cases() == ["generated"]
+    assert node_cases.write_cases(path) == 1
+    monkeypatch.setattr(node_cases, "generate_cases", lambda: ["generated here"])
+    assert node_cases.collect_cases() == ["generated"]
+    path.write_bytes(pickle.dumps(("onnx 0.1, numpy 1", ["of another onnx"])))
+    assert node_cases.collect_cases() == ["generated here"]
+    path.write_bytes(b"not a pickle")
+    assert node_cases.collect_cases() == ["generated here"]
