@@ -200,11 +200,12 @@ def suite_command(venv: EmulatedVenv, suite_dir: Path, junit: Path, *, markers: 
 
 
 def emulated_shards() -> int:
-    """Emulated pytest processes per suite run: ``$MOSAICRT_EMULATED_SHARDS``, else 1. Two shards on this
-    2-core machine were slower than one (423 s and 293 s against 317 s): each emulated process's sessions
-    run their own worker threads, and four emulated threads on two cores wait on each other. Worth it with
-    more cores than a suite's sessions use."""
-    return positive_int_env("MOSAICRT_EMULATED_SHARDS", 1)
+    """Emulated pytest processes per suite run: ``$MOSAICRT_EMULATED_SHARDS``, else 2 where there are two cores or
+    more. An emulated CPython keeps one core busy and the suite's sessions add their own threads, so two shards on
+    two cores contend; whether that wins has varied by machine: on an AMD Zen 3 VM two shards took 423 s and 293 s
+    against 317 s for one; on an AMD Zen 1 VM (where the aarch64 suite took 822 s in one process, the longest step
+    of CI) four of the suite's modules (2467 tests) took 240 s in two shards against 300 s in one."""
+    return positive_int_env("MOSAICRT_EMULATED_SHARDS", 2 if (os.cpu_count() or 1) >= 2 else 1)
 
 
 #: processes of the wheel suite's shutdown stress (tests/wheel/test_shutdown.py) under emulation

@@ -537,3 +537,13 @@ def test_an_apt_update_that_did_not_bring_the_lists_is_an_environment_problem(mo
         _fake_apt(monkeypatch, update_rc=rc, lists_after_update=False)
         with pytest.raises(EnvironmentProblem, match="did not bring armhf package lists"):
             sysroot._ensure_debian_arch("armhf", lambda _: None)
+
+
+def test_shards_default_to_two_on_two_cores_and_the_environment_decides(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("MOSAICRT_EMULATED_SHARDS", raising=False)
+    monkeypatch.setattr(os, "cpu_count", lambda: 1)
+    assert emulated.suite.emulated_shards() == 1
+    monkeypatch.setattr(os, "cpu_count", lambda: 16)
+    assert emulated.suite.emulated_shards() == 2
+    monkeypatch.setenv("MOSAICRT_EMULATED_SHARDS", "3")
+    assert emulated.suite.emulated_shards() == 3
