@@ -369,8 +369,8 @@ NODE_CASES_ENV = "MOSAICRT_NODE_CASES"
 def host_node_cases(suite_dir: Path, sysroot: Sysroot, work: Path, say: Say = print) -> dict[str, str]:
     """The suite's node cases generated on the host, as the environment that points the emulated suite at them.
 
-    Generating them runs onnx's reference implementation in Python: 15 s natively, about 3 minutes of an
-    emulated run's collection. The cases are data (models, inputs, expected outputs), so the host generates them
+    Generating them runs onnx's reference implementation in Python: 15 s natively, minutes of an emulated run's
+    collection. The cases are data (models, inputs, expected outputs), so the host generates them
     with the onnx and numpy versions of the sysroot: this interpreter when it has them, else a host venv with
     them pinned. The suite checks the file's versions itself and generates the cases when they differ; anything
     that fails here only costs that time (said, and the run goes on without the file).
