@@ -119,10 +119,13 @@ def cmake_defines(target: Target, root: Path, *, component_toolchain: str = "tar
         ("CMAKE_AR", str(tools["ar"])),
         ("CMAKE_RANLIB", str(tools["ranlib"])),
         # one section per function and object so the linker drops what nothing calls (libc++ is linked
-        # statically), and no debug info in the shipped libraries (zig keeps it by default)
-        ("CMAKE_C_FLAGS", "-ffunction-sections -fdata-sections"),
-        ("CMAKE_CXX_FLAGS", "-ffunction-sections -fdata-sections"),
-        ("CMAKE_SHARED_LINKER_FLAGS", "-s -Wl,--gc-sections"),
+        # statically), and no debug info in the shipped libraries (zig keeps it by default). `-s` goes with
+        # the compile flags, which CMake also passes to every link, configure's compiler identification
+        # included (no linker flag reaches that one): zig builds its libc, libc++ and compiler-rt for a target
+        # once per strip setting (100 s or more each time on two cores), so every link must strip alike
+        ("CMAKE_C_FLAGS", "-ffunction-sections -fdata-sections -s"),
+        ("CMAKE_CXX_FLAGS", "-ffunction-sections -fdata-sections -s"),
+        ("CMAKE_SHARED_LINKER_FLAGS", "-Wl,--gc-sections"),
     ]
 
 

@@ -12,6 +12,7 @@ be exactly the verified published bytes.
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -165,9 +166,15 @@ def _build_noop_and_test_the_core(dist: Path, work: Path, capsys: pytest.Capture
     """Every host cell built cold, each with its own VERSION; a second build is a no-op; the core wheel's test
     record is bound to its sha256 (and a tampered copy has none)."""
     common = ["--dist-dir", str(dist), "--work-dir", str(work)]
+    zig_cache = Path(os.environ.get("ZIG_GLOBAL_CACHE_DIR", REPO / "build" / "zig-cache"))
+    started = time.time()
     t0 = time.monotonic()
     assert main(["build", *common]) == 0, capsys.readouterr().out[-3000:]
     cold = time.monotonic() - t0
+    # the host cells share one zig target: zig built its libc++ for it at most once (none when cached), which
+    # it does not when some links strip and others do not (pipeline/toolchains.py: cmake_defines)
+    libcxx = [p for p in zig_cache.glob("o/*/libc++.a") if p.stat().st_mtime >= started]
+    assert len(libcxx) <= 1, f"zig built libc++ {len(libcxx)} times in one build: {libcxx}"
     wheels = sorted((dist / "linux-x86_64").glob("*.whl"))
     cells = json.loads((work / "reports" / "build-report.json").read_text())["cells"]
     built = [c for c in cells if c["status"] == "built"]
