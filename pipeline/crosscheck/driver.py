@@ -7,6 +7,7 @@ steps go; a step that fails ends the target with the remaining checks saying why
 from __future__ import annotations
 
 import re
+import shlex
 import subprocess
 import time
 from collections.abc import Callable, Sequence
@@ -90,19 +91,25 @@ def crosscheck(
 
 
 def probe_emulator(target: Target, env: dict[str, str]) -> str | None:
-    """None when the emulator answers ``--version`` (or none is needed); else one line saying what is wrong."""
+    """None when the emulator answers ``--version`` (or none is needed) and is ready for tests run side by side;
+    else one line saying what is wrong. Wine makes its prefix on first use, and two programs started at once on
+    a new prefix race for it (one dies: "chdir to .../server-...: No such file"), so it is made here first."""
     if not target.emulator:
         return None
     exe = target.emulator[0]
-    try:
-        proc = subprocess.run([exe, "--version"], env=env, capture_output=True, text=True, timeout=120, check=False)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        return f"emulator {exe} does not start: {exc}"
-    if proc.returncode != 0:
-        last = (proc.stderr or proc.stdout).strip().splitlines()
-        return f"emulator {exe} is broken: `{exe} --version` exited {proc.returncode}" + (
-            f" ({last[-1]})" if last else ""
-        )
+    steps = [[exe, "--version"]]
+    if Path(exe).name.startswith("wine"):
+        steps.append([*target.emulator, "wineboot", "--init"])
+    for cmd in steps:
+        try:
+            proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300, check=False)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            return f"emulator {exe} does not start: {exc}"
+        if proc.returncode != 0:
+            last = (proc.stderr or proc.stdout).strip().splitlines()
+            return f"emulator {exe} is broken: `{shlex.join(cmd)}` exited {proc.returncode}" + (
+                f" ({last[-1]})" if last else ""
+            )
     return None
 
 
@@ -224,7 +231,10 @@ def _check_target(
     say(f"[{target.name}] running the native tests {'under ' + runner if target.emulator else runner}")
     mark = log.stat().st_size
     rc = cmake.stream(
-        [cmake.ctest(), "--test-dir", build_dir, "-V", "--timeout", str(opts.test_timeout_s)],
+        # the tests run side by side (--parallel): under an emulator each is one slow process, and ctest -V
+        # numbers every output line, so each test's lines are still told apart
+        [cmake.ctest(), "--test-dir", build_dir, "-V", "--parallel", str(opts.jobs),
+         "--timeout", str(opts.test_timeout_s)],
         log=log, env=env, step="ctest", say=None, prefix=target.name, check=False,
     )  # fmt: skip
     run = parse_ctest(cmake.read_from(log, mark))

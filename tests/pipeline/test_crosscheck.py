@@ -226,6 +226,38 @@ def test_parse_ctest_statuses_and_kernels() -> None:
     assert run.kernels == ("sgemm:portable", "sgemm:neon", "igemm:dotprod", "igemm:i8mm")
 
 
+# what `ctest -V --parallel 2` prints: test 2 starts before test 1 ends, their lines interleave, results come in
+# the order the tests end
+CTEST_PARALLEL_OUTPUT = """\
+test 1
+      Start  1: capi_smoke
+test 2
+      Start  2: sgemm_check
+2: active kernel: neon
+1: mosaicrt 0.1.0 (version=0.1.0,arch=arm64)
+2: FAIL neon mode=1: C[0,3]=2 ref=1
+1: 1 passed, 0 failed
+ 1/3 Test  #1: capi_smoke .......................   Passed    0.31 sec
+test 3
+      Start  3: igemm_check
+3: igemm kernel dotprod: 120 cases OK
+2: sgemm kernel portable: OK
+ 2/3 Test  #3: igemm_check ......................   Passed    4.50 sec
+ 3/3 Test  #2: sgemm_check ......................***Failed   12.05 sec
+"""
+
+
+def test_parse_ctest_keeps_interleaved_tests_apart() -> None:
+    run = parse_ctest(CTEST_PARALLEL_OUTPUT)
+    assert run.statuses == {"capi_smoke": "Passed", "igemm_check": "Passed", "sgemm_check": "Failed"}
+    assert run.outputs["capi_smoke"] == ("mosaicrt 0.1.0 (version=0.1.0,arch=arm64)", "1 passed, 0 failed")
+    assert run.outputs["sgemm_check"] == ("active kernel: neon", "FAIL neon mode=1: C[0,3]=2 ref=1",
+                                          "sgemm kernel portable: OK")  # fmt: skip
+    assert run.kernels == ("igemm:dotprod", "sgemm:portable")
+    c = check_native_tests(AARCH64, run, returncode=8, emulator="qemu-aarch64")
+    assert "sgemm_check failed under qemu-aarch64 [it said: FAIL neon mode=1: C[0,3]=2 ref=1]" in c.detail, c.detail
+
+
 def test_native_tests_name_a_crash_under_emulation() -> None:
     c = check_native_tests(AARCH64, parse_ctest(CTEST_OUTPUT), returncode=8, emulator="qemu-aarch64")
     assert c.outcome == "fail"
@@ -289,6 +321,27 @@ def test_broken_emulator_is_one_line(tmp_path: Path) -> None:
     gone = probe_emulator(dataclasses.replace(ARMV7, emulator=(str(tmp_path / "nope"),)), {})
     assert gone is not None and gone.startswith(f"emulator {tmp_path / 'nope'} does not start")
     assert probe_emulator(dataclasses.replace(ARMV7, emulator=("true",)), {"PATH": "/usr/bin:/bin"}) is None
+
+
+def test_wine_prefix_is_made_before_the_tests_run_side_by_side(tmp_path: Path) -> None:
+    """Two programs started at once on a new wine prefix race for it, so the probe makes the prefix first (the
+    native tests then run in parallel) and says so when wine cannot."""
+    calls = tmp_path / "calls"
+    wine = tmp_path / "wine"
+    wine.write_text(f'#!/bin/sh\necho "$@" >> {calls}\n[ "$1" != wineboot ] || exit "${{WINEBOOT_RC:-0}}"\n')
+    wine.chmod(0o755)
+    target = dataclasses.replace(WIN, emulator=(str(wine),))
+    assert probe_emulator(target, {"PATH": "/usr/bin:/bin"}) is None
+    assert calls.read_text().splitlines() == ["--version", "wineboot --init"]
+    broken = probe_emulator(target, {"PATH": "/usr/bin:/bin", "WINEBOOT_RC": "3"})
+    assert broken == f"emulator {wine} is broken: `{wine} wineboot --init` exited 3"
+    # qemu has no prefix: only the version probe
+    calls.unlink()
+    qemu = tmp_path / "qemu-arm"
+    qemu.write_text(wine.read_text())
+    qemu.chmod(0o755)
+    assert probe_emulator(dataclasses.replace(ARMV7, emulator=(str(qemu),)), {"PATH": "/usr/bin:/bin"}) is None
+    assert calls.read_text().splitlines() == ["--version"]
 
 
 def test_select_targets_defaults_and_unknown_names() -> None:
