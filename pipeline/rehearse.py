@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from . import cibw
+from . import cibw, toolchains
 from .ci import load_ci
 from .errors import EnvironmentProblem, PipelineError, UsageError, choices_hint
 from .matrix import Cell, Matrix, load_matrix
@@ -324,10 +324,8 @@ def _cibuildwheel_stand_in(
         flush=True,
     )
     config = cibw.check_config(matrix, cell)
-    build_env = dict(env)
     # the compiler caches of this checkout (what the workflow's caches hold on GitHub)
-    build_env.setdefault("ZIG_GLOBAL_CACHE_DIR", str(root / "build" / "zig-cache"))
-    build_env.setdefault("ZIG_LOCAL_CACHE_DIR", str(root / "build" / "zig-cache" / "local"))
+    build_env = toolchains.zig_cache_environment(root, env)
     build_env.setdefault("CCACHE_DIR", str(root / "build" / "pipeline" / "ccache"))
     build_env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{build_env['PATH']}"
     selection = ["--target", cell.target.name, "--component", cell.component.name, "--variant", cell.variant.name]

@@ -98,7 +98,7 @@ def probe_emulator(target: Target, env: dict[str, str]) -> str | None:
         return None
     exe = target.emulator[0]
     steps = [[exe, "--version"]]
-    if Path(exe).name.startswith("wine"):
+    if target.os_spec.cross_emulator == "wine":
         steps.append([*target.emulator, "wineboot", "--init"])
     for cmd in steps:
         try:

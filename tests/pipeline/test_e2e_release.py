@@ -28,6 +28,7 @@ from pipeline.cli import main
 from pipeline.hashing import sha256_file
 from pipeline.index import running_index, stop_local_index
 from pipeline.records import records_for_wheel
+from pipeline.toolchains import zig_cache_environment
 from pipeline.wheeltest import clean_env
 
 from .conftest import REPO
@@ -166,7 +167,7 @@ def _build_noop_and_test_the_core(dist: Path, work: Path, capsys: pytest.Capture
     """Every host cell built cold, each with its own VERSION; a second build is a no-op; the core wheel's test
     record is bound to its sha256 (and a tampered copy has none)."""
     common = ["--dist-dir", str(dist), "--work-dir", str(work)]
-    zig_cache = Path(os.environ.get("ZIG_GLOBAL_CACHE_DIR", REPO / "build" / "zig-cache"))
+    zig_cache = Path(zig_cache_environment(REPO, dict(os.environ))["ZIG_GLOBAL_CACHE_DIR"])
     started = time.time()
     t0 = time.monotonic()
     assert main(["build", *common]) == 0, capsys.readouterr().out[-3000:]
