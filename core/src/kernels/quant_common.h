@@ -275,7 +275,8 @@ struct PlaneWeights8 {
   PreparedA8 a;
   // a's rows (a.data is emptied) in blocks of 4 (Mp rows), each block's 4 rows interleaved by groups of 4 k:
   // row r's bytes k..k+3 of block rb at ((rb * Kp / 4 + k / 4) * 4 + r) * 4. A tile's 4 broadcasts for a group
-  // of k are then 16 contiguous bytes, and a block of rows streams from one run of memory.
+  // of k are then 16 contiguous bytes, and a block of rows streams from one run of memory. Whole blocks of 16
+  // rows (Mp rounded up to 16, zeros past Mp): the channel-column form reads 16 rows per group of k.
   std::vector<uint8_t> panel;
 };
 #if defined(MOSAICRT_X86_SIMD)
