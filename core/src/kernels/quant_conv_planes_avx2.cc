@@ -577,7 +577,7 @@ void conv8_channel_columns(const DirectConv8& g, const Staging& s, const uint8_t
     }
   };
   const int64_t items = groups * chunks;
-  if (pool && pool->size() > 1 && items > 1) pool->parallel_for(items, 1, body);
+  if (pool && pool->size() > 1 && items > 1) pool->parallel_tasks(items, body);
   else body(0, items);
 }
 
@@ -706,7 +706,7 @@ void conv8_planes_avx2(const DirectConv8& g, const uint8_t* x, bool x_signed, in
     }
   };
   const int64_t items = groups * chunks;
-  if (pool && pool->size() > 1 && items > 1) pool->parallel_for(items, 1, body);
+  if (pool && pool->size() > 1 && items > 1) pool->parallel_tasks(items, body);
   else body(0, items);
 }
 
