@@ -688,6 +688,29 @@ def test_qlinear_binary_same_shape_exact(op: str, dtype: Any, n: int) -> None:
         np.testing.assert_array_equal(got, want, err_msg=f"{threads} threads")
 
 
+@pytest.mark.parametrize("dtype", [np.uint8, np.int8])
+def test_qlinear_add_saturates_quotients_past_int32(dtype: Any) -> None:
+    """An output scale of 1e-20 makes quotients far past int32's range: each saturates to the bound of its sign
+    (a zero sum gives the zero point), on the vector paths and the tail alike."""
+    info = np.iinfo(dtype)
+    n = 16 * 16 + 5
+    rng = np.random.default_rng(3)
+    a = rng.integers(info.min, info.max, n, endpoint=True).astype(dtype)
+    b = rng.integers(info.min, info.max, n, endpoint=True).astype(dtype)
+    za, zb, zc = (128, 128, 128) if dtype == np.uint8 else (0, 0, 0)
+    b[::7] = (2 * za - a[::7].astype(np.int32)).clip(info.min, info.max)  # some sums exactly zero
+    init = _q("a", 0.5, za, dtype) + _q("b", 0.5, zb, dtype) + _q("c", 1e-20, zc, dtype)
+    t = helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
+    ins = [helper.make_tensor_value_info("a", t, [n]), helper.make_tensor_value_info("b", t, [n])]
+    node = helper.make_node("QLinearAdd", ["a", "a_s", "a_z", "b", "b_s", "b_z", "c_s", "c_z"], ["y"],
+                            domain="com.microsoft")
+    total = (a.astype(np.int32) - za) + (b.astype(np.int32) - zb)
+    want = np.where(total > 0, info.max, np.where(total < 0, info.min, zc)).astype(dtype)
+    assert (total == 0).any() and (total > 0).any() and (total < 0).any()
+    (got,) = mosaicrt.InferenceSession(_ms_model([node], ins, init)).run(None, {"a": a, "b": b})
+    np.testing.assert_array_equal(got, want)
+
+
 @pytest.mark.parametrize("quant_out", [True, False])
 def test_qgemm_matches_onnxruntime(quant_out: bool) -> None:
     rng = np.random.default_rng(18)
