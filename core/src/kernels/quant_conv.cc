@@ -618,7 +618,8 @@ bool integer_conv(OpContext& ctx, const ConvGeom& g, size_t x_in, size_t xz_in, 
           }
           const uint8_t* xg = static_cast<const uint8_t*>(X.raw()) + (n * g.C + gi * Cg) * g.in_size;
           if (!prepared->planes.empty() && S > 1) {
-            shift_columns(xg, Cg, d.H, d.W, d.pl, d.dw, S, ds.W, static_cast<uint8_t>(xzp), shifted.data(), ctx.threads());
+            shift_columns(xg, Cg, d.H, d.W, d.pl, d.dw, S, ds.W, static_cast<uint8_t>(xzp), shifted.data(),
+                          ctx.threads());
             quant::conv8_planes_avx2(ds, shifted.data(), !x_u8, xzp, prepared->planes[static_cast<size_t>(gi)],
                                      rq ? nullptr : y + plane0, rq ? &part : nullptr, &ctx.threads());
           } else if (!prepared->planes.empty()) {

@@ -576,6 +576,7 @@ void conv8_channel_columns(const DirectConv8& g, const Staging& s, const uint8_t
       }
     }
   };
+  // item by item (parallel_for's at most 4 chunks per thread left up to a chunk to the slower thread)
   const int64_t items = groups * chunks;
   if (pool && pool->size() > 1 && items > 1) pool->parallel_tasks(items, body);
   else body(0, items);
@@ -705,6 +706,7 @@ void conv8_planes_avx2(const DirectConv8& g, const uint8_t* x, bool x_signed, in
       }
     }
   };
+  // item by item (parallel_for's at most 4 chunks per thread left up to a chunk to the slower thread)
   const int64_t items = groups * chunks;
   if (pool && pool->size() > 1 && items > 1) pool->parallel_tasks(items, body);
   else body(0, items);
