@@ -625,10 +625,10 @@ bool integer_conv(OpContext& ctx, const ConvGeom& g, size_t x_in, size_t xz_in, 
           } else if (!prepared->planes.empty()) {
             quant::conv8_planes_avx2(d, xg, !x_u8, xzp, prepared->planes[static_cast<size_t>(gi)],
                                      rq ? nullptr : y + plane0, rq ? &part : nullptr, &ctx.threads());
-          }
-          else
+          } else {
             quant::conv8_direct_vnni(d, xg, !x_u8, xzp, prepared->direct[static_cast<size_t>(gi)],
                                      rq ? nullptr : y + plane0, rq ? &part : nullptr, &ctx.threads());
+          }
         }
       return true;
     }
