@@ -157,7 +157,8 @@ DIRECT_CASES = [
     # stride-2 rows wider than 16 output columns (gathered 16 at a time, the last 16 overlapping)
     ((30, 75), (3, 3), (2, 2), (1, 1), (1, 1, 1, 1), 1, (6, 8)),
     # small maps, where the AVX2 plane kernel tiles 4 positions x 16 output channels: a last tile of 2 and of 3
-    # positions, output channels not a multiple of 16, a map in two items of positions
+    # positions, output channels not a multiple of 16, a map in two items of positions (6 x 5) and one in four
+    # with a last item of one position (7 x 7 from a stride-2 14 x 14)
     ((6, 5), (3, 3), (1, 1), (1, 1), (1, 1, 1, 1), 1, (12, 40)),
     ((3, 5), (3, 3), (1, 1), (1, 1), (1, 1, 1, 1), 1, (20, 24)),
     ((14, 14), (3, 3), (2, 2), (1, 1), (1, 1, 1, 1), 1, (36, 72)),

@@ -279,6 +279,8 @@ struct PlaneWeights8 {
   // rows (Mp rounded up to 16, zeros past Mp): the channel-column form reads 16 rows per group of k.
   std::vector<uint8_t> panel;
 };
+// The panel's rows for prepare_a8's Mp rows: whole blocks of 16.
+inline int64_t plane_panel_rows(int64_t Mp) { return (Mp + 15) / 16 * 16; }
 #if defined(MOSAICRT_X86_SIMD)
 // y: int32 output (ConvInteger), or nullptr with rq: requantized bytes (QLinearConv).
 void conv8_planes_avx2(const DirectConv8& g, const uint8_t* x, bool x_signed, int32_t xzp, const PlaneWeights8& w,

@@ -502,7 +502,7 @@ quant::PlaneWeights8 prepare_plane_weights8(const quant::Igemm8Kernel& k8, const
   quant::prepare_a8(k8, out.a, M, a.data(), w_is_s8, K, K, wz, wz_per_row);
   const int64_t Kp = out.a.Kp, Mp = static_cast<int64_t>(out.a.zrow.size());  // (prepare_a8's rows: M rounded up)
   MRT_CHECK_IMPL(Mp % 4 == 0 && Kp % 4 == 0, "8-bit plane conv: weights not in blocks of 4 rows and 4 k");
-  out.panel.assign(static_cast<size_t>((Mp + 15) / 16 * 16 * Kp), 0);
+  out.panel.assign(static_cast<size_t>(quant::plane_panel_rows(Mp) * Kp), 0);
   for (int64_t m = 0; m < Mp; ++m)
     for (int64_t k = 0; k < Kp; k += 4)
       std::memcpy(out.panel.data() + (((m / 4) * (Kp / 4) + k / 4) * 4 + m % 4) * 4, out.a.data.data() + m * Kp + k, 4);

@@ -497,7 +497,7 @@ void conv8_channel_columns(const DirectConv8& g, const Staging& s, const uint8_t
                            const int32_t* corr, const PlaneFix& fix, int32_t* y, const DirectRequant8* rq,
                            ThreadPool* pool) {
   const PreparedA8& A = w.a;
-  const int64_t Kp = A.Kp, P = g.OH * g.OW, Mq = (g.M + 15) / 16 * 16;
+  const int64_t Kp = A.Kp, P = g.OH * g.OW, Mq = plane_panel_rows(g.M);
   const int64_t Q = g.OH * s.Wq, Qr = (Q + kCols - 1) / kCols * kCols;
   static thread_local std::vector<int32_t> fix_sums_buf;
   Scratch<int32_t> fix_sums(fix_sums_buf, fix.begin ? static_cast<size_t>(g.M * Qr) : 0);
@@ -590,9 +590,10 @@ void conv8_planes_avx2(const DirectConv8& g, const uint8_t* x, bool x_signed, in
   MRT_ENFORCE(w.M == g.M && w.C == g.C && w.KH == g.KH && w.KW == g.KW && A.kernel && A.kernel->pair_limit > 0,
               MRT_INTERNAL, "8-bit plane conv: weights prepared for another geometry or kernel");
   const int64_t Mp = (g.M + 3) / 4 * 4;  // the panel's rows (prepare_a8 rounds M up to the kernel's 4 rows)
-  MRT_ENFORCE(static_cast<int64_t>(w.panel.size()) == (Mp + 15) / 16 * 16 * A.Kp &&
-                  static_cast<int64_t>(A.rowsum.size()) == Mp && static_cast<int64_t>(A.fix_begin.size()) == Mp + 1,
-              MRT_INTERNAL, "8-bit plane conv: weights not prepared as a panel of blocks of 4 rows");
+  const int64_t Mq = plane_panel_rows(Mp);  // (the channel columns read whole blocks of 16)
+  MRT_ENFORCE(static_cast<int64_t>(w.panel.size()) == Mq * A.Kp && static_cast<int64_t>(A.rowsum.size()) == Mp &&
+                  static_cast<int64_t>(A.fix_begin.size()) == Mp + 1,
+              MRT_INTERNAL, "8-bit plane conv: weights not prepared as a panel of 4-row blocks, 16 rows at a time");
   const Staging s = staging_for(g);
   const int64_t nph = static_cast<int64_t>(s.phases.size()), planes = s.CQ * nph;
   MRT_ENFORCE(A.K == s.CQ * g.KH * g.KW * 4 && static_cast<int64_t>(w.slot_channel.size()) == s.CQ * 4,
@@ -628,7 +629,6 @@ void conv8_planes_avx2(const DirectConv8& g, const uint8_t* x, bool x_signed, in
 
   // per output channel: -xz * (the sum of its weights), wrapping like the sums
   static thread_local std::vector<int32_t> corr_buf;
-  const int64_t Mq = (Mp + 15) / 16 * 16;  // (the channel columns read whole blocks of 16)
   Scratch<int32_t> corr(corr_buf, static_cast<size_t>(Mq));
   std::fill(corr.data() + Mp, corr.data() + Mq, 0);
   for (int64_t m = 0; m < Mp; ++m)
